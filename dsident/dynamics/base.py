@@ -1,0 +1,94 @@
+"""The latent-dynamics interface every model in :mod:`dsident.dynamics` implements.
+
+A latent dynamics is a ``torch.nn.Module`` that maps a batch of latent states one sampling
+step forward (the *transition mean*; process noise is added by
+:class:`dsident.StateSpaceModel`). Continuous-time models implement :meth:`vector_field`
+and integrate it with a solver from :mod:`dsident.dynamics.solvers`; the rest of the package
+only ever calls :meth:`step`.
+
+Shape legend: ``B`` batch (trials), ``M`` latent_dim, ``K`` input_dim.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+#: name -> class, filled by ``LatentDynamics.__init_subclass__``; used by ``StateSpaceModel.load``.
+DYNAMICS_REGISTRY: dict[str, type["LatentDynamics"]] = {}
+
+
+class LatentDynamics(nn.Module):
+    """Base class of all latent dynamics.
+
+    Subclasses store every constructor argument under the same attribute name (so that
+    :meth:`config` can rebuild them) and implement :meth:`step`.
+
+    Attributes
+    ----------
+    latent_dim : int
+        M, the size of the latent state.
+    input_dim : int
+        K, the size of the external input ``u`` (0 when the model takes none).
+    piecewise_linear : bool
+        True for models whose step is ``A z + W relu(z) + C u + h`` (Laplace-EM applies).
+    """
+
+    piecewise_linear: ClassVar[bool] = False
+    latent_dim: int
+    input_dim: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        DYNAMICS_REGISTRY[cls.__name__] = cls
+
+    # -- the interface ------------------------------------------------------------------
+    def step(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
+        """Transition mean: one sampling step forward.
+
+        Parameters
+        ----------
+        z : Tensor of shape (B, M)
+        u : Tensor of shape (B, K) or None
+            External input at the *new* time step (``s_t`` in the PLRNN paper's eq. 1).
+        dt : float, Tensor of shape (B, 1), or None
+            Sampling step in the unit of the data's time coordinate; a tensor gives every
+            trial its own step. Discrete-time models ignore it.
+
+        Returns
+        -------
+        Tensor of shape (B, M)
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
+        """d step(z) / d z, shape (B, M, M). Autograd fallback; subclasses override analytically."""
+        def single(zi: Tensor, ui: Tensor | None, dti: Tensor | float | None) -> Tensor:
+            return self.step(zi[None], None if ui is None else ui[None],
+                             dti if (dti is None or isinstance(dti, float)) else dti[None])[0]
+
+        jac = torch.func.jacrev(single, argnums=0)
+        if u is None and not isinstance(dt, Tensor):
+            return torch.func.vmap(lambda zi: jac(zi, None, dt))(z)
+        uu = u if u is not None else torch.zeros(z.shape[0], 0, dtype=z.dtype, device=z.device)
+        dd = dt if isinstance(dt, Tensor) else torch.full((z.shape[0], 1), float(dt or 1.0), dtype=z.dtype, device=z.device)
+        return torch.func.vmap(lambda zi, ui, di: jac(zi, ui if u is not None else None,
+                                                      di if isinstance(dt, Tensor) else dt))(z, uu, dd)
+
+    def regularization(self) -> Tensor:
+        """Penalty added to the training loss (e.g. the manifold-attractor term). Default 0."""
+        p = next(self.parameters(), None)
+        return torch.zeros((), dtype=p.dtype if p is not None else torch.get_default_dtype())
+
+    # -- serialisation ------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """JSON-serialisable constructor arguments: ``type(self)(**self.config())`` rebuilds it."""
+        sig = inspect.signature(type(self).__init__)
+        return {name: getattr(self, name) for name in sig.parameters
+                if name != "self" and sig.parameters[name].kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                                        inspect.Parameter.VAR_KEYWORD)}
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.config().items())

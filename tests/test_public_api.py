@@ -1,0 +1,26 @@
+"""The public names of DESIGN.md exist and resolve."""
+import importlib
+
+import pytest
+
+import dsident
+
+
+def test_version_is_a_string():
+    assert isinstance(dsident.__version__, str) and dsident.__version__.count(".") >= 2
+
+
+@pytest.mark.parametrize("name", [n for n in dsident.__all__ if n not in ("__version__",)])
+def test_every_public_name_resolves(name):
+    assert getattr(dsident, name) is not None
+
+
+def test_unknown_attribute_raises():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        dsident.nope  # noqa: B018
+
+
+def test_inference_engine_unknown_method_lists_choices():
+    from dsident.inference import get_engine
+    with pytest.raises(ValueError, match="laplace-em"):
+        get_engine("kalman-magic")
