@@ -1,4 +1,26 @@
-"""Data: the canonical container, preprocessing, benchmark systems and I/O."""
-from .container import Arrays, as_dataset, to_arrays
+"""Data: the canonical container, preprocessing, benchmark systems and I/O.
 
-__all__ = ["Arrays", "as_dataset", "to_arrays"]
+``as_dataset`` is the one door for user data (validation, NaN mask, ``dt``, channel names);
+``to_arrays`` hands its content to numerical code; ``save_dataset``/``load_dataset`` write and
+read NetCDF. The submodules ``systems`` (ODE right-hand sides and ``simulate``),
+``preprocessing`` (z-score, smoothing, resampling, delay embedding), ``benchmarks`` (the
+shipped sets; public as ``dsident.datasets``) and ``ecg`` (the ECG pipeline and recorded-ECG
+loaders) are imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .container import Arrays, as_dataset, to_arrays
+from .io import load_dataset, save_dataset
+
+_SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container"}
+
+__all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,119 +1,456 @@
 """The one data container: ``xarray.Dataset`` with ``x(trial, time, channel)``.
 
-PROVISIONAL minimal version (the foundation issue hardens validation and adds tests); the
-layout below is the contract the other rooms rely on:
+Every layer of dsident reads and writes this layout, and :func:`as_dataset` is the only door
+through which user data enters (validation happens here once, so inner code can trust it):
 
-- ``x``      float64 (trial, time, channel); NaN = missing sample (masked downstream);
-             ragged trials are NaN-padded at the end.
-- ``u``      optional float64 (trial, time, input): external inputs.
-- ``length`` int64 (trial,): number of valid time steps of each trial.
-- coords     ``trial`` (int), ``time`` (float, = index · dt), ``channel`` (str), ``input`` (str).
-- attrs      ``dt`` (float, unit of the time coordinate), ``name`` (str),
-             ``provenance`` (JSON str), ``preprocessing`` (JSON str, list of steps).
+- ``x``        float64 (trial, time, channel); NaN = missing sample (masked downstream, never
+               filled); ragged trials are NaN-padded at the end.
+- ``u``        optional float64 (trial, time, input): external inputs; finite within each
+               trial (an input cannot be "missing"), NaN in the padding.
+- ``length``   int64 (trial,): number of valid time steps of each trial.
+- ``sample_time`` optional float64 (trial, time): the actual sampling times of irregularly
+               sampled trials (unit of ``dt``), NaN in the padding.
+- coords       ``trial`` (int), ``time`` (float, = index · dt), ``channel`` (str),
+               ``input`` (str, only with ``u``).
+- attrs        ``dt`` (float, unit of the time coordinate), ``name`` (str),
+               ``provenance`` (JSON str, where the data came from), ``preprocessing`` (JSON str,
+               a list of steps, each a dict with a ``"step"`` key and its constants).
+
+:func:`to_arrays` hands the same content to numerical code as plain numpy arrays.
 """
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import xarray as xr
 
+__all__ = ["Arrays", "as_dataset", "to_arrays"]
+
+#: Data variables and attributes that :func:`as_dataset` builds itself; everything else found on
+#: an input Dataset is carried over unchanged when its shape fits.
+_CORE_VARIABLES = {"x", "u", "length", "sample_time"}
+
 
 @dataclass(frozen=True)
 class Arrays:
-    """Plain arrays of a canonical dataset (see :func:`to_arrays`)."""
+    """Plain numpy arrays of a canonical dataset (see :func:`to_arrays`).
 
-    x: np.ndarray          #: (trial, time, channel), NaN where missing
-    mask: np.ndarray       #: bool (trial, time, channel), True = observed
-    u: np.ndarray | None   #: (trial, time, input) or None
-    length: np.ndarray     #: int (trial,)
+    Attributes
+    ----------
+    x : ndarray of shape (trial, time, channel)
+        Observations, float64; NaN where missing or past a trial's end.
+    mask : ndarray of bool, shape (trial, time, channel)
+        True where ``x`` is observed.
+    u : ndarray of shape (trial, time, input) or None
+        External inputs, float64 (NaN past a trial's end), or None when the data have none.
+    length : ndarray of int, shape (trial,)
+        Valid time steps of each trial.
+    dt : float
+        Nominal sampling step, in the unit of the ``time`` coordinate.
+    time : ndarray of shape (trial, time) or None
+        Sampling times of irregularly sampled data (NaN past a trial's end); None when the
+        samples are ``dt`` apart.
+    """
+
+    x: np.ndarray
+    mask: np.ndarray
+    u: np.ndarray | None
+    length: np.ndarray
     dt: float
+    time: np.ndarray | None = None
 
 
 def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
                channel_names: Sequence[str] | None = None, input_names: Sequence[str] | None = None,
-               name: str | None = None, min_length: int = 2, provenance: dict | None = None) -> xr.Dataset:
-    """Convert arrays, ragged trial lists or xarray objects to the canonical dataset.
+               name: str | None = None, min_length: int = 2, provenance: dict | str | None = None,
+               time: Any = None) -> xr.Dataset:
+    """Validate data and convert it to the canonical dataset.
 
     Parameters
     ----------
-    data : ndarray (time, channel) or (trial, time, channel); list of (time, channel) arrays;
-        ``xarray.DataArray`` with dims (time, channel) / (trial, time, channel); or a Dataset
-        with an ``x`` variable.
+    data : array-like, list of array-likes, ``xarray.DataArray`` or ``xarray.Dataset``
+        The observations. Accepted layouts:
+
+        ============================== ==============================================
+        input                          read as
+        ============================== ==============================================
+        array of shape (time,)         one trial, one channel
+        array of shape (time, channel) one trial
+        array (trial, time, channel)   equal-length trials
+        list/tuple of arrays           ragged trials, each (time,) or (time, channel)
+        DataArray                      dims named ``trial``/``time``/``channel`` are
+                                       used by name; otherwise by position as above
+        Dataset with variable ``x``    re-validated; ``u``, ``length``, ``sample_time``,
+                                       attrs and extra variables are carried over
+        ============================== ==============================================
+
+        A list or tuple is always read as a list of trials (wrap one nested-list trial in
+        ``np.asarray`` first). Values must be real numbers (bool and int are converted to
+        float64; ``None`` in an object array is read as NaN); NaN marks a missing sample;
+        inf is refused.
     dt : float, optional
-        Sampling step (unit of the time coordinate). Default: the dataset's ``dt`` attr, else 1.
-    u : same layouts as ``data``, optional
-        External inputs, same trials and lengths as ``data``.
+        Sampling step, in the unit of the ``time`` coordinate (e.g. seconds). Default: the
+        input's ``dt`` attribute, else the median step of ``time`` if given, else 1.0.
+    u : array-like or list of array-likes, optional
+        External inputs in the same layouts as ``data``, with the same number of trials and
+        the same length per trial. Must be finite.
+    channel_names, input_names : sequence of str, optional
+        Unique names of the channels / inputs. Default ``x0, x1, ...`` / ``u0, u1, ...``
+        (or the input's coordinate labels).
+    name : str, optional
+        Name of the data set (``attrs["name"]``). Default: the input's name, else ``"data"``.
+    min_length : int, default 2
+        Shortest trial accepted (time steps).
+    provenance : dict or JSON str, optional
+        Where the data came from; stored as JSON in ``attrs["provenance"]``.
+    time : array-like of shape (time,) or (trial, time), or list of 1-D arrays, optional
+        Sampling times for irregular sampling, strictly increasing within each trial, one per
+        sample. Stored as the variable ``sample_time(trial, time)``; the ``time`` coordinate
+        stays the sample index times ``dt``.
+
+    Returns
+    -------
+    xarray.Dataset
+        The canonical container described in the module docstring. The input is never
+        modified.
+
+    Raises
+    ------
+    TypeError
+        Non-numeric or complex values; a ``dt`` that is not a number.
+    ValueError
+        Wrong rank, inf values, no trials/channels, trials shorter than ``min_length``, a trial
+        without any observed sample, differing channel counts, ``dt <= 0``, inputs whose trial
+        count or lengths differ from ``data``, non-finite inputs, duplicate or wrongly counted
+        names, non-increasing sample times.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = as_dataset(np.zeros((2, 100, 3)), dt=0.01, channel_names=["x", "y", "z"])
+    >>> ds["x"].dims, ds.attrs["dt"]
+    (('trial', 'time', 'channel'), 0.01)
     """
+    min_length = _check_min_length(min_length)
+    lengths_given = None
+    trial_labels = None
+    attrs: dict[str, Any] = {}
+    extra: dict[str, xr.DataArray] = {}
     if isinstance(data, xr.Dataset):
         if "x" not in data:
-            raise ValueError(f"`data` Dataset must contain a variable 'x'; got variables {list(data.data_vars)}.")
+            raise ValueError(f"`data` Dataset must contain a variable 'x'; got variables {sorted(map(str, data.data_vars))}.")
+        attrs = dict(data.attrs)
         if dt is None:
-            dt = data.attrs.get("dt")
+            dt = attrs.get("dt")
         if u is None and "u" in data:
             u = data["u"]
-        name = name or data.attrs.get("name")
-        channel_names = channel_names or [str(c) for c in data["x"].coords.get("channel", [])] or None
+            if input_names is None and "input" in data["u"].coords:
+                input_names = [str(c) for c in data["u"].coords["input"].values]
+        if time is None and "sample_time" in data:
+            time = data["sample_time"]
+        if "length" in data:
+            lengths_given = np.asarray(data["length"].values)
+        extra = {str(k): v for k, v in data.data_vars.items() if k not in _CORE_VARIABLES}
         data = data["x"]
     if isinstance(data, xr.DataArray):
+        data = _canonical_order(data, "data")
         if channel_names is None and "channel" in data.coords:
             channel_names = [str(c) for c in data.coords["channel"].values]
+        if "trial" in data.coords and data.ndim == 3:
+            trial_labels = np.asarray(data.coords["trial"].values)
         if dt is None:
             dt = data.attrs.get("dt")
-        data = data.values
+        if name is None and "name" not in attrs and data.name not in (None, "x"):
+            name = str(data.name)
+
     trials = _as_trials(data, "data")
-    dt = 1.0 if dt is None else dt
-    if not np.isfinite(dt) or dt <= 0:
-        raise ValueError(f"`dt` must be a positive finite number; got dt={dt!r}.")
-    n_ch = trials[0].shape[1]
+    if lengths_given is not None:
+        trials = _cut_to_lengths(trials, lengths_given)
+    n_channel = _check_trials(trials, "data", min_length, allow_nan=True)
     lengths = np.array([t.shape[0] for t in trials], dtype=np.int64)
-    if lengths.min() < min_length:
-        raise ValueError(f"every trial of `data` needs at least {min_length} time steps; got lengths {lengths.tolist()}.")
-    T = int(lengths.max())
-    x = np.full((len(trials), T, n_ch), np.nan)
-    for i, t in enumerate(trials):
-        x[i, : len(t)] = t
-    channel_names = list(channel_names) if channel_names is not None else [f"x{i}" for i in range(n_ch)]
-    ds = xr.Dataset(
-        {"x": (("trial", "time", "channel"), x), "length": (("trial",), lengths)},
-        coords={"trial": np.arange(len(trials)), "time": np.arange(T) * float(dt), "channel": channel_names},
-        attrs={"dt": float(dt), "name": name or "data",
-               "provenance": json.dumps(provenance or {"source": "as_dataset"}), "preprocessing": "[]"},
-    )
+    n_trial, n_time = len(trials), int(lengths.max())
+
+    sample_time = None if time is None else _as_sample_time(time, lengths)
+    dt = _check_dt(dt, sample_time)
+    channel_names = _check_names(channel_names, n_channel, "channel_names", "x")
+
+    x = _pad(trials, n_time)
+    if trial_labels is None or len(trial_labels) != n_trial:
+        trial_labels = np.arange(n_trial)
+    elif trial_labels.dtype.kind in "iu":
+        trial_labels = trial_labels.astype(np.int64)     # NetCDF-3 stores int32
+    variables: dict[str, Any] = {"x": (("trial", "time", "channel"), x), "length": (("trial",), lengths)}
+    coords: dict[str, Any] = {"trial": trial_labels, "time": np.arange(n_time) * dt,
+                              "channel": np.array(channel_names, dtype=str)}
     if u is not None:
-        if isinstance(u, xr.DataArray):
-            u = u.values
-        utr = _as_trials(u, "u")
-        uu = np.full((len(trials), T, utr[0].shape[1]), np.nan)
-        for i, t in enumerate(utr):
-            uu[i, : len(t)] = t
-        ds["u"] = (("trial", "time", "input"), uu)
-        ds = ds.assign_coords(input=list(input_names) if input_names else [f"u{i}" for i in range(uu.shape[2])])
+        u_pad, input_names = _as_inputs(u, lengths, input_names)
+        variables["u"] = (("trial", "time", "input"), u_pad)
+        coords["input"] = np.array(input_names, dtype=str)
+    if sample_time is not None:
+        variables["sample_time"] = (("trial", "time"), sample_time)
+
+    ds = xr.Dataset(variables, coords=coords)
+    for key, var in extra.items():
+        if _fits(var, n_trial, n_time):
+            ds[key] = var.drop_vars([c for c in var.coords if c in ("trial", "time")])
+    ds.attrs = {**attrs, "dt": dt, "name": str(name if name is not None else attrs.get("name", "data")),
+                "provenance": _provenance_json(provenance, attrs.get("provenance")),
+                "preprocessing": str(attrs.get("preprocessing", "[]"))}
     return ds
 
 
-def _as_trials(data: Any, argname: str) -> list[np.ndarray]:
-    if isinstance(data, (list, tuple)) and len(data) and np.ndim(data[0]) >= 1 and not np.isscalar(data[0]):
-        trials = [np.asarray(t, dtype=float) for t in data]
-        trials = [t[:, None] if t.ndim == 1 else t for t in trials]
-    else:
-        arr = np.asarray(data, dtype=float)
-        if arr.ndim == 1:
-            arr = arr[:, None]
-        if arr.ndim == 2:
-            trials = [arr]
-        elif arr.ndim == 3:
-            trials = list(arr)
-        else:
-            raise ValueError(f"`{argname}` must have shape (time, channel) or (trial, time, channel); got {arr.shape}.")
-    return trials
-
-
 def to_arrays(ds: xr.Dataset) -> Arrays:
-    """Plain numpy arrays of a canonical dataset (x, mask, u, length, dt)."""
-    x = np.asarray(ds["x"].values, dtype=float)
-    u = np.asarray(ds["u"].values, dtype=float) if "u" in ds else None
-    length = np.asarray(ds["length"].values) if "length" in ds else np.full(x.shape[0], x.shape[1])
-    return Arrays(x=x, mask=np.isfinite(x), u=u, length=length, dt=float(ds.attrs.get("dt", 1.0)))
+    """Plain numpy arrays of a canonical dataset.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A dataset made by :func:`as_dataset` (anything else is passed through it first).
+
+    Returns
+    -------
+    Arrays
+        ``x`` (trial, time, channel) float64, ``mask`` (True = observed), ``u`` or None,
+        ``length`` (trial,), ``dt`` and, for irregular sampling, ``time`` (trial, time).
+        The arrays are copies; changing them does not change ``ds``.
+    """
+    if not (isinstance(ds, xr.Dataset) and "x" in ds and ds["x"].dims == ("trial", "time", "channel")
+            and "length" in ds):
+        ds = as_dataset(ds)
+    x = np.array(ds["x"].values, dtype=np.float64)
+    length = np.asarray(ds["length"].values, dtype=np.int64)
+    inside = np.arange(x.shape[1])[None, :] < length[:, None]          # (trial, time)
+    mask = np.isfinite(x) & inside[:, :, None]
+    x[~inside] = np.nan
+    u = np.array(ds["u"].values, dtype=np.float64) if "u" in ds else None
+    time = np.array(ds["sample_time"].values, dtype=np.float64) if "sample_time" in ds else None
+    return Arrays(x=x, mask=mask, u=u, length=length, dt=float(ds.attrs.get("dt", 1.0)), time=time)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_min_length(min_length: Any) -> int:
+    if isinstance(min_length, bool) or not isinstance(min_length, numbers.Integral) or min_length < 1:
+        raise ValueError(f"`min_length` must be a positive integer; got min_length={min_length!r}.")
+    return int(min_length)
+
+
+def _canonical_order(arr: xr.DataArray, argname: str) -> xr.DataArray:
+    """Put named dims in (trial, time, channel) order; unnamed dims stay positional."""
+    names = [d for d in ("trial", "time", "channel") if d in arr.dims]
+    if len(names) == arr.ndim:
+        return arr.transpose(*names)
+    return arr
+
+
+def _numeric(values: Any, argname: str, where: str = "") -> np.ndarray:
+    """Convert one array-like to float64, refusing non-numeric and complex values."""
+    if isinstance(values, xr.DataArray):
+        values = values.values
+    try:
+        arr = np.asarray(values)
+    except ValueError as err:            # ragged nested lists
+        raise ValueError(f"`{argname}`{where} could not be read as a rectangular array ({err}); "
+                         "pass ragged trials as a list of arrays.") from None
+    if arr.dtype.kind in "biuf":
+        return arr.astype(np.float64)
+    if arr.dtype.kind == "c":
+        raise TypeError(f"`{argname}`{where} must be real-valued; got complex dtype {arr.dtype}.")
+    if arr.dtype.kind == "O":
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"`{argname}`{where} must be numeric (bool, int or float); got dtype {arr.dtype} "
+                    f"(first element {arr.ravel()[:1].tolist()!r}).")
+
+
+def _as_trials(data: Any, argname: str) -> list[np.ndarray]:
+    """Split ``data`` into a list of float64 (time, channel) arrays."""
+    if isinstance(data, (list, tuple)):
+        if len(data) == 0:
+            raise ValueError(f"`{argname}` is an empty list; expected at least one trial.")
+        trials = []
+        for i, item in enumerate(data):
+            arr = _numeric(item, argname, f"[{i}]")
+            if arr.ndim == 1:
+                arr = arr[:, None]
+            if arr.ndim != 2:
+                raise ValueError(f"each trial of `{argname}` must have shape (time,) or (time, channel); "
+                                 f"trial {i} has shape {arr.shape}.")
+            trials.append(arr)
+        return trials
+    arr = _numeric(data, argname)
+    if arr.ndim == 1:
+        return [arr[:, None]]
+    if arr.ndim == 2:
+        return [arr]
+    if arr.ndim == 3:
+        if arr.shape[0] == 0:
+            raise ValueError(f"`{argname}` has no trials (shape {arr.shape}); expected at least one.")
+        return list(arr)
+    raise ValueError(f"`{argname}` must have shape (time,), (time, channel) or (trial, time, channel); "
+                     f"got an array of rank {arr.ndim} with shape {arr.shape}.")
+
+
+def _cut_to_lengths(trials: list[np.ndarray], lengths: np.ndarray) -> list[np.ndarray]:
+    if lengths.shape != (len(trials),):
+        raise ValueError(f"the Dataset's `length` has shape {lengths.shape}; expected ({len(trials)},), one per trial.")
+    out = []
+    for i, (t, n) in enumerate(zip(trials, lengths)):
+        if not 0 <= int(n) <= t.shape[0]:
+            raise ValueError(f"the Dataset's `length[{i}]` = {int(n)} is outside [0, {t.shape[0]}] (the time dimension).")
+        out.append(t[: int(n)])
+    return out
+
+
+def _check_trials(trials: list[np.ndarray], argname: str, min_length: int, *, allow_nan: bool) -> int:
+    """Shared checks on a list of (time, channel) arrays; returns the channel count."""
+    n_channel = trials[0].shape[1]
+    if n_channel == 0:
+        raise ValueError(f"`{argname}` has no channels (shape {trials[0].shape}); expected at least one.")
+    for i, t in enumerate(trials):
+        if t.shape[1] != n_channel:
+            raise ValueError(f"all trials of `{argname}` must have the same number of channels; trial 0 has "
+                             f"{n_channel}, trial {i} has {t.shape[1]}.")
+        if t.shape[0] < min_length:
+            what = "is empty" if t.shape[0] == 0 else f"has only {t.shape[0]} time steps"
+            raise ValueError(f"trial {i} of `{argname}` {what}; every trial needs at least "
+                             f"min_length={min_length} time steps.")
+        bad = np.isinf(t) if allow_nan else ~np.isfinite(t)
+        if bad.any():
+            step, channel = np.argwhere(bad)[0]
+            kind = "inf" if allow_nan else "non-finite (NaN or inf)"
+            raise ValueError(f"`{argname}` contains {int(bad.sum())} {kind} value(s), the first in trial {i} at "
+                             f"time step {step}, channel {channel}; "
+                             + ("use NaN to mark missing samples." if allow_nan else "inputs must be finite."))
+        if allow_nan and not np.isfinite(t).any():
+            raise ValueError(f"trial {i} of `{argname}` has no observed (non-NaN) sample; drop it.")
+    return n_channel
+
+
+def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
+    if dt is None:
+        if sample_time is None:
+            return 1.0
+        steps = np.diff(sample_time, axis=1)
+        return float(np.nanmedian(steps))
+    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (numbers.Real, np.floating, np.integer)):
+        if isinstance(dt, np.ndarray) and dt.ndim == 0:
+            return _check_dt(dt.item(), sample_time)
+        raise TypeError(f"`dt` must be a real number (the sampling step); got {type(dt).__name__} {dt!r}.")
+    dt = float(dt)
+    if not np.isfinite(dt) or dt <= 0:
+        raise ValueError(f"`dt` must be a positive finite number in the unit of the `time` coordinate; got dt={dt!r}. "
+                         "For irregular sampling pass `time=` (per-trial sample times) instead.")
+    return dt
+
+
+def _check_names(names: Sequence[str] | None, n: int, argname: str, prefix: str) -> list[str]:
+    if names is None:
+        return [f"{prefix}{i}" for i in range(n)]
+    if isinstance(names, str):
+        raise TypeError(f"`{argname}` must be a sequence of strings, not one string; got {names!r}.")
+    names = [str(c) for c in names]
+    if len(names) != n:
+        raise ValueError(f"`{argname}` has {len(names)} entries; expected {n} (one per column).")
+    seen: set[str] = set()
+    dupes = sorted({c for c in names if c in seen or seen.add(c)})
+    if dupes:
+        raise ValueError(f"`{argname}` must be unique; {dupes} appear more than once in {names}.")
+    return names
+
+
+def _pad(trials: list[np.ndarray], n_time: int) -> np.ndarray:
+    out = np.full((len(trials), n_time, trials[0].shape[1]), np.nan)
+    for i, t in enumerate(trials):
+        out[i, : t.shape[0]] = t
+    return out
+
+
+def _as_inputs(u: Any, lengths: np.ndarray, input_names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
+    if isinstance(u, xr.DataArray):
+        names = [d for d in ("trial", "time", "input") if d in u.dims]
+        if len(names) == u.ndim:
+            u = u.transpose(*names)
+        if input_names is None and "input" in u.coords:
+            input_names = [str(c) for c in u.coords["input"].values]
+        u = u.values
+    trials = _as_trials(u, "u")
+    if len(trials) != len(lengths):
+        raise ValueError(f"`u` has {len(trials)} trial(s) but `data` has {len(lengths)}; give one input series per trial.")
+    # A trial's inputs have its length, or the longest trial's (a rectangular array padded for
+    # ragged data); the padding is dropped.
+    cut = []
+    for i, (t, n) in enumerate(zip(trials, lengths)):
+        if t.shape[0] not in (n, int(lengths.max())):
+            raise ValueError(f"`u` trial {i} has {t.shape[0]} time steps but `data` trial {i} has {int(n)}; "
+                             "inputs must have the same length as the observations.")
+        cut.append(t[:n])
+    _check_trials(cut, "u", 1, allow_nan=False)
+    input_names = _check_names(input_names, cut[0].shape[1], "input_names", "u")
+    return _pad(cut, int(lengths.max())), input_names
+
+
+def _as_sample_time(time: Any, lengths: np.ndarray) -> np.ndarray:
+    if isinstance(time, xr.DataArray):
+        time = time.values
+    if isinstance(time, (list, tuple)) and not all(np.ndim(t) == 0 for t in time):
+        rows = [_numeric(t, "time", f"[{i}]").ravel() for i, t in enumerate(time)]
+    else:
+        arr = _numeric(time, "time")
+        if arr.ndim == 1:
+            rows = [arr] * len(lengths)
+        elif arr.ndim == 2:
+            rows = list(arr)
+        else:
+            raise ValueError(f"`time` must have shape (time,) or (trial, time); got {arr.shape}.")
+    if len(rows) != len(lengths):
+        raise ValueError(f"`time` gives {len(rows)} trial(s) of sample times; `data` has {len(lengths)}.")
+    out = np.full((len(lengths), int(lengths.max())), np.nan)
+    for i, (row, n) in enumerate(zip(rows, lengths)):
+        if row.shape[0] not in (n, int(lengths.max())):
+            raise ValueError(f"`time` for trial {i} has {row.shape[0]} entries; expected {int(n)}, one per sample.")
+        row = row[:n]
+        if not np.isfinite(row).all():
+            raise ValueError(f"`time` for trial {i} contains NaN or inf; sample times must be finite.")
+        if n > 1 and not (np.diff(row) > 0).all():
+            k = int(np.argmin(np.diff(row) > 0))
+            raise ValueError(f"`time` for trial {i} must be strictly increasing; time[{k}]={row[k]!r} is followed by "
+                             f"time[{k + 1}]={row[k + 1]!r}.")
+        out[i, :n] = row
+    return out
+
+
+def _fits(var: xr.DataArray, n_trial: int, n_time: int) -> bool:
+    """An extra variable is kept if its trial/time dims (when present) still match."""
+    sizes = dict(var.sizes)
+    return sizes.get("trial", n_trial) == n_trial and sizes.get("time", n_time) == n_time
+
+
+def _provenance_json(given: dict | str | None, existing: Any) -> str:
+    if given is None:
+        return str(existing) if existing is not None else json.dumps({"source": "as_dataset"})
+    if isinstance(given, str):
+        try:
+            json.loads(given)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"`provenance` given as a string must be JSON; got {given!r} ({err}).") from None
+        return given
+    try:
+        return json.dumps(given, default=_json_default)
+    except TypeError as err:
+        raise TypeError(f"`provenance` must be JSON-serialisable; got {given!r} ({err}).") from None
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable")
