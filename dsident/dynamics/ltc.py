@@ -1,0 +1,238 @@
+"""Liquid time-constant network (LTC; Hasani, Lechner et al., AAAI 2021).
+
+Two parametrisations of one equation, ``dz/dt = -a(z, u) * z + b(z, u)`` with ``a >= 0``:
+
+* ``form="compact"``: the paper's eq. 1, ``dz/dt = -[1/tau + f(z, u)] z + f(z, u) A`` with
+  ``f = g * sigmoid(W z + U u + c)`` positive (``g >= 0`` per neuron).
+* ``form="synaptic"``: the per-synapse conductance form of the reference code (its parameter
+  count ``4 M^2 + 3 M`` is the paper's Table S2):
+  ``C_i dv_i/dt = g_i (e_i - v_i) + sum_j w_ji s_ji(v) (E_ji - v_i) + sum_k w^_ki s^_ki(u) (E^_ki - v_i)``,
+  ``s_ji(v) = sigmoid(sigma_ji (v_j - mu_ji))``.
+
+Positive quantities (``tau, g, C, g_leak, w``) are softplus-parametrised, so no projection step
+after the optimiser is needed. Legend: ``B`` batch, ``M`` latent_dim, ``K`` input_dim; index
+``j`` presynaptic, ``i`` postsynaptic.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import LatentDynamics
+from .gnode import _check_choice, _check_positive_int
+from .solvers import ODEStepMixin, check_method
+
+
+def _inv_softplus(y: float) -> float:
+    return y + math.log(-math.expm1(-y))
+
+
+class LTC(ODEStepMixin, LatentDynamics):
+    r"""Liquid time-constant network as latent dynamics.
+
+    Parameters
+    ----------
+    latent_dim : int
+        M, number of neurons (the latent state).
+    input_dim : int
+        K, number of external inputs (sensory synapses).
+    form : {"synaptic", "compact"}
+        Per-synapse conductance form of the reference code (default) or the paper's eq. 1.
+    method : str
+        Solver; ``"fused"`` (the paper's eq. 4) by default, which keeps every state inside the
+        convex hull of its reversal potentials for any step size. ``"euler"``, ``"rk4"`` and
+        ``"dopri5"`` are available for comparison.
+    n_substeps : int
+        ODE unfolds per sampling interval (6 in the paper).
+    seed : int or None
+        Seed of the parameter initialisation.
+
+    Notes
+    -----
+    .. math::
+
+        \dot z = -\Big[\frac{1}{\tau} + f(z, u)\Big] \odot z + f(z, u) \odot A ,
+        \qquad z' = \frac{z + \Delta t\, f A}{1 + \Delta t (1/\tau + f)}
+
+    (Hasani et al. eqs. 1 and 4). The synaptic form has the same structure with a per-synapse
+    reversal potential ``E_ji`` in place of ``A_i`` and a leak reversal ``e_i``. Theorem 1 bounds
+    the liquid time constant ``tau / (1 + tau f)`` to ``[tau / (1 + tau g), tau]``
+    (:meth:`time_constant_bounds`); Theorem 2 bounds the state to ``[min(0, A), max(0, A)]``
+    (:meth:`state_bounds`), and the fused step keeps that bound for any ``dt``.
+
+    Initialisation follows the reference code (``mu ~ U(0.3, 0.8)``, ``sigma ~ U(3, 8)``,
+    ``w ~ U(0.01, 1)``, reversal potentials ``+-1``, leak reversal ``U(-0.2, 0.2)``, ``g_leak = 1``,
+    ``C = 0.5``), with ``sigma`` divided by ``sqrt(M)`` in the compact form.
+
+    All Jacobians are analytic.
+
+    References
+    ----------
+    Hasani et al. (2021), seed ``001_ltc.md`` sections 1.3, 1.3a, 1.4 and 2.
+    """
+
+    def __init__(self, latent_dim: int, input_dim: int = 0, *, form: str = "synaptic", method: str = "fused",
+                 n_substeps: int = 6, seed: int | None = None) -> None:
+        super().__init__()
+        _check_positive_int("latent_dim", latent_dim)
+        _check_positive_int("input_dim", input_dim, 0)
+        _check_positive_int("n_substeps", n_substeps)
+        _check_choice("form", form, ("synaptic", "compact"))
+        check_method(method)
+        self.latent_dim, self.input_dim, self.form = latent_dim, input_dim, form
+        self.method, self.n_substeps, self.seed = method, n_substeps, seed
+        gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        m, k = latent_dim, input_dim
+
+        def uniform(shape: tuple[int, ...], lo: float, hi: float) -> nn.Parameter:
+            return nn.Parameter(lo + (hi - lo) * torch.rand(shape, generator=gen))
+
+        def signs(shape: tuple[int, ...]) -> nn.Parameter:
+            return nn.Parameter(2.0 * torch.randint(0, 2, shape, generator=gen).float() - 1.0)
+
+        if form == "compact":
+            self.weight = nn.Parameter(torch.randn(m, m, generator=gen) / math.sqrt(m))
+            self.input_weight = nn.Parameter(torch.randn(m, k, generator=gen) / math.sqrt(max(k, 1)))
+            self.bias = nn.Parameter(torch.zeros(m))
+            self.raw_gain = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
+            self.raw_tau = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
+            self.reversal = signs((m,))
+        else:
+            self.mu, self.sigma = uniform((m, m), 0.3, 0.8), uniform((m, m), 3.0, 8.0)
+            self.raw_w = nn.Parameter(_softplus_inverse_tensor(uniform((m, m), 0.01, 1.0).data))
+            self.erev = signs((m, m))
+            self.sensory_mu, self.sensory_sigma = uniform((k, m), 0.3, 0.8), uniform((k, m), 3.0, 8.0)
+            self.raw_sensory_w = nn.Parameter(_softplus_inverse_tensor(uniform((k, m), 0.01, 1.0).data))
+            self.sensory_erev = signs((k, m))
+            self.input_scale = nn.Parameter(torch.ones(k))
+            self.input_shift = nn.Parameter(torch.zeros(k))
+            self.leak_reversal = uniform((m,), -0.2, 0.2)
+            self.raw_leak = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
+            self.raw_capacitance = nn.Parameter(torch.full((m,), _inv_softplus(0.5)))
+
+    # -- positive parameters ---------------------------------------------------------------------
+    @property
+    def tau(self) -> Tensor:
+        """Compact form: membrane time constants tau (M,), time units."""
+        return F.softplus(self.raw_tau)
+
+    @property
+    def gain(self) -> Tensor:
+        """Compact form: the maximum of f per neuron, ``g`` (M,) (Theorem 1's ``W_i``)."""
+        return F.softplus(self.raw_gain)
+
+    def _inputs(self, z: Tensor, u: Tensor | None) -> Tensor | None:
+        if self.input_dim == 0:
+            return None
+        if u is None:
+            return torch.zeros(z.shape[0], self.input_dim, dtype=z.dtype, device=z.device)
+        if u.shape[-1] != self.input_dim:
+            raise ValueError(f"`u` must have {self.input_dim} input channels; got shape {tuple(u.shape)}.")
+        return u
+
+    def _sensory(self, u: Tensor | None, z: Tensor) -> tuple[Tensor, Tensor]:
+        """Input conductance and input current per neuron, each (B, M); constant within a step."""
+        if u is None:
+            zero = torch.zeros_like(z)
+            return zero, zero
+        x = u * self.input_scale + self.input_shift
+        act = torch.sigmoid(self.sensory_sigma * (x[:, :, None] - self.sensory_mu))   # (B, K, M)
+        w = F.softplus(self.raw_sensory_w)
+        cond = torch.einsum("bkm,km->bm", act, w)
+        current = torch.einsum("bkm,km->bm", act, w * self.sensory_erev)
+        return cond, current
+
+    # -- the split dz/dt = -a z + b ---------------------------------------------------------------
+    def decay_and_drive(self, z: Tensor, u: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Decay rate ``a >= 0`` and drive ``b`` of ``dz/dt = -a z + b``, each (B, M)."""
+        uu = self._inputs(z, u)
+        if self.form == "compact":
+            pre = z @ self.weight.T + self.bias
+            if uu is not None:
+                pre = pre + uu @ self.input_weight.T
+            f = self.gain * torch.sigmoid(pre)
+            return 1.0 / self.tau + f, f * self.reversal
+        s = torch.sigmoid(self.sigma * (z[:, :, None] - self.mu))                         # (B, j, i)
+        w = F.softplus(self.raw_w)
+        cond = torch.einsum("bji,ji->bi", s, w)
+        current = torch.einsum("bji,ji->bi", s, w * self.erev)
+        s_cond, s_current = self._sensory(uu, z)
+        leak = F.softplus(self.raw_leak)
+        cap = F.softplus(self.raw_capacitance)
+        return (leak + cond + s_cond) / cap, (leak * self.leak_reversal + current + s_current) / cap
+
+    def decay_and_drive_jacobian(self, z: Tensor, u: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``a, b`` (B, M) and ``da/dz, db/dz`` (B, M, M) with rows = outputs, analytic."""
+        uu = self._inputs(z, u)
+        if self.form == "compact":
+            pre = z @ self.weight.T + self.bias
+            if uu is not None:
+                pre = pre + uu @ self.input_weight.T
+            sig = torch.sigmoid(pre)
+            f = self.gain * sig
+            df = (self.gain * sig * (1.0 - sig))[:, :, None] * self.weight                 # (B, i, j)
+            return 1.0 / self.tau + f, f * self.reversal, df, self.reversal[None, :, None] * df
+        s = torch.sigmoid(self.sigma * (z[:, :, None] - self.mu))                          # (B, j, i)
+        w = F.softplus(self.raw_w)
+        cap = F.softplus(self.raw_capacitance)
+        leak = F.softplus(self.raw_leak)
+        cond = torch.einsum("bji,ji->bi", s, w)
+        current = torch.einsum("bji,ji->bi", s, w * self.erev)
+        s_cond, s_current = self._sensory(uu, z)
+        ds = s * (1.0 - s) * self.sigma * w                                                # d(w s_ji)/dv_j
+        da = ds.transpose(1, 2) / cap[None, :, None]                                       # (B, i, j)
+        db = (ds * self.erev).transpose(1, 2) / cap[None, :, None]
+        return (leak + cond + s_cond) / cap, (leak * self.leak_reversal + current + s_current) / cap, da, db
+
+    def vector_field(self, z: Tensor, u: Tensor | None = None) -> Tensor:
+        """dz/dt = -a(z, u) z + b(z, u); (B, M) -> (B, M)."""
+        a, b = self.decay_and_drive(z, u)
+        return b - a * z
+
+    def vector_field_jacobian(self, z: Tensor, u: Tensor | None = None) -> Tensor:
+        """d(dz/dt)/dz = db - diag(z) da - diag(a), shape (B, M, M)."""
+        a, _, da, db = self.decay_and_drive_jacobian(z, u)
+        eye = torch.eye(z.shape[1], dtype=z.dtype, device=z.device)
+        return db - z[:, :, None] * da - a[:, :, None] * eye
+
+    # -- the paper's bounds --------------------------------------------------------------------------
+    def liquid_time_constant(self, z: Tensor, u: Tensor | None = None) -> Tensor:
+        """The system's time constant ``1 / a(z, u)`` (= ``tau / (1 + tau f)``), shape (B, M), time units."""
+        return 1.0 / self.decay_and_drive(z, u)[0]
+
+    def time_constant_bounds(self) -> tuple[Tensor, Tensor]:
+        """Theorem 1: ``tau / (1 + tau g) <= tau_sys <= tau`` per neuron; two tensors (M,).
+
+        In the synaptic form ``tau = C / g_leak`` and ``g`` is the summed maximal conductance
+        (recurrent and sensory) divided by ``C``.
+        """
+        if self.form == "compact":
+            tau, g = self.tau, self.gain
+            return tau / (1.0 + tau * g), tau
+        cap, leak = F.softplus(self.raw_capacitance), F.softplus(self.raw_leak)
+        gmax = F.softplus(self.raw_w).sum(0)
+        if self.input_dim > 0:
+            gmax = gmax + F.softplus(self.raw_sensory_w).sum(0)
+        return cap / (leak + gmax), cap / leak
+
+    def state_bounds(self) -> tuple[Tensor, Tensor]:
+        """Theorem 2: each neuron stays in ``[lower, upper]`` once it is there; two tensors (M,).
+
+        Compact form: ``[min(0, A_i), max(0, A_i)]``. Synaptic form: the range of the leak
+        reversal and of every reversal potential of the neuron's incoming synapses.
+        """
+        if self.form == "compact":
+            zero = torch.zeros_like(self.reversal)
+            return torch.minimum(zero, self.reversal), torch.maximum(zero, self.reversal)
+        points = [self.leak_reversal[None, :], self.erev]
+        if self.input_dim > 0:
+            points.append(self.sensory_erev)
+        allp = torch.cat(points, dim=0)
+        return allp.min(0).values, allp.max(0).values
+
+
+def _softplus_inverse_tensor(y: Tensor) -> Tensor:
+    return y + torch.log(-torch.expm1(-y))
