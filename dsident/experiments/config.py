@@ -1,0 +1,241 @@
+"""Run configurations: the defaults per dataset, model and method (in ONE place), and config files.
+
+A *run configuration* is a flat, JSON-able dict describing one fit-and-evaluate::
+
+    {"dataset": "lorenz63", "model": "shplrnn", "method": "teacher-forcing", "seed": 0,
+     "train_length": 20000, "eval_length": 10000, "pe_steps": 20,
+     "model_params": {"latent_dim": 3, ...},      # estimator hyperparameters
+     "fit_options": {"n_epochs": 60, ...}}        # engine options passed to ``fit``
+
+:func:`resolve_config` builds it in layers, later layers winning:
+
+1. :data:`GLOBAL_DEFAULTS`
+2. :data:`DATASET_DEFAULTS` ``[dataset]``   (lengths, evaluation settings)
+3. :data:`MODEL_DEFAULTS` ``[model]``       (method, hyperparameters)
+4. :data:`FIT_DEFAULTS` ``[method]``        (engine options common to every model)
+5. :data:`PAIR_DEFAULTS` ``[(dataset, model, method)]`` (what a particular benchmark cell needs)
+6. the preset (``quick``) and the user's config file / command-line flags.
+
+Defaults are written ahead of the estimators and engines, so a default key an estimator or
+engine does not accept is dropped (and recorded under ``"dropped_defaults"``); a key the *user*
+gives that is not accepted is an error.
+
+Config files are TOML (``tomllib``, or ``tomli`` on Python 3.10) or YAML (only when PyYAML is
+installed). Top-level keys are the flag names with dashes or underscores (``latent-dim``,
+``n_seeds``); the tables ``[model_params]`` and ``[fit_options]`` pass anything else through.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+# ---------------------------------------------------------------------------------------------
+# THE DEFAULTS TABLE. Every default the main job uses is here; docs/main_job.md reproduces it.
+# ---------------------------------------------------------------------------------------------
+
+#: settings every run starts from
+GLOBAL_DEFAULTS: dict[str, Any] = {
+    "seed": 0,
+    "train_length": None,      # samples of the train split used for fitting (None = all)
+    "eval_length": 10_000,     # T of the evaluation protocol (SPEC-metrics §4): test stretch length
+    "pe_steps": 20,            # n of PE(n)
+    "model_params": {},
+    "fit_options": {},
+}
+
+#: per dataset: how much data to fit on and how long a stretch to evaluate on
+DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
+    "lorenz63": {"train_length": 50_000, "eval_length": 30_000},      # floor D_stsp 0.17 at 30 k
+    "bursting_neuron": {"train_length": 50_000, "eval_length": 30_000},
+    "ecg": {"train_length": 50_000, "eval_length": 30_000},
+    "lorenz63_spikes": {"train_length": 20_000, "eval_length": 10_000},
+}
+
+#: per model: the default inference method and hyperparameters
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "rplrnn": {"method": "laplace-em", "model_params": {"latent_dim": 16, "reg_fraction": 0.5}},
+    "shplrnn": {"method": "teacher-forcing", "model_params": {"latent_dim": 3, "hidden_dim": 50}},
+    "gnode": {"method": "svi", "model_params": {"latent_dim": 8}},
+    "ltc": {"method": "svi", "model_params": {"latent_dim": 8}},
+    "rfwp": {"method": "svi", "model_params": {"latent_dim": 8}},
+    "organics": {"method": "svi", "model_params": {"latent_dim": 8}},
+}
+
+#: per inference method: engine options for every model
+FIT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "laplace-em": {},
+    "svi": {},
+    "bptt": {},
+    "teacher-forcing": {},
+}
+
+#: per (dataset, model, method): settings one benchmark cell needs beyond the layers above
+PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+#: named presets applied after the defaults (``--quick``); see :mod:`dsident.experiments.quick`
+PRESETS: dict[str, dict[str, Any]] = {}
+
+#: top-level keys a run configuration may carry
+RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
+            "model_params", "fit_options")
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Overlay ``layer`` on ``base``; the nested tables model_params / fit_options merge key-wise."""
+    out = copy.deepcopy(base)
+    for key, value in (layer or {}).items():
+        if key in ("model_params", "fit_options") and isinstance(value, Mapping):
+            out[key] = {**out.get(key, {}), **copy.deepcopy(dict(value))}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def default_method(model: str) -> str:
+    """The inference method a model uses when none is given."""
+    return MODEL_DEFAULTS.get(model, {}).get("method", "svi")
+
+
+def resolve_config(dataset: str, model: str, method: str | None = None, *,
+                   overrides: Mapping[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
+    """The full run configuration for one (dataset, model, method) cell.
+
+    Parameters
+    ----------
+    dataset : str
+        Shipped dataset name or a path (paths get only the global defaults).
+    model : str
+        Command-line model name (``rplrnn``, ``shplrnn``, ...).
+    method : str, optional
+        Inference method; default from :data:`MODEL_DEFAULTS`.
+    overrides : mapping, optional
+        The user's settings (config file and flags), applied last; keys as in :data:`RUN_KEYS`.
+    preset : str, optional
+        A name in :data:`PRESETS` (e.g. ``"quick"``), applied before ``overrides``.
+
+    Returns
+    -------
+    dict
+        JSON-able run configuration (see the module docstring).
+    """
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(RUN_KEYS))
+    if unknown:
+        raise ValueError(f"unknown configuration key(s) {unknown}; expected some of {list(RUN_KEYS)}.")
+    method = method or overrides.get("method") or default_method(model)
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"`preset` must be one of {sorted(PRESETS)} or None; got {preset!r}.")
+    cfg: dict[str, Any] = {"dataset": dataset, "model": model, "method": method}
+    cfg = _merge(cfg, GLOBAL_DEFAULTS)
+    cfg = _merge(cfg, DATASET_DEFAULTS.get(dataset))
+    model_layer = {k: v for k, v in MODEL_DEFAULTS.get(model, {}).items() if k != "method"}
+    cfg = _merge(cfg, model_layer)
+    cfg = _merge(cfg, {"fit_options": FIT_DEFAULTS.get(method, {})})
+    cfg = _merge(cfg, PAIR_DEFAULTS.get((dataset, model, method)))
+    if preset is not None:
+        layer = PRESETS[preset]
+        cfg = _merge(cfg, layer.get("all"))
+        cfg = _merge(cfg, layer.get((dataset, model, method)))
+    # the user's model_params / fit_options are remembered separately: they must be accepted
+    cfg["user_keys"] = {"model_params": sorted((overrides.get("model_params") or {})),
+                        "fit_options": sorted((overrides.get("fit_options") or {}))}
+    cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
+    cfg["method"] = method
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# config files
+# ---------------------------------------------------------------------------------------------
+
+def _load_toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError as err:
+            raise ValueError(f"reading the TOML file {str(path)!r} on Python 3.10 needs `tomli` "
+                             "(pip install tomli).") from err
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        import yaml
+    except ModuleNotFoundError as err:
+        raise ValueError(f"reading the YAML file {str(path)!r} needs PyYAML (pip install pyyaml); "
+                         "or write the configuration as TOML.") from err
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    return {} if data is None else data
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML (``.toml``) or YAML (``.yaml``/``.yml``) config file into a dict.
+
+    Keys are normalised: dashes become underscores at the top level (``latent-dim`` →
+    ``latent_dim``), so a file can use the command-line spelling.
+
+    Raises
+    ------
+    ValueError
+        Unknown extension, unreadable file, or a file whose top level is not a table.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist.")
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        data = _load_toml(path)
+    elif suffix in (".yaml", ".yml"):
+        data = _load_yaml(path)
+    elif suffix == ".json":
+        data = json.loads(path.read_text())
+    else:
+        raise ValueError(f"config file {str(path)!r} must end in .toml, .yaml, .yml or .json; got {suffix!r}.")
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {str(path)!r} must hold a table of settings at the top level; "
+                         f"got {type(data).__name__}.")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def save_config(cfg: Mapping[str, Any], path: str | Path) -> Path:
+    """Write a resolved configuration as JSON (with the package version) and return the path."""
+    from .._version import __version__
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {**cfg, "dsident_version": __version__}
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=_json_default) + "\n")
+    return path
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return list(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+def defaults_table() -> str:
+    """The defaults as a Markdown table (for ``dsident benchmark --show-defaults`` and the docs)."""
+    lines = ["| layer | key | settings |", "|---|---|---|"]
+    lines.append(f"| global | – | `{json.dumps(GLOBAL_DEFAULTS)}` |")
+    for name, layer in DATASET_DEFAULTS.items():
+        lines.append(f"| dataset | {name} | `{json.dumps(layer)}` |")
+    for name, layer in MODEL_DEFAULTS.items():
+        lines.append(f"| model | {name} | `{json.dumps(layer)}` |")
+    for name, layer in FIT_DEFAULTS.items():
+        lines.append(f"| method | {name} | `{json.dumps(layer)}` |")
+    for key, layer in PAIR_DEFAULTS.items():
+        lines.append(f"| cell | {' / '.join(key)} | `{json.dumps(layer)}` |")
+    for name, preset in PRESETS.items():
+        for key, layer in preset.items():
+            label = key if isinstance(key, str) else " / ".join(key)
+            lines.append(f"| preset {name} | {label} | `{json.dumps(layer)}` |")
+    return "\n".join(lines)

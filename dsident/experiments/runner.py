@@ -1,0 +1,349 @@
+"""Run a grid of (dataset, model, method, seed, ...) points: one result folder per point.
+
+Each point is a resolved run configuration (:mod:`dsident.experiments.config`). Running it
+fits the estimator on the train split, evaluates it on the test split with the protocol of
+SPEC-metrics §4, and writes, into ``OUT/points/<point_id>/``::
+
+    config.json      the resolved configuration (+ package version)
+    result.json      status ("done" | "failed"), scores, fit time, error and traceback
+    metrics.nc       the evaluation result (when the metrics return a Dataset)
+    model/           the fitted model (estimator ``save``), when the estimator can save
+    generated.nc     a free-running trajectory of the evaluation length (for the figures)
+
+A point whose ``result.json`` says "done" is skipped on a re-run; a failed point is recorded
+with its error, does not stop the grid, and is tried again on the next run. Files appear
+atomically: a point is written into a temporary folder that is renamed when complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+import time
+import traceback
+from concurrent.futures import Executor, as_completed
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .config import save_config
+
+#: result.json status values
+DONE, FAILED = "done", "failed"
+
+
+# ---------------------------------------------------------------------------------------------
+# one point
+# ---------------------------------------------------------------------------------------------
+
+def point_id(cfg: Mapping[str, Any]) -> str:
+    """Folder name of a run configuration: readable prefix + a hash of everything else."""
+    core = json.dumps({k: v for k, v in cfg.items() if k not in ("user_keys", "dropped_defaults")},
+                      sort_keys=True, default=str)
+    digest = hashlib.sha1(core.encode()).hexdigest()[:8]
+    dataset = Path(str(cfg.get("dataset", "data"))).stem
+    return f"{dataset}__{cfg.get('model')}__{cfg.get('method')}__seed{cfg.get('seed', 0)}__{digest}"
+
+
+def _filter_defaults(given: Mapping[str, Any], accepted: set[str] | None, user_keys: Iterable[str],
+                     what: str, owner: str) -> tuple[dict[str, Any], list[str]]:
+    """Drop default keys ``owner`` does not accept; a user key it does not accept is an error."""
+    if accepted is None:
+        return dict(given), []
+    user_keys = set(user_keys)
+    bad_user = sorted(k for k in given if k in user_keys and k not in accepted)
+    if bad_user:
+        raise ValueError(f"{owner} does not accept the {what} {bad_user}; it accepts {sorted(accepted)}.")
+    dropped = sorted(k for k in given if k not in accepted)
+    return {k: v for k, v in given.items() if k in accepted}, dropped
+
+
+def _engine_option_names(method: str) -> set[str] | None:
+    """Keyword names the engine for ``method`` accepts (None = anything / unknown)."""
+    import inspect
+
+    from ..inference import get_engine
+
+    func = get_engine(method)
+    params = inspect.signature(func).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n not in ("model", "data")}
+
+
+def build_estimator(cfg: Mapping[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:
+    """The estimator of a run configuration, its engine options and the default keys dropped."""
+    from .registry import estimator_param_names, get_estimator_class
+
+    cls = get_estimator_class(cfg["model"])
+    user = cfg.get("user_keys", {})
+    params, dropped_p = _filter_defaults(cfg.get("model_params", {}), estimator_param_names(cls),
+                                         user.get("model_params", ()), "hyperparameter(s)", cls.__name__)
+    if "seed" in estimator_param_names(cls) and "seed" not in params:
+        params["seed"] = int(cfg.get("seed", 0))
+    options, dropped_o = _filter_defaults(cfg.get("fit_options", {}), _engine_option_names(cfg["method"]),
+                                          user.get("fit_options", ()), "engine option(s)",
+                                          f"inference method {cfg['method']!r}")
+    return cls(**params), options, [f"model_params.{k}" for k in dropped_p] + [f"fit_options.{k}" for k in dropped_o]
+
+
+def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False) -> tuple[Any, float, list[str]]:
+    """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults)."""
+    est, options, dropped = build_estimator(cfg)
+    import inspect
+
+    fit_params = inspect.signature(est.fit).parameters
+    if "progress" in fit_params or any(p.kind is p.VAR_KEYWORD for p in fit_params.values()):
+        options.setdefault("progress", progress)
+    t0 = time.perf_counter()
+    est.fit(train, method=cfg["method"], **options)
+    return est, time.perf_counter() - t0, dropped
+
+
+def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = False,
+              keep_model: bool = True) -> dict[str, Any]:
+    """Fit, evaluate and save one grid point; never raises for a failed fit (records it).
+
+    Parameters
+    ----------
+    cfg : mapping
+        Resolved run configuration.
+    out_root : path
+        Result folder of the whole grid; the point goes to ``out_root/points/<point_id>``.
+    progress : bool
+        Show the engine's progress bar.
+    keep_model : bool
+        Save the fitted model under ``model/``.
+
+    Returns
+    -------
+    dict
+        The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
+        ``error``, ``config``.
+    """
+    from .inputs import load_data
+
+    out_root = Path(out_root)
+    pid = point_id(cfg)
+    final = out_root / "points" / pid
+    (out_root / "points").mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{pid}.", dir=out_root / "points"))
+    record: dict[str, Any] = {"point_id": pid, "config": dict(cfg), "status": FAILED, "error": None,
+                              "traceback": None, "fit_time": math.nan,
+                              "scores": {k: math.nan for k in ("D_stsp", "D_H", "PE", "diverged")}}
+    try:
+        seed = int(cfg.get("seed", 0))
+        train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+        test = load_data(cfg.get("test_data") or cfg["dataset"], split="test", length=cfg.get("eval_length"),
+                         dt=cfg.get("dt"))
+        est, fit_time, dropped = fit_point(cfg, train, progress=progress)
+        record["fit_time"] = fit_time
+        record["config"] = {**dict(cfg), "dropped_defaults": dropped}
+        from .scoring import evaluate_model
+
+        scores, raw = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
+        record["scores"] = scores
+        if isinstance(raw, xr.Dataset):
+            _write_netcdf(raw, tmp / "metrics.nc")
+        gen = est.generate(int(test.sizes["time"]), seed=seed)
+        if isinstance(gen, xr.Dataset):
+            _write_netcdf(gen, tmp / "generated.nc")
+        if keep_model and hasattr(est, "save"):
+            try:
+                est.save(tmp / "model")
+            except Exception as err:  # saving is a convenience; the scores stand without it
+                record["save_error"] = f"{type(err).__name__}: {err}"
+        record["status"] = DONE
+    except Exception as err:
+        record["error"] = f"{type(err).__name__}: {err}"
+        record["traceback"] = traceback.format_exc()
+    save_config(record["config"], tmp / "config.json")
+    (tmp / "result.json").write_text(json.dumps(_jsonable(record), indent=2) + "\n")
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    return record
+
+
+def _write_netcdf(ds: xr.Dataset, path: Path) -> None:
+    """Write a Dataset to NetCDF, turning attrs NetCDF cannot hold (dicts, bools, None) into strings."""
+    out = ds.copy()
+    out.attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
+    for name in out.variables:
+        out[name].attrs = {k: _netcdf_attr(v) for k, v in out[name].attrs.items()}
+    out.to_netcdf(path, engine="h5netcdf")
+
+
+def _netcdf_attr(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return str(value) if value is None else int(value)
+    if isinstance(value, (str, int, float, np.integer, np.floating)):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)) and all(isinstance(v, (int, float, np.number)) for v in np.ravel(value)):
+        return np.asarray(value)
+    return json.dumps(value, default=str)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def read_record(folder: str | Path) -> dict[str, Any] | None:
+    """The ``result.json`` of a point folder (None when absent or unreadable)."""
+    path = Path(folder) / "result.json"
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    rec["scores"] = {k: (math.nan if v is None else v) for k, v in rec.get("scores", {}).items()}
+    if rec.get("fit_time") is None:
+        rec["fit_time"] = math.nan
+    return rec
+
+
+def is_done(cfg: Mapping[str, Any], out_root: str | Path) -> bool:
+    """True when the point of ``cfg`` already has a successful result under ``out_root``."""
+    rec = read_record(Path(out_root) / "points" / point_id(cfg))
+    return rec is not None and rec.get("status") == DONE
+
+
+# ---------------------------------------------------------------------------------------------
+# the grid
+# ---------------------------------------------------------------------------------------------
+
+def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
+             executor: Executor | Any | None = None, progress: bool = True, skip_done: bool = True,
+             point_function: Callable[..., dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Run every configuration; returns one record per configuration (in input order).
+
+    Parameters
+    ----------
+    configs : sequence of mapping
+        Resolved run configurations.
+    out_root : path
+        Result folder.
+    executor : object with ``submit(fn, *args, **kwargs)`` returning futures with ``result()``, optional
+        A ``concurrent.futures`` pool or a ``dask.distributed.Client``. None runs in this process.
+    progress : bool
+        tqdm bar over the points.
+    skip_done : bool
+        Skip points whose folder already holds a successful result (their record is re-read).
+    point_function : callable, optional
+        Replaces :func:`run_point` (``fn(cfg, out_root) -> record``); must be picklable for a pool.
+    """
+    from tqdm.auto import tqdm
+
+    out_root = Path(out_root)
+    out_root.mkdir(parents=True, exist_ok=True)
+    fn = point_function or run_point
+    records: list[dict[str, Any] | None] = [None] * len(configs)
+    todo = []
+    for i, cfg in enumerate(configs):
+        rec = read_record(out_root / "points" / point_id(cfg)) if skip_done else None
+        if rec is not None and rec.get("status") == DONE:
+            rec["skipped"] = True
+            records[i] = rec
+        else:
+            todo.append(i)
+    bar = tqdm(total=len(configs), initial=len(configs) - len(todo), desc="grid points",
+               disable=not progress, unit="pt")
+    if executor is None:
+        for i in todo:
+            bar.set_postfix_str(point_id(configs[i])[:48])
+            records[i] = fn(dict(configs[i]), str(out_root))
+            bar.update(1)
+    else:
+        futures = {executor.submit(fn, dict(configs[i]), str(out_root)): i for i in todo}
+        for fut in _as_completed(futures, executor):
+            i = futures[fut]
+            try:
+                records[i] = fut.result()
+            except Exception as err:  # a worker lost or a pickling problem: record, keep going
+                records[i] = _failed_record(configs[i], err)
+            bar.update(1)
+    bar.close()
+    return [r for r in records if r is not None]
+
+
+def _as_completed(futures: Mapping[Any, int], executor: Any) -> Iterable[Any]:
+    """``as_completed`` for concurrent.futures and for dask futures alike."""
+    module = type(executor).__module__
+    if module.startswith("distributed") or module.startswith("dask"):
+        from distributed import as_completed as dask_as_completed
+
+        return dask_as_completed(list(futures))
+    return as_completed(list(futures))
+
+
+def _failed_record(cfg: Mapping[str, Any], err: BaseException) -> dict[str, Any]:
+    return {"point_id": point_id(cfg), "config": dict(cfg), "status": FAILED,
+            "error": f"{type(err).__name__}: {err}", "traceback": "".join(traceback.format_exception(err)),
+            "fit_time": math.nan, "scores": {k: math.nan for k in ("D_stsp", "D_H", "PE", "diverged")}}
+
+
+def collect_records(out_root: str | Path) -> list[dict[str, Any]]:
+    """Every point record found under ``out_root/points`` (sorted by point id)."""
+    folder = Path(out_root) / "points"
+    if not folder.is_dir():
+        return []
+    recs = [read_record(p) for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    return [r for r in recs if r is not None]
+
+
+def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequence[str] = ()) -> xr.Dataset:
+    """The records as an ``xarray.Dataset`` over dim ``point`` (NetCDF-ready).
+
+    Variables: ``D_stsp``, ``D_H``, ``PE``, ``diverged``, ``fit_time`` (seconds), ``status``,
+    ``error``; coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
+    entry (read from the top level of each configuration, then from model_params / fit_options).
+    """
+    from .._version import __version__
+
+    n = len(records)
+    data: dict[str, Any] = {}
+    for name in ("D_stsp", "D_H", "PE", "diverged"):
+        data[name] = ("point", np.array([_num(r.get("scores", {}).get(name)) for r in records], dtype=float))
+    data["fit_time"] = ("point", np.array([_num(r.get("fit_time")) for r in records], dtype=float))
+    data["status"] = ("point", np.array([str(r.get("status")) for r in records], dtype=object).astype(str))
+    data["error"] = ("point", np.array([str(r.get("error") or "") for r in records], dtype=object).astype(str))
+    coords: dict[str, Any] = {"point": np.array([str(r.get("point_id")) for r in records], dtype=object).astype(str)}
+    for key in ("dataset", "model", "method"):
+        coords[key] = ("point", np.array([str(r.get("config", {}).get(key)) for r in records], dtype=object).astype(str))
+    coords["seed"] = ("point", np.array([int(r.get("config", {}).get("seed", 0)) for r in records], dtype=np.int64))
+    for key in sweep_keys:
+        values = [_lookup(r.get("config", {}), key) for r in records]
+        coords[key] = ("point", np.array(values, dtype=float if all(isinstance(v, (int, float)) for v in values)
+                                         else object).astype(float if all(isinstance(v, (int, float)) for v in values) else str))
+    ds = xr.Dataset(data, coords=coords)
+    ds["fit_time"].attrs["units"] = "s"
+    ds.attrs = {"dsident_version": __version__, "n_points": n,
+                "configs": json.dumps([_jsonable(r.get("config", {})) for r in records], default=str)}
+    return ds
+
+
+def _lookup(cfg: Mapping[str, Any], key: str) -> Any:
+    for table in (cfg, cfg.get("model_params", {}), cfg.get("fit_options", {})):
+        if key in table:
+            return table[key]
+    return math.nan
+
+
+def _num(value: Any) -> float:
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,127 @@
+"""The benchmark table: rows model × inference, columns dataset × {D_stsp, D_H, PE(n), diverged, fit time}.
+
+Cells are median ± MAD over seeds (diverged: the fraction of seeds whose free run diverged;
+fit time: median seconds). Extra rows — the floor of SPEC-metrics §5 and an untrained model —
+are passed in as plain score dicts. Failed points are counted and their first error listed
+under the table, so a missing number always has a stated reason.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+#: (column label, variable in the results dataset)
+COLUMNS: tuple[tuple[str, str], ...] = (("D_stsp", "D_stsp"), ("D_H", "D_H"), ("PE({n})", "PE"),
+                                        ("diverged", "diverged"), ("fit time (s)", "fit_time"))
+
+
+def median_mad(values: Sequence[float] | np.ndarray) -> tuple[float, float, int]:
+    """Median and median absolute deviation of the finite values, and how many there were."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return math.nan, math.nan, 0
+    med = float(np.median(arr))
+    return med, float(np.median(np.abs(arr - med))), int(arr.size)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if not math.isfinite(value):
+        return "–"
+    if value != 0 and (abs(value) >= 1e4 or abs(value) < 1e-3):
+        return f"{value:.2e}"
+    return f"{value:.{digits}g}"
+
+
+def _cell(values: np.ndarray, var: str) -> str:
+    if var == "diverged":
+        finite = values[np.isfinite(values)]
+        return "–" if finite.size == 0 else f"{finite.mean():.2f}"
+    if var == "fit_time":
+        med, _, n = median_mad(values)
+        return "–" if n == 0 else f"{med:.0f}" if med >= 10 else f"{med:.1f}"
+    med, mad, n = median_mad(values)
+    if n == 0:
+        return "–"
+    return _fmt(med) if n == 1 else f"{_fmt(med)} ± {_fmt(mad, 2)}"
+
+
+def summary_rows(results: xr.Dataset) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+    """``(model, method) -> dataset -> variable name -> cell text`` from a results dataset."""
+    rows: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    if results.sizes.get("point", 0) == 0:
+        return rows
+    done = results["status"].values == "done"
+    for model, method, dataset in sorted(set(zip(results["model"].values, results["method"].values,
+                                                 results["dataset"].values))):
+        sel = (results["model"].values == model) & (results["method"].values == method) & \
+              (results["dataset"].values == dataset)
+        cells = {}
+        for _, var in COLUMNS:
+            cells[var] = _cell(results[var].values[sel & done], var)
+        n_total, n_done = int(sel.sum()), int((sel & done).sum())
+        if n_done < n_total:
+            cells["D_stsp"] += f" ({n_total - n_done}/{n_total} failed)"
+        rows.setdefault((str(model), str(method)), {})[str(dataset)] = cells
+    return rows
+
+
+def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+                   pe_steps: int = 20, title: str | None = None, notes: Sequence[str] = ()) -> str:
+    """The benchmark table as Markdown.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`dsident.experiments.runner.records_to_dataset`.
+    extra_rows : mapping, optional
+        ``row label -> dataset -> {"D_stsp": .., "D_H": .., "PE": .., "diverged": ..}`` — e.g.
+        ``{"floor (true system)": {...}, "untrained shplrnn": {...}}``; placed above the fits.
+    pe_steps : int
+        n of the PE(n) column label.
+    title : str, optional
+        A heading line.
+    notes : sequence of str
+        Lines printed under the table (settings, caveats).
+    """
+    rows = summary_rows(results)
+    datasets = sorted({d for r in rows.values() for d in r} | {d for r in (extra_rows or {}).values() for d in r})
+    labels = [lab.format(n=pe_steps) for lab, _ in COLUMNS]
+    header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab in labels]
+    lines = ([f"### {title}", ""] if title else []) + ["| " + " | ".join(header) + " |",
+                                                      "|" + "---|" * len(header)]
+    for label, per_dataset in (extra_rows or {}).items():
+        cells = [f"*{label}*"]
+        for d in datasets:
+            scores = per_dataset.get(d, {})
+            for lab, var in COLUMNS:
+                value = scores.get(var, math.nan)
+                cells.append("–" if value is None else (_fmt(float(value)) if var != "diverged" else
+                                                        ("–" if not math.isfinite(float(value)) else f"{float(value):.2f}")))
+        lines.append("| " + " | ".join(cells) + " |")
+    for (model, method), per_dataset in rows.items():
+        cells = [f"{model} × {method}"]
+        for d in datasets:
+            c = per_dataset.get(d)
+            cells += [c[var] for _, var in COLUMNS] if c else ["n/a"] * len(COLUMNS)
+        lines.append("| " + " | ".join(cells) + " |")
+    errors = _first_errors(results)
+    if errors or notes:
+        lines.append("")
+    lines += [f"- {n}" for n in notes]
+    lines += [f"- failed: {key}: {err}" for key, err in errors.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _first_errors(results: xr.Dataset) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if results.sizes.get("point", 0) == 0:
+        return out
+    for i in np.flatnonzero(results["status"].values != "done"):
+        key = f"{results['model'].values[i]} × {results['method'].values[i]} on {results['dataset'].values[i]}"
+        msg = str(results["error"].values[i]).splitlines()[0] if str(results["error"].values[i]) else "unknown error"
+        out.setdefault(key, msg[:300])
+    return out

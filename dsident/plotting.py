@@ -1,0 +1,489 @@
+"""Figures for reconstructions: attractors, time series, power spectra, latents, flow fields, tables.
+
+Every function builds a :class:`matplotlib.figure.Figure` without pyplot (so it works with
+any backend, headless included, and leaves no global figure state behind), returns it, and
+writes a PNG when ``save`` is given. Inputs are the package's datasets (``x(trial, time,
+channel)``, generated ``z(trial, time, latent)``) or plain arrays of shape (time, channel).
+
+The numbers behind the figures come from the packages that own them: power spectra from
+:mod:`dsident.metrics` (the same smoothing as D_H), fixed points, cycles and flow fields
+from :mod:`dsident.analysis`.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+__all__ = [
+    "plot_attractor", "plot_attractor_pairs", "plot_time_series", "plot_power_spectra",
+    "plot_latent_trajectories", "plot_flow_field", "plot_benchmark_summary", "plot_reconstruction",
+]
+
+TRUE_STYLE = {"color": "0.35", "lw": 0.4, "alpha": 0.8}
+GEN_STYLE = {"color": "tab:red", "lw": 0.4, "alpha": 0.8}
+
+
+# ---------------------------------------------------------------------------------------------
+# input helpers
+# ---------------------------------------------------------------------------------------------
+
+def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data") -> tuple[np.ndarray, list[str], float]:
+    """One trial as (time, channel) array without trailing NaN padding, channel names and dt."""
+    if isinstance(data, xr.Dataset):
+        if var not in data:
+            raise ValueError(f"`{argname}` has no variable {var!r}; it has {list(data.data_vars)}.")
+        da = data[var]
+        dt = float(data.attrs.get("dt", 1.0))
+    elif isinstance(data, xr.DataArray):
+        da, dt = data, float(data.attrs.get("dt", 1.0))
+    else:
+        arr = np.asarray(data, dtype=float)
+        if arr.ndim == 1:
+            arr = arr[:, None]
+        if arr.ndim == 3:
+            arr = arr[trial]
+        if arr.ndim != 2:
+            raise ValueError(f"`{argname}` must have shape (time, channel) or (trial, time, channel); got {arr.shape}.")
+        return _trim(arr), [f"x{i}" for i in range(arr.shape[1])], 1.0
+    if "trial" in da.dims:
+        if not 0 <= trial < da.sizes["trial"]:
+            raise ValueError(f"`trial` must be in [0, {da.sizes['trial']}); got {trial}.")
+        da = da.isel(trial=trial)
+    other = [d for d in da.dims if d != "time"]
+    arr = np.asarray(da.transpose("time", *other).values, dtype=float).reshape(da.sizes["time"], -1)
+    names = [str(c) for c in da.coords[other[0]].values] if other and other[0] in da.coords else \
+        [f"{var}{i}" for i in range(arr.shape[1])]
+    return _trim(arr), names, dt
+
+
+def _trim(arr: np.ndarray) -> np.ndarray:
+    """Drop trailing all-NaN rows (ragged-trial padding); keep interior NaN (gaps are drawn as gaps)."""
+    finite_rows = np.flatnonzero(np.isfinite(arr).any(axis=1))
+    return arr[: finite_rows[-1] + 1] if finite_rows.size else arr[:0]
+
+
+def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
+    if save is not None:
+        path = Path(save)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return fig
+
+
+def _check_dims(dims: Sequence[int], n: int, argname: str = "dims") -> list[int]:
+    dims = list(dims)
+    if any((not isinstance(d, (int, np.integer))) or d < 0 or d >= n for d in dims):
+        raise ValueError(f"`{argname}` must be channel indices in [0, {n}); got {dims}.")
+    return dims
+
+
+# ---------------------------------------------------------------------------------------------
+# attractors and time series
+# ---------------------------------------------------------------------------------------------
+
+def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[int] = (0, 1, 2),
+                   max_points: int = 20_000, title: str | None = None, save: str | Path | None = None) -> Figure:
+    """True vs generated attractor in 3-D, side by side.
+
+    Parameters
+    ----------
+    true : xarray.Dataset or ndarray of shape (time, channel)
+        Data (first trial is drawn).
+    generated : same, optional
+        A free-running trajectory of the model.
+    dims : three ints
+        Channels on the x, y, z axes (two ints draw a 2-D plot; data with fewer than 3
+        channels falls back to 2-D or a delay plot).
+    max_points : int
+        At most this many samples of each series are drawn (the first ones).
+    save : path, optional
+        Write a PNG there.
+    """
+    series = [("data", _series(true, argname="true"), TRUE_STYLE)]
+    if generated is not None:
+        series.append(("generated", _series(generated, argname="generated"), GEN_STYLE))
+    n_ch = series[0][1][0].shape[1]
+    dims = list(dims)
+    if n_ch < len(dims):
+        dims = list(range(n_ch))
+    _check_dims(dims, n_ch)
+    fig = Figure(figsize=(5.0 * len(series), 4.6))
+    for k, (label, (arr, names, _), style) in enumerate(series):
+        arr = arr[:max_points]
+        if arr.shape[1] <= max(dims):
+            raise ValueError(f"`{label}` has {arr.shape[1]} channels; `dims` {dims} needs {max(dims) + 1}.")
+        if len(dims) >= 3:
+            ax = fig.add_subplot(1, len(series), k + 1, projection="3d")
+            ax.plot(arr[:, dims[0]], arr[:, dims[1]], arr[:, dims[2]], **style)
+            ax.set_zlabel(names[dims[2]])
+        elif len(dims) == 2:
+            ax = fig.add_subplot(1, len(series), k + 1)
+            ax.plot(arr[:, dims[0]], arr[:, dims[1]], **style)
+        else:  # one channel: delay plot x(t) against x(t + 10)
+            ax = fig.add_subplot(1, len(series), k + 1)
+            lag = 10
+            ax.plot(arr[:-lag, dims[0]], arr[lag:, dims[0]], **style)
+        ax.set_xlabel(names[dims[0]])
+        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+10)")
+        ax.set_title(label)
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, save)
+
+
+def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points: int = 20_000,
+                         title: str | None = None, save: str | Path | None = None) -> Figure:
+    """Every pair of channels (upper triangle), data in grey and the generated trajectory in red."""
+    x, names, _ = _series(true, argname="true")
+    g = _series(generated, argname="generated")[0] if generated is not None else None
+    n = x.shape[1]
+    if n < 2:
+        raise ValueError(f"`true` needs at least 2 channels for pairwise plots; got {n}.")
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    cols = min(3, len(pairs))
+    rows = math.ceil(len(pairs) / cols)
+    fig = Figure(figsize=(3.6 * cols, 3.3 * rows))
+    for k, (i, j) in enumerate(pairs):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        ax.plot(x[:max_points, i], x[:max_points, j], label="data", **TRUE_STYLE)
+        if g is not None:
+            ax.plot(g[:max_points, i], g[:max_points, j], label="generated", **GEN_STYLE)
+        ax.set_xlabel(names[i])
+        ax.set_ylabel(names[j])
+    fig.axes[0].legend(loc="best", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _finish(fig, save)
+
+
+def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 2_000,
+                     title: str | None = None, save: str | Path | None = None) -> Figure:
+    """Each channel over time (first ``n_steps`` samples): data above, generated in red on top."""
+    x, names, dt = _series(true, argname="true")
+    g = _series(generated, argname="generated")[0] if generated is not None else None
+    n = x.shape[1]
+    shown = min(n, 8)  # a wide recording would make unreadable panels; the first channels suffice
+    fig = Figure(figsize=(9, 1.6 * shown + 0.6))
+    axes = [fig.add_subplot(shown, 1, i + 1) for i in range(shown)]
+    t = np.arange(min(n_steps, len(x))) * dt
+    for i, ax in enumerate(axes):
+        ax.plot(t, x[: len(t), i], label="data", **{**TRUE_STYLE, "lw": 0.8})
+        if g is not None:
+            tg = np.arange(min(n_steps, len(g))) * dt
+            ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
+        ax.set_ylabel(names[i])
+    axes[-1].set_xlabel("time")
+    axes[0].legend(loc="upper right", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _finish(fig, save)
+
+
+def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
+    """Per-channel normalised, smoothed power spectra (the D_H recipe), shape (frequency, channel)."""
+    from . import metrics
+
+    arr = arr[np.isfinite(arr).all(axis=1)]
+    return np.stack([np.asarray(metrics.power_spectrum(arr[:, i], sigma=sigma), dtype=float)
+                     for i in range(arr.shape[1])], axis=-1)
+
+
+def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float = 20.0,
+                       max_frequency: float | None = None, title: str | None = None,
+                       save: str | Path | None = None) -> Figure:
+    """Smoothed, normalised power spectra per channel (as compared by D_H), data vs generated.
+
+    Parameters
+    ----------
+    sigma : float
+        Gaussian smoothing width in frequency bins (the D_H default, 20).
+    max_frequency : float, optional
+        Upper frequency limit of the plot, in cycles per time unit (default: where 99.9 % of
+        the data's power lies).
+    """
+    x, names, dt = _series(true, argname="true")
+    p = _smoothed_spectra(x, sigma)
+    freqs = np.fft.rfftfreq(int(np.isfinite(x).all(axis=1).sum()), d=dt)[: p.shape[0]]
+    q = None
+    if generated is not None:
+        g = _series(generated, argname="generated")[0]
+        q = _smoothed_spectra(g, sigma)
+        fq = np.fft.rfftfreq(int(np.isfinite(g).all(axis=1).sum()), d=dt)[: q.shape[0]]
+    if max_frequency is None:
+        cum = np.cumsum(p.mean(axis=1))
+        max_frequency = float(freqs[min(np.searchsorted(cum, 0.999 * cum[-1]), len(freqs) - 1)]) or float(freqs[-1])
+    n = x.shape[1]
+    shown = min(n, 8)
+    fig = Figure(figsize=(3.6 * min(shown, 3), 3.0 * math.ceil(shown / 3)))
+    for i in range(shown):
+        ax = fig.add_subplot(math.ceil(shown / 3), min(shown, 3), i + 1)
+        keep = freqs <= max_frequency
+        ax.plot(freqs[keep], p[keep, i], label="data", color="0.3")
+        if q is not None:
+            keep_g = fq <= max_frequency
+            ax.plot(fq[keep_g], q[keep_g, i], label="generated", color="tab:red")
+        ax.set_title(names[i])
+        ax.set_xlabel("frequency (1 / time unit)")
+    fig.axes[0].set_ylabel("normalised power")
+    fig.axes[0].legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _finish(fig, save)
+
+
+def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequence[int] | None = None,
+                             title: str | None = None, save: str | Path | None = None) -> Figure:
+    """Latent states over time (left) and the first two/three latents against each other (right).
+
+    Parameters
+    ----------
+    latents : xarray.Dataset with ``z(trial, time, latent)`` (generated or smoothed), or ndarray (time, latent)
+    dims : ints, optional
+        Latent units to draw (default: the first up to 8 over time, the first 3 in state space).
+    """
+    z, names, dt = _series(latents, var="z", argname="latents")
+    m = z.shape[1]
+    dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m)
+    fig = Figure(figsize=(11, 4.2))
+    ax = fig.add_subplot(1, 2, 1)
+    t = np.arange(min(n_steps, len(z))) * dt
+    for d in dims:
+        ax.plot(t, z[: len(t), d], lw=0.8, label=names[d])
+    ax.set_xlabel("time")
+    ax.set_ylabel("latent state")
+    ax.legend(fontsize="x-small", ncol=2)
+    if m >= 3:
+        ax3 = fig.add_subplot(1, 2, 2, projection="3d")
+        ax3.plot(z[:, dims[0]], z[:, dims[1] if len(dims) > 1 else 1], z[:, dims[2] if len(dims) > 2 else 2],
+                 lw=0.4, color="tab:blue")
+    else:
+        ax3 = fig.add_subplot(1, 2, 2)
+        ax3.plot(z[:, 0], z[:, 1] if m > 1 else np.roll(z[:, 0], -10), lw=0.4, color="tab:blue")
+    ax3.set_title("latent state space")
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, save)
+
+
+def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] | None = None,
+                        title: str | None = None, save: str | Path | None = None) -> Figure:
+    """One-page summary: attractors (3-D or 2-D), the first channel over time, spectra of channel 0."""
+    x, names, dt = _series(true, argname="true")
+    g = _series(generated, argname="generated")[0]
+    fig = Figure(figsize=(13, 7.5))
+    three_d = x.shape[1] >= 3
+    for k, (arr, style, label) in enumerate(((x, TRUE_STYLE, "data"), (g, GEN_STYLE, "generated"))):
+        arr = arr[:20_000]
+        if three_d:
+            ax = fig.add_subplot(2, 3, k + 1, projection="3d")
+            ax.plot(arr[:, 0], arr[:, 1], arr[:, 2], **style)
+        else:
+            ax = fig.add_subplot(2, 3, k + 1)
+            y = arr[:, 1] if arr.shape[1] > 1 else np.roll(arr[:, 0], -10)
+            ax.plot(arr[:, 0], y, **style)
+        ax.set_title(label)
+    ax = fig.add_subplot(2, 3, 3)
+    p = _smoothed_spectra(x[:, :1], 20.0)[:, 0]
+    q = _smoothed_spectra(g[:, :1], 20.0)[:, 0]
+    f = np.fft.rfftfreq(int(np.isfinite(x[:, :1]).all(axis=1).sum()), d=dt)[: len(p)]
+    fg = np.fft.rfftfreq(int(np.isfinite(g[:, :1]).all(axis=1).sum()), d=dt)[: len(q)]
+    cum = np.cumsum(p)
+    fmax = f[min(np.searchsorted(cum, 0.999 * cum[-1]), len(f) - 1)] or f[-1]
+    ax.plot(f[f <= fmax], p[f <= fmax], color="0.3", label="data")
+    ax.plot(fg[fg <= fmax], q[fg <= fmax], color="tab:red", label="generated")
+    ax.set_title(f"power spectrum, {names[0]}")
+    ax.legend(fontsize="small")
+    ax = fig.add_subplot(2, 1, 2)
+    n = min(3000, len(x), len(g))
+    ax.plot(np.arange(n) * dt, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
+    ax.plot(np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
+    ax.set_xlabel("time")
+    ax.set_ylabel(names[0])
+    if scores:
+        text = "   ".join(f"{k} = {v:.3g}" for k, v in scores.items() if isinstance(v, (int, float)))
+        fig.text(0.5, 0.005, text, ha="center", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, save)
+
+
+# ---------------------------------------------------------------------------------------------
+# flow fields and fixed points
+# ---------------------------------------------------------------------------------------------
+
+def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequence[float] | None = None,
+                    n_grid: int = 25, fixed_points: Any = None, cycles: Any = None, trajectory: Any = None,
+                    title: str | None = None, save: str | Path | None = None) -> Figure:
+    """The model's flow on a 2-D slice of latent space with its fixed points and cycles.
+
+    Arrows show ``step(z) − z`` on a grid over latents ``dims`` (the other latents held at the
+    slice point chosen by :func:`dsident.analysis.flow_field`); fixed points are drawn filled
+    when stable and open when unstable; k-cycles as connected markers.
+
+    Parameters
+    ----------
+    model : estimator (with ``model_``) or StateSpaceModel
+    dims : two ints
+        Latent units spanning the slice.
+    bounds : (xmin, xmax, ymin, ymax), optional
+        Slice extent; default from ``trajectory`` (or ±3).
+    n_grid : int
+        Grid points per axis.
+    fixed_points, cycles : results of :func:`dsident.analysis.fixed_points` / ``cycles``, optional
+        Default: computed here with :func:`dsident.analysis.fixed_points`.
+    trajectory : xarray.Dataset with ``z`` or ndarray (time, latent), optional
+        A latent trajectory drawn on top (e.g. ``model.generate(...)``).
+    """
+    from . import analysis
+
+    dims = list(dims)
+    if len(dims) != 2:
+        raise ValueError(f"`dims` must name exactly two latent units; got {dims}.")
+    traj = _series(trajectory, var="z", argname="trajectory")[0] if trajectory is not None else None
+    if bounds is None:
+        if traj is not None:
+            lo, hi = np.nanmin(traj[:, dims], axis=0), np.nanmax(traj[:, dims], axis=0)
+            pad = 0.15 * (hi - lo + 1e-9)
+            bounds = (lo[0] - pad[0], hi[0] + pad[0], lo[1] - pad[1], hi[1] + pad[1])
+        else:
+            bounds = (-3.0, 3.0, -3.0, 3.0)
+    field = analysis.flow_field(model, dims=tuple(dims), bounds=tuple(bounds), n_grid=n_grid)
+    grid_x, grid_y, dx, dy = _field_arrays(field)
+    fig = Figure(figsize=(6, 5.4))
+    ax = fig.add_subplot(1, 1, 1)
+    speed = np.hypot(dx, dy)
+    ax.streamplot(grid_x[0] if grid_x.ndim == 2 else grid_x, grid_y[:, 0] if grid_y.ndim == 2 else grid_y,
+                  dx, dy, color=np.log10(speed + 1e-12), cmap="Greys", density=1.2, linewidth=0.7)
+    if traj is not None:
+        ax.plot(traj[:, dims[0]], traj[:, dims[1]], color="tab:blue", lw=0.5, alpha=0.7, label="trajectory")
+    if fixed_points is None:
+        try:
+            fixed_points = analysis.fixed_points(model)
+        except Exception as err:  # e.g. a model too large for exhaustive search: draw the flow anyway
+            ax.text(0.02, 0.02, f"fixed points not computed: {err}"[:90], transform=ax.transAxes, fontsize="x-small")
+    for z, stable in _points_with_stability(fixed_points):
+        ax.plot(z[dims[0]], z[dims[1]], "o", ms=8, mec="k", mfc="k" if stable else "w", zorder=5)
+    for k, cyc in enumerate(_cycle_list(cycles)):
+        ax.plot(np.r_[cyc[:, dims[0]], cyc[:1, dims[0]]], np.r_[cyc[:, dims[1]], cyc[:1, dims[1]]], "s--",
+                ms=5, color="tab:orange", label="cycle" if k == 0 else None, zorder=4)
+    ax.set_xlim(bounds[0], bounds[1])
+    ax.set_ylim(bounds[2], bounds[3])
+    ax.set_xlabel(f"z{dims[0]}")
+    ax.set_ylabel(f"z{dims[1]}")
+    ax.plot([], [], "o", mec="k", mfc="k", label="stable fixed point")
+    ax.plot([], [], "o", mec="k", mfc="w", label="unstable fixed point")
+    ax.legend(fontsize="x-small", loc="upper right")
+    if title:
+        fig.suptitle(title)
+    return _finish(fig, save)
+
+
+def _field_arrays(field: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X, Y, dX, dY) from an analysis.flow_field result (Dataset, dict, or tuple)."""
+    if isinstance(field, xr.Dataset):
+        names = list(field.data_vars)
+        du, dv = (field[names[0]].values, field[names[1]].values)
+        cx, cy = [field.coords[c].values for c in field[names[0]].dims]
+        gx, gy = np.meshgrid(cx, cy, indexing="xy")
+        return gx, gy, du.T if du.shape == (len(cx), len(cy)) and len(cx) != len(cy) else du, dv.T \
+            if dv.shape == (len(cx), len(cy)) and len(cx) != len(cy) else dv
+    if isinstance(field, dict):
+        keys = [k for k in ("X", "Y", "U", "V") if k in field]
+        if len(keys) == 4:
+            return tuple(np.asarray(field[k], dtype=float) for k in ("X", "Y", "U", "V"))  # type: ignore[return-value]
+        vals = list(field.values())
+        return tuple(np.asarray(v, dtype=float) for v in vals[:4])  # type: ignore[return-value]
+    return tuple(np.asarray(v, dtype=float) for v in field[:4])  # type: ignore[return-value]
+
+
+def _points_with_stability(fixed_points: Any) -> list[tuple[np.ndarray, bool]]:
+    """[(z (M,), stable)] from an analysis result (list of objects/dicts, Dataset, or array)."""
+    if fixed_points is None:
+        return []
+    out = []
+    if isinstance(fixed_points, xr.Dataset):
+        zs = fixed_points[[v for v in fixed_points.data_vars if v in ("z", "point", "fixed_point")][0]].values
+        st = fixed_points["stable"].values if "stable" in fixed_points else np.zeros(len(zs), bool)
+        return [(np.asarray(z, float), bool(s)) for z, s in zip(zs, st)]
+    if isinstance(fixed_points, np.ndarray):
+        return [(np.asarray(z, float), False) for z in np.atleast_2d(fixed_points)]
+    for fp in fixed_points:
+        z = getattr(fp, "z", None) if not isinstance(fp, dict) else fp.get("z")
+        stable = getattr(fp, "stable", None) if not isinstance(fp, dict) else fp.get("stable")
+        if z is None:
+            z, stable = np.asarray(fp, float), False
+        out.append((np.asarray(z, float).reshape(-1), bool(stable)))
+    return out
+
+
+def _cycle_list(cycles: Any) -> list[np.ndarray]:
+    if cycles is None:
+        return []
+    out = []
+    for c in cycles:
+        z = getattr(c, "z", None) if not isinstance(c, dict) else c.get("z")
+        out.append(np.atleast_2d(np.asarray(c if z is None else z, float)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmark summary
+# ---------------------------------------------------------------------------------------------
+
+def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, float]] | None = None,
+                           metrics: Sequence[str] = ("D_stsp", "D_H"), title: str | None = None,
+                           save: str | Path | None = None) -> Figure:
+    """Per dataset and metric: each model × inference as seeds (dots) and median (bar), floor dashed.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`dsident.experiments.runner.records_to_dataset` (dim ``point``).
+    floor : mapping, optional
+        ``dataset -> {"D_stsp": .., "D_H": ..}``, drawn as a dashed line.
+    metrics : names
+        Variables of ``results`` to show, one column each.
+    """
+    if results.sizes.get("point", 0) == 0:
+        raise ValueError("`results` holds no points to summarise.")
+    datasets = sorted(set(map(str, results["dataset"].values)))
+    rows = sorted(set(zip(map(str, results["model"].values), map(str, results["method"].values))))
+    fig = Figure(figsize=(4.2 * len(metrics), 0.5 + 0.45 * len(rows) * len(datasets) + 1.0))
+    done = results["status"].values == "done"
+    for j, metric in enumerate(metrics):
+        ax = fig.add_subplot(1, len(metrics), j + 1)
+        labels, y = [], 0
+        for d in datasets:
+            for model, method in rows:
+                sel = done & (results["dataset"].values == d) & (results["model"].values == model) & \
+                    (results["method"].values == method)
+                vals = results[metric].values[sel]
+                vals = vals[np.isfinite(vals)]
+                if vals.size:
+                    ax.barh(y, np.median(vals), color="tab:blue", alpha=0.35)
+                    ax.plot(vals, np.full(vals.size, y), "k.", ms=4)
+                else:
+                    ax.text(0, y, " no result", va="center", fontsize="x-small")
+                labels.append(f"{d}: {model} × {method}")
+                y += 1
+            if floor and d in floor and metric in floor[d] and np.isfinite(floor[d][metric]):
+                ax.plot([floor[d][metric]] * 2, [y - len(rows) - 0.5, y - 0.5], "--", color="tab:green",
+                        label="floor" if d == datasets[0] else None)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels if j == 0 else [""] * len(labels), fontsize="small")
+        ax.invert_yaxis()
+        ax.set_xlabel(metric)
+        if floor:
+            ax.legend(fontsize="x-small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return _finish(fig, save)
