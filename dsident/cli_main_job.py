@@ -1,0 +1,450 @@
+"""The main-job verbs of the ``dsident`` command: fit, evaluate, generate, benchmark, sweep.
+
+Each verb maps its options onto public functions (:mod:`dsident.experiments`,
+:mod:`dsident.plotting`) and writes NetCDF + Markdown + PNG into its output folder::
+
+    dsident fit DATA --model shplrnn --method teacher-forcing [--latent-dim 3] --out DIR
+    dsident evaluate MODEL_DIR TEST_DATA [--out DIR]
+    dsident generate MODEL_DIR --steps N [--out DIR]
+    dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick] [--out DIR]
+    dsident sweep CONFIG [--scheduler ADDRESS] [--out DIR]
+
+``--config FILE`` (TOML, or YAML with PyYAML) gives any flag's value; a flag on the command
+line wins over the file. File keys are the flag names (``latent-dim`` or ``latent_dim``) plus
+the tables ``[model_params]`` and ``[fit_options]`` for anything without a flag.
+
+:func:`register` adds the verbs to the ``dsident`` parser (``dsident/cli.py``); :func:`main`
+runs them stand-alone (``python -m dsident.cli_main_job benchmark --quick``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+#: flag dest -> run-configuration key (config files may use either spelling)
+_FLAG_TO_KEY = {"latent_dim": ("model_params", "latent_dim"), "seed": ("seed",),
+                "train_length": ("train_length",), "eval_length": ("eval_length",), "pe_steps": ("pe_steps",)}
+
+
+# ---------------------------------------------------------------------------------------------
+# shared option handling
+# ---------------------------------------------------------------------------------------------
+
+def _parse_value(text: str) -> Any:
+    """'3' -> 3, '0.1' -> 0.1, 'true' -> True, '[1,2]' -> [1, 2], else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        low = text.lower()
+        return {"true": True, "false": False, "none": None}.get(low, text)
+
+
+def _key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise SystemExit(f"dsident: {flag} expects KEY=VALUE; got {item!r}.")
+        key, _, value = item.partition("=")
+        out[key.strip().replace("-", "_")] = _parse_value(value.strip())
+    return out
+
+
+def _settings(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """Merge ``--config FILE`` and the explicit flags ``names`` (flags win); None = not given."""
+    from .experiments.config import load_config_file
+
+    merged: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        try:
+            merged.update(load_config_file(args.config))
+        except ValueError as err:
+            raise SystemExit(f"dsident: {err}") from err
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None:
+            merged[name] = value
+    merged["model_params"] = {**merged.get("model_params", {}), **_key_values(getattr(args, "param", None), "--param")}
+    merged["fit_options"] = {**merged.get("fit_options", {}), **_key_values(getattr(args, "option", None), "--option")}
+    return merged
+
+
+def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
+    """The run-configuration part of merged settings (flags mapped to their keys)."""
+    out: dict[str, Any] = {"model_params": dict(settings.get("model_params", {})),
+                           "fit_options": dict(settings.get("fit_options", {}))}
+    for flag, path in _FLAG_TO_KEY.items():
+        if settings.get(flag) is not None:
+            if len(path) == 2:
+                out[path[0]][path[1]] = settings[flag]
+            else:
+                out[path[0]] = settings[flag]
+    return out
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="TOML/YAML file giving any of these options")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                   help="hide progress bars")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--latent-dim", type=int, help="latent state size M")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--train-length", type=int, help="fit on the first N training samples")
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
+    p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="any model hyperparameter")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr if text.startswith("[") else sys.stdout, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# fit
+# ---------------------------------------------------------------------------------------------
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    """``dsident fit DATA``: fit one model, save it, score it and draw it."""
+    from .experiments import registry
+    from .experiments.config import resolve_config, save_config
+    from .experiments.inputs import is_path_like, load_data
+    from .experiments.runner import _write_netcdf, fit_point
+
+    s = _settings(args, ["model", "method", "out", "dt", "test_data", "progress", *_FLAG_TO_KEY])
+    data = args.data or s.get("data")
+    if not data:
+        raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
+    model = registry.check_model_name(s.get("model") or "shplrnn")
+    out = Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}")
+    cfg = resolve_config(str(data), model, s.get("method"), overrides={**_run_overrides(s), **(
+        {"seed": s["seed"]} if s.get("seed") is not None else {})})
+    if s.get("dt") is not None:
+        cfg["dt"] = float(s["dt"])
+    progress = s.get("progress", True) is not False
+    _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
+    train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+    est, fit_time, dropped = fit_point(cfg, train, progress=progress)
+    cfg["dropped_defaults"] = dropped
+    out.mkdir(parents=True, exist_ok=True)
+    tmp_model = out / "model.partial"
+    est.save(tmp_model)
+    if (out / "model").exists():
+        import shutil
+
+        shutil.rmtree(out / "model")
+    tmp_model.rename(out / "model")
+    save_config({**cfg, "fit_time": fit_time, "data": str(data)}, out / "config.json")
+    history = _history_dataset(getattr(est, "history_", None))
+    lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
+             f"- fit time: {fit_time:.1f} s", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
+             f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
+    if history is not None:
+        _write_netcdf(history, out / "history.nc")
+        _plot_history(history, out / "history.png")
+    test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
+    if test_spec is not None:
+        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
+        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+    else:
+        gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
+        _write_netcdf(gen, out / "generated.nc")
+        from . import plotting
+
+        plotting.plot_reconstruction(train, gen, title=f"{model} × {cfg['method']} (train data)",
+                                     save=out / "reconstruction.png")
+        lines.append("- no test split: figure compares a free run with the training data")
+    (out / "fit.md").write_text("\n".join(lines) + "\n")
+    _say("\n".join(lines))
+    return 0
+
+
+def _history_dataset(history: Any):
+    """The engine's history dict as an xarray Dataset (per-iteration series along ``iteration``)."""
+    import numpy as np
+    import xarray as xr
+
+    if history is None:
+        return None
+    if isinstance(history, xr.Dataset):
+        return history
+    if not isinstance(history, dict):
+        return None
+    series, attrs = {}, {}
+    for key, value in history.items():
+        arr = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+        if arr is not None and arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "fiub":
+            series[str(key)] = arr.astype(float)
+        else:
+            attrs[str(key)] = json.dumps(value, default=str)
+    longest = max((len(v) for v in series.values()), default=0)
+    # series logged every iteration share one dim; sparser ones (e.g. periodic evaluations) get their own
+    data = {k: ("iteration" if len(v) == longest else f"{k}_index", v) for k, v in series.items()}
+    return xr.Dataset(data, attrs=attrs)
+
+
+def _plot_history(history, path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    names = [v for v in history.data_vars if history[v].ndim == 1]
+    if not names:
+        return
+    fig = Figure(figsize=(7, 3.5))
+    ax = fig.add_subplot(1, 1, 1)
+    for v in names[:4]:
+        ax.plot(history[v].values, label=v)
+    ax.set_xlabel("iteration")
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:
+    """Score ``model`` on ``test``; write metrics.nc, generated.nc and the figures; return text lines."""
+    import xarray as xr
+
+    from . import plotting
+    from .experiments.runner import _write_netcdf
+    from .experiments.scoring import evaluate_model
+
+    seed = int(cfg.get("seed", 0))
+    t0 = time.perf_counter()
+    scores, raw = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
+    if isinstance(raw, xr.Dataset):
+        _write_netcdf(raw, out / "metrics.nc")
+    else:
+        _write_netcdf(xr.Dataset(attrs={k: v for k, v in scores.items()}), out / "metrics.nc")
+    gen = model.generate(int(test.sizes["time"]), seed=seed)
+    _write_netcdf(gen, out / "generated.nc")
+    shown = {k: v for k, v in scores.items() if k != "diverged"}
+    plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")
+    if test.sizes["channel"] >= 2:
+        plotting.plot_attractor(test, gen, title=label, save=out / "attractor.png")
+    pe = int(cfg.get("pe_steps", 20))
+    return ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
+            f"| test ({test.sizes['time']} samples) | " + " | ".join(
+                "–" if not math.isfinite(scores[k]) else f"{scores[k]:.4g}" for k in ("D_stsp", "D_H", "PE", "diverged"))
+            + " |", "", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate / generate
+# ---------------------------------------------------------------------------------------------
+
+def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
+    """The estimator saved by ``dsident fit`` in ``model_dir`` and its configuration."""
+    from .experiments.registry import get_estimator_class
+
+    model_dir = Path(model_dir)
+    cfg_path = model_dir / "config.json"
+    if not cfg_path.is_file():
+        raise SystemExit(f"dsident: {str(model_dir)!r} is not a `dsident fit` output folder (no config.json).")
+    cfg = json.loads(cfg_path.read_text())
+    cls = get_estimator_class(cfg["model"])
+    return cls.load(model_dir / "model"), cfg
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``dsident evaluate MODEL_DIR TEST_DATA``."""
+    from .experiments.inputs import load_data
+
+    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed"])
+    est, cfg = load_fitted(args.model_dir)
+    cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
+    out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
+    out.mkdir(parents=True, exist_ok=True)
+    test = load_data(args.test_data, split="test", length=cfg.get("eval_length"), dt=s.get("dt") or cfg.get("dt"))
+    _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
+    lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
+    lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
+    (out / "metrics.md").write_text("\n".join(lines) + "\n")
+    _say("\n".join(lines))
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``dsident generate MODEL_DIR --steps N``."""
+    import numpy as np
+
+    from . import plotting
+    from .experiments.runner import _write_netcdf
+
+    s = _settings(args, ["out", "steps", "seed", "trials"])
+    steps = int(s.get("steps") or 10_000)
+    if steps < 2:
+        raise SystemExit(f"dsident generate: --steps must be ≥ 2; got {steps}.")
+    est, cfg = load_fitted(args.model_dir)
+    out = Path(s.get("out") or Path(args.model_dir) / "generated")
+    out.mkdir(parents=True, exist_ok=True)
+    seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
+    _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
+    t0 = time.perf_counter()
+    gen = est.generate(steps, seed=seed)
+    _write_netcdf(gen, out / "generated.nc")
+    x = gen["x"].values
+    diverged = int(gen.attrs.get("diverged", int(not np.isfinite(x).all())))
+    plotting.plot_time_series(gen, None, title=f"generated by {cfg['model']} × {cfg['method']}",
+                              save=out / "time_series.png")
+    if gen.sizes["channel"] >= 2:
+        plotting.plot_attractor(gen, None, title="generated", save=out / "attractor.png")
+    if "z" in gen:
+        plotting.plot_latent_trajectories(gen, save=out / "latents.png")
+    lines = [f"# dsident generate: {steps} steps, seed {seed}", "",
+             "| channel | mean | std | min | max |", "|---|---|---|---|---|"]
+    for i, ch in enumerate(gen["channel"].values):
+        xi = x[..., i]
+        lines.append(f"| {ch} | {np.nanmean(xi):.3g} | {np.nanstd(xi):.3g} | {np.nanmin(xi):.3g} | {np.nanmax(xi):.3g} |")
+    lines += ["", f"- diverged: {bool(diverged)}", f"- took {time.perf_counter() - t0:.1f} s"]
+    (out / "generated.md").write_text("\n".join(lines) + "\n")
+    _say("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmark / sweep
+# ---------------------------------------------------------------------------------------------
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    """``dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick]``."""
+    from .experiments.benchmark import run_benchmark
+    from .experiments.sweep import make_executor
+
+    s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
+                         "progress", *_FLAG_TO_KEY])
+    overrides = _run_overrides(s)
+    overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
+    quick = bool(s.get("quick"))
+    out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
+    executor = None
+    if s.get("scheduler") or (s.get("workers") or 1) > 1:
+        executor = make_executor(s.get("scheduler"), s.get("workers"))
+    try:
+        res = run_benchmark(datasets=_as_list(s.get("datasets")), models=_as_list(s.get("models")),
+                            methods=_as_list(s.get("methods")), seeds=s.get("seeds"), quick=quick, out=out,
+                            overrides=overrides or None, executor=executor,
+                            progress=s.get("progress", True) is not False, echo=_say)
+    finally:
+        if executor is not None:
+            (executor.close if hasattr(executor, "close") and not hasattr(executor, "shutdown") else executor.shutdown)()
+    _say(f"[dsident] results: {res['out'] / 'results.md'}, {res['out'] / 'results.nc'}, figures *.png "
+         f"({res['wall_time']:.0f} s)")
+    return 0
+
+
+def _as_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [v for v in value.replace(",", " ").split() if v]
+    out = []
+    for v in value:
+        out += _as_list(v) or []
+    return out
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``dsident sweep CONFIG [--scheduler ADDRESS]``."""
+    from .experiments.sweep import run_sweep
+
+    results, table = run_sweep(args.sweep_config, out=args.out, scheduler=args.scheduler,
+                               n_workers=args.workers, progress=args.progress is not False)
+    out = Path(args.out or "") if args.out else None
+    _say(table)
+    _say(f"[dsident] sweep: {results.sizes.get('point', 0)} points; table and NetCDF in "
+         f"{out or 'the folder named in the sweep file'}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# wiring
+# ---------------------------------------------------------------------------------------------
+
+def _build_fit(p: argparse.ArgumentParser) -> None:
+    from .experiments.registry import METHOD_NAMES, MODEL_NAMES
+
+    p.add_argument("data", nargs="?", help="shipped set name (lorenz63, ...), NetCDF file, or .npy/.csv with --dt")
+    p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
+    p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per model)")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file")
+    p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
+    p.add_argument("--out", help="output folder")
+    _add_run_options(p)
+    _add_common(p)
+
+
+def _build_evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", help="folder written by `dsident fit`")
+    p.add_argument("test_data", help="shipped set name (its test split) or a data file")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file")
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
+    p.add_argument("--pe-steps", type=int, help="n of PE(n)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", help="output folder (default MODEL_DIR/evaluation)")
+    _add_common(p)
+
+
+def _build_generate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", help="folder written by `dsident fit`")
+    p.add_argument("--steps", type=int, help="number of time steps (default 10000)")
+    p.add_argument("--trials", type=int, help="number of trajectories")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", help="output folder (default MODEL_DIR/generated)")
+    _add_common(p)
+
+
+def _build_benchmark(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--datasets", nargs="+", help="shipped set names (default lorenz63 bursting_neuron ecg)")
+    p.add_argument("--models", nargs="+", help="model names (default: every available model)")
+    p.add_argument("--methods", nargs="+", help="inference methods (default: each model's own)")
+    p.add_argument("--seeds", type=int, help="number of seeds (default 3; --quick: 1)")
+    p.add_argument("--quick", action="store_true", default=None,
+                   help="the quick preset: a Lorenz-63 reconstruction in minutes on a laptop")
+    p.add_argument("--out", help="result folder (re-running skips finished points)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run the points on this Dask scheduler")
+    p.add_argument("--workers", type=int, help="run the points on a local pool of N processes")
+    _add_run_options(p)
+    _add_common(p)
+
+
+def _build_sweep(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sweep_config", metavar="CONFIG", help="TOML/YAML sweep file with a [grid] table")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: local processes)")
+    p.add_argument("--workers", type=int, help="size of the local process pool")
+    p.add_argument("--out", help="result folder (default: the file's `out`)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+
+
+#: verb -> (help, parser builder, handler)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "fit": ("fit a model to data and save it", _build_fit, cmd_fit),
+    "evaluate": ("score a fitted model on test data (D_stsp, D_H, PE)", _build_evaluate, cmd_evaluate),
+    "generate": ("run a fitted model freely", _build_generate, cmd_generate),
+    "benchmark": ("models × datasets × seeds, with the floor; --quick for the main job", _build_benchmark,
+                  cmd_benchmark),
+    "sweep": ("a grid sweep from a config file, on local processes or Dask", _build_sweep, cmd_sweep),
+}
+
+
+def register(subparsers: Any) -> None:
+    """Add the main-job verbs to an ``argparse`` subparsers object (handler in ``args.func``)."""
+    for name, (help_text, build, handler) in COMMANDS.items():
+        p = subparsers.add_parser(name, help=help_text, description=help_text)
+        build(p)
+        p.set_defaults(func=handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry: ``python -m dsident.cli_main_job VERB ...``."""
+    parser = argparse.ArgumentParser(prog="dsident", description="dsident main-job commands")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,264 @@
+"""``dsident benchmark``: models × datasets × seeds, the table with its floor, and the figures.
+
+:func:`run_benchmark` resolves one configuration per (dataset, model, method, seed) from the
+defaults table (:mod:`dsident.experiments.config`), runs the grid (:mod:`.runner`), computes
+the floor of SPEC-metrics §5 at the evaluation length of each dataset, and writes into ``out``::
+
+    results.nc        one entry per grid point (scores, fit time, status, error, configs)
+    results.md        the benchmark table (median ± MAD over seeds, floor and untrained rows)
+    summary.png       the summary figure
+    <dataset>_best.png  attractor / time-series / spectrum figure of the best point per dataset
+    points/...        one folder per grid point (config.json, result.json, metrics.nc, model/, ...)
+
+With ``quick=True`` the ``quick`` preset of :data:`dsident.experiments.config.PRESETS` sets
+the grid (Lorenz-63, the model and method that reconstruct it fastest, one seed) and its
+settings; an untrained model of the same configuration is scored beside it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .config import PRESETS, default_method, resolve_config
+from .registry import available_models, check_model_name
+from .runner import point_id, records_to_dataset, run_grid
+from .tables import markdown_table
+
+#: the grid ``dsident benchmark`` runs without arguments
+DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
+DEFAULT_MODELS: tuple[str, ...] = ("shplrnn", "rplrnn", "gnode", "ltc", "rfwp", "organics")
+DEFAULT_SEEDS = 3
+
+
+def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: Sequence[str] | None,
+                      seeds: int | Sequence[int], *, quick: bool = False,
+                      overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Resolved configurations of the grid datasets × models × methods × seeds.
+
+    ``methods=None`` uses each model's default method. ``seeds`` is a count (0..n-1) or a list.
+    """
+    seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    if not seed_list:
+        raise ValueError(f"`seeds` must be a positive count or a non-empty list; got {seeds!r}.")
+    out = []
+    for dataset in datasets:
+        for model in models:
+            model = check_model_name(model)
+            for method in (methods or [default_method(model)]):
+                for seed in seed_list:
+                    ov = {**(overrides or {}), "seed": seed}
+                    out.append(resolve_config(dataset, model, method, overrides=ov,
+                                              preset="quick" if quick else None))
+    return out
+
+
+def quick_grid() -> dict[str, Any]:
+    """Datasets, models, methods and seeds of the ``--quick`` preset."""
+    return dict(PRESETS["quick"]["grid"])
+
+
+def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str] | None = None,
+                  methods: Sequence[str] | None = None, seeds: int | Sequence[int] | None = None,
+                  quick: bool = False, out: str | Path = "dsident-results/benchmark",
+                  overrides: dict[str, Any] | None = None, executor: Any = None, progress: bool = True,
+                  untrained: bool | None = None, figures: bool = True, echo: Any = print) -> dict[str, Any]:
+    """Run the benchmark and write its table, NetCDF results and figures.
+
+    Parameters
+    ----------
+    datasets, models, methods, seeds
+        The grid; defaults: :data:`DEFAULT_DATASETS`, every *available* model of
+        :data:`DEFAULT_MODELS` (an unavailable one is listed with its reason), each model's
+        default method, :data:`DEFAULT_SEEDS` seeds. With ``quick=True`` the quick preset
+        fills whatever is not given.
+    quick : bool
+        Use the ``quick`` preset (the README's main job: Lorenz-63 in minutes on a laptop).
+    out : path
+        Result folder (re-running into the same folder skips finished points).
+    overrides : dict, optional
+        Settings applied to every point (config file / flags): run keys of
+        :data:`dsident.experiments.config.RUN_KEYS`.
+    executor : object with ``submit``, optional
+        Run the points there (process pool, Dask client); default in this process.
+    untrained : bool, optional
+        Also score an untrained model of each (dataset, model, method) (default: with ``quick``).
+    figures : bool
+        Write the PNG figures.
+    echo : callable
+        Where progress text goes (``print``; ``None`` for silence).
+
+    Returns
+    -------
+    dict
+        ``results`` (xarray.Dataset), ``table`` (Markdown str), ``floor`` and ``untrained``
+        (dataset -> scores), ``best`` (dataset -> record), ``wall_time`` (s), ``out`` (Path).
+    """
+    t_start = time.perf_counter()
+    say = echo or (lambda *a, **k: None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    grid = quick_grid() if quick else {}
+    datasets = list(datasets or grid.get("datasets") or DEFAULT_DATASETS)
+    seeds = seeds if seeds is not None else grid.get("seeds", DEFAULT_SEEDS)
+    entries = available_models()
+    if models is None:
+        models = list(grid.get("models") or DEFAULT_MODELS)
+        missing = [m for m in models if not entries[m].available]
+        for m in missing:
+            say(f"[dsident] model {m} skipped: {entries[m].error}")
+        models = [m for m in models if entries[m].available]
+        if not models:
+            raise ValueError("no model is available in this build of dsident: "
+                             + "; ".join(f"{m}: {e.error}" for m, e in entries.items()))
+    methods = methods or grid.get("methods")
+    configs = benchmark_configs(datasets, models, methods, seeds, quick=quick, overrides=overrides)
+    say(f"[dsident] benchmark: {len(configs)} point(s) — datasets {datasets}, models {list(models)}, "
+        f"methods {methods or 'per-model default'}; results in {out}")
+    records = run_grid(configs, out, executor=executor, progress=progress)
+    results = records_to_dataset(records)
+    results.attrs["quick"] = int(bool(quick))
+    results.to_netcdf(out / "results.nc", engine="h5netcdf")
+
+    floors = {d: _floor(d, _first(configs, d), out, say) for d in datasets}
+    untrained_scores: dict[str, dict[str, dict[str, float]]] = {}
+    if untrained if untrained is not None else quick:
+        for cfg in _one_per_cell(configs):
+            label = f"untrained {cfg['model']} × {cfg['method']}"
+            untrained_scores.setdefault(label, {})[cfg["dataset"]] = _untrained(cfg, out, say)
+    extra = {"floor (true system, same length)": floors, **untrained_scores}
+    pe = int(configs[0].get("pe_steps", 20)) if configs else 20
+    notes = [f"evaluation length (test samples compared) per dataset: "
+             + ", ".join(f"{d} {_first(configs, d).get('eval_length')}" for d in datasets),
+             "cells: median ± MAD over seeds; diverged: fraction of seeds; fit time: median wall seconds",
+             *(f"{m}: not available ({e.error})" for m, e in entries.items()
+               if not e.available and m in (grid.get("models") or DEFAULT_MODELS))]
+    table = markdown_table(results, extra_rows=extra, pe_steps=pe,
+                           title="dsident benchmark" + (" (--quick)" if quick else ""), notes=notes)
+    best = _best_points(results, records)
+    verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
+    table += "".join(f"\n{v}\n" for v in verdicts if v)
+    wall = time.perf_counter() - t_start
+    table += f"\nwall time of this run: {wall:.0f} s\n"
+    (out / "results.md").write_text(table)
+    if figures:
+        _figures(results, floors, best, out, say)
+    say(table)
+    return {"results": results, "table": table, "floor": floors, "untrained": untrained_scores,
+            "best": best, "wall_time": wall, "out": out}
+
+
+def _first(configs: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
+    return next((c for c in configs if c["dataset"] == dataset), {"eval_length": None, "pe_steps": 20})
+
+
+def _one_per_cell(configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for c in configs:
+        key = (c["dataset"], c["model"], c["method"])
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def _floor(dataset: str, cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
+    """Floor scores at the evaluation length, cached in ``out/floor_<dataset>_<length>.json``."""
+    from .scoring import floor_scores
+
+    length = cfg.get("eval_length")
+    cache = out / f"floor_{Path(dataset).stem}_{length}.json"
+    if cache.is_file():
+        return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
+    try:
+        scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
+    except Exception as err:  # a user file has no true system: the table says so
+        say(f"[dsident] no floor for {dataset}: {type(err).__name__}: {err}")
+        return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
+    cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
+    return scores
+
+
+def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
+    """Scores of the configuration's model before any training (its initialisation)."""
+    from .inputs import load_data
+    from .scoring import evaluate_model
+    from .untrained import untrained_model
+
+    cache = out / f"untrained_{point_id(cfg)}.json"
+    if cache.is_file():
+        return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
+    try:
+        train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"))
+        test = load_data(cfg["dataset"], split="test", length=cfg.get("eval_length"))
+        model = untrained_model(cfg, train)
+        scores, _ = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=int(cfg.get("seed", 0)))
+    except Exception as err:
+        say(f"[dsident] untrained {cfg['model']} not scored: {type(err).__name__}: {err}")
+        return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
+    cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
+    return scores
+
+
+def _best_points(results: xr.Dataset, records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per dataset, the finished point with the lowest D_stsp (ties: lower D_H)."""
+    best: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("status") != "done":
+            continue
+        d = rec["config"]["dataset"]
+        s = rec["scores"]
+        key = (s.get("D_stsp", math.nan), s.get("D_H", math.nan))
+        key = tuple(math.inf if not math.isfinite(v) else v for v in key)
+        if d not in best or key < best[d]["_key"]:
+            best[d] = {**rec, "_key": key}
+    return best
+
+
+def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float]) -> str:
+    """One line: does the best model reach D_stsp ≤ 3× floor and D_H ≤ 0.15?"""
+    if best is None:
+        return f"**{dataset}: no finished fit** — see the failures above."
+    s, f = best["scores"], floor.get("D_stsp", math.nan)
+    ratio = s["D_stsp"] / f if math.isfinite(f) and f > 0 else math.nan
+    ok = math.isfinite(ratio) and ratio <= 3.0 and s["D_H"] <= 0.15
+    cfg = best["config"]
+    return (f"**{dataset}: best {cfg['model']} × {cfg['method']} (seed {cfg['seed']}): "
+            f"D_stsp = {s['D_stsp']:.3g} ({ratio:.2f}× the floor {f:.3g}), D_H = {s['D_H']:.3g} — "
+            + ("a real reconstruction (D_stsp ≤ 3× floor, D_H ≤ 0.15).**" if ok else
+               "NOT yet a reconstruction by the criterion D_stsp ≤ 3× floor and D_H ≤ 0.15.**"))
+
+
+def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dict[str, dict[str, Any]],
+             out: Path, say: Any) -> None:
+    from .. import plotting
+    from .inputs import load_data
+
+    try:
+        if results.sizes.get("point", 0):
+            plotting.plot_benchmark_summary(results, floor=floors, title="dsident benchmark",
+                                            save=out / "summary.png")
+    except Exception as err:
+        say(f"[dsident] summary figure failed: {type(err).__name__}: {err}")
+    for dataset, rec in best.items():
+        gen_path = out / "points" / rec["point_id"] / "generated.nc"
+        if not gen_path.is_file():
+            continue
+        try:
+            cfg = rec["config"]
+            test = load_data(dataset, split="test", length=cfg.get("eval_length"))
+            with xr.open_dataset(gen_path, engine="h5netcdf") as g:
+                gen = g.load()
+            title = f"{dataset}: {cfg['model']} × {cfg['method']}, seed {cfg['seed']}"
+            plotting.plot_reconstruction(test, gen, scores={k: v for k, v in rec["scores"].items() if k != "diverged"},
+                                         title=title, save=out / f"{Path(dataset).stem}_best.png")
+            if test.sizes["channel"] >= 2:
+                plotting.plot_attractor(test, gen, dims=tuple(range(min(3, test.sizes["channel"]))),
+                                        title=title, save=out / f"{Path(dataset).stem}_attractor.png")
+        except Exception as err:
+            say(f"[dsident] figure for {dataset} failed: {type(err).__name__}: {err}")
