@@ -1,0 +1,21 @@
+"""Reconstruction metrics and the evaluation protocol (``SPEC-metrics.md``).
+
+- :func:`state_space_divergence` — D_stsp, attractor geometry (binned or Gaussian mixture);
+- :func:`power_spectrum_distance` — D_H, time scales (Hellinger of smoothed spectra);
+  :func:`power_spectrum_mse` — the rPLRNN paper's spectrum MSE with a low/high band split;
+- :func:`prediction_error` — PE(n) from data-initialised states;
+- :func:`evaluate` — the protocol (free run, burn-in, divergence detection, settings recorded);
+  :func:`summarize` over seeds; :func:`floor`, the best value reachable on a benchmark.
+
+>>> from dsident import metrics, datasets
+>>> scores = metrics.evaluate(model, datasets.load("lorenz63", split="test"))   # doctest: +SKIP
+"""
+from .evaluate import SCALAR_METRICS, evaluate, floor, summarize
+from .prediction import prediction_error
+from .spectrum import SpectrumMSE, power_spectrum, power_spectrum_distance, power_spectrum_mse
+from .state_space import state_space_divergence
+
+__all__ = [
+    "state_space_divergence", "power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
+    "prediction_error", "evaluate", "summarize", "floor", "SCALAR_METRICS",
+]

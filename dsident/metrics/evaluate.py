@@ -1,0 +1,398 @@
+"""The evaluation protocol (``SPEC-metrics.md`` §4–5): score a model on held-out data.
+
+:func:`evaluate` runs the model freely from the state inferred at the first test point for
+``(1 + burn_in_fraction)·T`` steps, drops the first ``burn_in_fraction·T`` as transient, and
+compares the remaining ``T`` steps with the test series (``T`` = test length) by the
+state-space divergence D_stsp and the power-spectrum distance D_H; it also reports the n-step
+prediction error PE(n) from data-initialised states. A free run that becomes non-finite or
+leaves ``divergence_threshold`` standard deviations around the data mean is *diverged*: its
+D_stsp and D_H are NaN and ``diverged`` is True (never silently dropped).
+
+:func:`summarize` aggregates results over seeds (median ± MAD, mean ± SEM, fraction
+diverged); :func:`floor` gives the best value reachable on a benchmark, the same distances
+between independent stretches of the true system.
+
+Every result is an ``xarray.Dataset`` whose attrs record every setting, the data name and
+length, the model configuration, the seed and the dsident version.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from .prediction import prediction_error
+from .spectrum import power_spectrum_distance
+from .state_space import as_trials, state_space_divergence
+
+__all__ = ["evaluate", "summarize", "floor", "SCALAR_METRICS"]
+
+#: the scalar metrics of an evaluation result, in table order
+SCALAR_METRICS = ("state_space_divergence", "power_spectrum_distance", "prediction_error")
+
+
+def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 0.25, n_bins: int = 30,
+             sigma: float = 20.0, pe_steps: int = 20, stsp_method: str = "auto", smoothing_alpha: float = 1e-5,
+             direction: str = "forward", gmm_scaling: float = 1.0, gmm_points: int = 10_000,
+             mc_samples: int = 1_000, divergence_threshold: float = 1e3, noise: bool = False,
+             dt: float | None = None) -> xr.Dataset:
+    """Score a model against test data with the standard reconstruction protocol.
+
+    Parameters
+    ----------
+    model : fitted estimator or StateSpaceModel
+        Anything with ``generate(n_steps, n_trials=..., x0=..., u=..., noise=..., seed=...)``
+        returning a Dataset with ``x(trial, time, channel)``, plus the prediction protocol of
+        :func:`~dsident.metrics.prediction_error`; an estimator's ``model_`` is used.
+    test : Dataset or array-like of shape (time, channel) / (trial, time, channel)
+        Held-out observations (converted with :func:`dsident.data.as_dataset`). Each trial
+        gets its own free run, started from its first fully observed sample. With external
+        inputs ``u`` the run is driven by them over the test window and has no burn-in.
+    seed : int
+        Seed of the free run (used when ``noise=True``) and of the GMM Monte-Carlo samples.
+    burn_in_fraction : float
+        Fraction of ``T`` generated before the compared window and discarded.
+    n_bins, smoothing_alpha, stsp_method, direction, gmm_scaling, gmm_points, mc_samples
+        Settings of :func:`~dsident.metrics.state_space_divergence` ("auto": binned for fewer
+        than 6 channels, Gaussian mixture otherwise).
+    sigma : float
+        Smoothing of :func:`~dsident.metrics.power_spectrum_distance`, in frequency bins.
+    pe_steps : int
+        Horizon n of the prediction error PE(n); the curve 1…n is stored too.
+    divergence_threshold : float
+        A free run is diverged when any value leaves ``mean ± divergence_threshold · std`` of
+        the test data (per channel) or becomes non-finite.
+    noise : bool
+        Add process noise during the free run (default: the deterministic skeleton).
+    dt : float, optional
+        Sampling step passed to ``generate`` and ``step`` (default: the model's own).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``state_space_divergence``, ``power_spectrum_distance``, ``prediction_error`` (scalars),
+        ``power_spectrum_distance_per_channel(channel)``, ``prediction_error_curve(horizon)``,
+        ``diverged`` (bool); attrs hold every setting, ``data_name``, ``data_length``
+        (``T`` of every trial), ``model`` and ``model_config`` (JSON), ``seed`` and
+        ``dsident_version``. D_stsp and D_H are NaN when diverged; PE(n) does not depend on
+        the free run and is always reported.
+
+    Examples
+    --------
+    >>> scores = evaluate(model, datasets.load("lorenz63", split="test"))   # doctest: +SKIP
+    >>> float(scores.state_space_divergence), bool(scores.diverged)          # doctest: +SKIP
+    """
+    from ..data import as_dataset
+
+    fitted = model.model_ if hasattr(model, "model_") else model
+    if not callable(getattr(fitted, "generate", None)):
+        raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel with generate(); got "
+                        f"{type(model).__name__}.")
+    if not 0 <= burn_in_fraction < 10 or not np.isfinite(burn_in_fraction):
+        raise ValueError(f"`burn_in_fraction` must be a fraction of the test length in [0, 10); got {burn_in_fraction!r}.")
+    if not np.isfinite(divergence_threshold) or divergence_threshold <= 0:
+        raise ValueError(f"`divergence_threshold` must be a positive number of standard deviations; got {divergence_threshold!r}.")
+    ds = as_dataset(test)
+    x = ds["x"].values
+    lengths = np.asarray(ds["length"].values, dtype=int) if "length" in ds else np.full(x.shape[0], x.shape[1])
+    u = ds["u"].values if "u" in ds else None
+    n_trials, n_time, n_channels = x.shape
+
+    starts = _first_observed(x, lengths)
+    windows = lengths - starts
+    burn_in = np.zeros(n_trials, dtype=int) if u is not None else np.floor(burn_in_fraction * windows).astype(int)
+    n_generate = int(np.max(burn_in + windows))
+    gen_kwargs: dict[str, Any] = {"n_trials": n_trials, "x0": x[np.arange(n_trials), starts],
+                                  "noise": bool(noise), "seed": int(seed)}
+    if dt is not None:
+        gen_kwargs["dt"] = float(dt)
+    if u is not None:
+        gen_kwargs["u"] = _input_window(u, starts, n_generate)
+    run = fitted.generate(n_generate, **gen_kwargs)
+    xg_full = np.asarray(run["x"].values, dtype=float)
+
+    # the compared window: T_i steps after the burn-in, laid out like the test data
+    generated = np.full_like(x, np.nan)
+    for i in range(n_trials):
+        generated[i, starts[i]:lengths[i]] = xg_full[i, burn_in[i]:burn_in[i] + windows[i]]
+    diverged = _is_diverged(run, xg_full, burn_in + windows, x, divergence_threshold)
+
+    settings = dict(seed=int(seed), burn_in_fraction=float(burn_in_fraction), n_bins=int(n_bins),
+                    smoothing_alpha=float(smoothing_alpha), stsp_method=stsp_method, direction=direction,
+                    gmm_scaling=float(gmm_scaling), gmm_points=int(gmm_points), mc_samples=int(mc_samples),
+                    sigma=float(sigma), pe_steps=int(pe_steps), divergence_threshold=float(divergence_threshold),
+                    noise=int(bool(noise)))
+    if diverged:
+        warnings.warn(f"the free run of {type(fitted).__name__} diverged (non-finite or beyond "
+                      f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)
+        d_stsp, d_h = np.nan, np.full(n_channels, np.nan)
+    else:
+        d_stsp = state_space_divergence(x, generated, method=stsp_method, n_bins=n_bins,
+                                        smoothing_alpha=smoothing_alpha, direction=direction,
+                                        gmm_scaling=gmm_scaling, gmm_points=gmm_points,
+                                        mc_samples=mc_samples, seed=seed)
+        d_h = _spectrum_distance(x, generated, starts, lengths, sigma)
+    pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt)
+
+    out = xr.Dataset(
+        {"state_space_divergence": ((), float(d_stsp)),
+         "power_spectrum_distance": ((), float(np.mean(d_h))),
+         "power_spectrum_distance_per_channel": (("channel",), np.asarray(d_h, dtype=float)),
+         "prediction_error": ((), float(pe_curve[-1])),
+         "prediction_error_curve": (("horizon",), pe_curve),
+         "diverged": ((), bool(diverged))},
+        coords={"channel": ds["channel"].values, "horizon": np.arange(1, int(pe_steps) + 1)},
+    )
+    stsp_used = stsp_method if stsp_method != "auto" else ("bins" if n_channels < 6 else "gmm")
+    out.attrs = {
+        "protocol": "SPEC-metrics section 4: free run of (1 + burn_in_fraction)*T from the first test point, "
+                    "burn-in dropped, compared with the T test steps",
+        **settings, "stsp_method_used": stsp_used,
+        "generated_steps": n_generate, "burn_in_steps": json.dumps(burn_in.tolist()),
+        "data_name": str(ds.attrs.get("name", "data")), "data_length": json.dumps(windows.tolist()),
+        "n_trials": int(n_trials), "n_channels": int(n_channels), "dt": float(ds.attrs.get("dt", 1.0)),
+        "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
+        "dsident_version": __version__,
+    }
+    return out
+
+
+def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") -> xr.Dataset:
+    """Aggregate evaluation results over seeds (or any other repetition).
+
+    Parameters
+    ----------
+    results : sequence of Datasets from :func:`evaluate`, or one Dataset with dimension ``dim``
+    dim : str
+        Name of the repetition dimension of a combined Dataset.
+
+    Returns
+    -------
+    xarray.Dataset
+        For each scalar metric a variable over ``statistic`` = (median, mad, mean, sem,
+        n_finite): median and the (unscaled) median absolute deviation, mean and standard
+        error of the mean over the finite values (diverged runs are NaN and are left out of
+        these but counted); ``fraction_diverged`` and ``n_runs``. attrs carry the first
+        result's settings and the list of seeds.
+    """
+    if isinstance(results, xr.Dataset):
+        if dim not in results.dims:
+            raise ValueError(f"`results` Dataset has no dimension {dim!r}; got dims {tuple(results.dims)}.")
+        runs = [results.isel({dim: i}) for i in range(results.sizes[dim])]
+    else:
+        runs = list(results)
+    if not runs:
+        raise ValueError("`results` is empty; pass at least one evaluation result.")
+    stats = ("median", "mad", "mean", "sem", "n_finite")
+    out = xr.Dataset(coords={"statistic": list(stats)})
+    for name in SCALAR_METRICS:
+        if name not in runs[0]:
+            continue
+        values = np.array([float(r[name]) for r in runs])
+        out[name] = (("statistic",), _robust_stats(values))
+    diverged = np.array([bool(r["diverged"]) if "diverged" in r else False for r in runs])
+    out["fraction_diverged"] = ((), float(diverged.mean()))
+    out["n_runs"] = ((), len(runs))
+    out.attrs = {k: v for k, v in runs[0].attrs.items() if k != "seed"}
+    out.attrs["seeds"] = json.dumps([r.attrs.get("seed") for r in runs])
+    return out
+
+
+def _robust_stats(values: np.ndarray) -> np.ndarray:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return np.array([np.nan, np.nan, np.nan, np.nan, 0.0])
+    median = np.median(finite)
+    mad = np.median(np.abs(finite - median))
+    sem = np.std(finite, ddof=1) / np.sqrt(finite.size) if finite.size > 1 else np.nan
+    return np.array([median, mad, finite.mean(), sem, float(finite.size)])
+
+
+def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs: int = 5, n_bins: int = 30,
+          sigma: float = 20.0, stsp_method: str = "auto", smoothing_alpha: float = 1e-5,
+          direction: str = "forward", gmm_scaling: float = 1.0, gmm_points: int = 10_000,
+          mc_samples: int = 1_000, seed: int = 0) -> xr.Dataset:
+    """The floor of a benchmark: D_stsp and D_H between independent stretches of the true system.
+
+    The stretches are consecutive, non-overlapping windows of ``length`` samples, taken first
+    from ``dataset`` (each trial in turn), then from ``other``; pairs are consecutive
+    stretches, the first of each pair playing the true data (its grid). For a shipped
+    benchmark name, ``dataset`` is the test split and ``other`` the train split, so at the
+    full test length the one pair is train vs test.
+
+    Parameters
+    ----------
+    dataset : str or Dataset or array-like
+        A name for :func:`dsident.datasets.load`, or the true series itself.
+    other : Dataset or array-like, optional
+        A second independent series of the same system (default for a name: its train split).
+    length : int, optional
+        Evaluation length ``T`` (default: the longest trial of ``dataset``). Binned D_stsp
+        depends strongly on it, so use the length models are evaluated at.
+    n_pairs : int
+        Maximum number of stretch pairs (the spread over pairs is reported).
+    n_bins, sigma, stsp_method, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples, seed
+        Metric settings, as in :func:`evaluate`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``state_space_divergence(pair)``, ``power_spectrum_distance(pair)``,
+        ``power_spectrum_distance_per_channel(pair, channel)`` with a ``pair_label`` coordinate
+        naming the two stretches; attrs hold mean, std, min and max of each metric over the
+        pairs, the settings, data name, length and version. There is no PE floor: the true
+        system's own n-step prediction is exact, so PE has floor 0 on clean data.
+
+    Raises
+    ------
+    ValueError
+        When no two stretches of ``length`` samples are available.
+    """
+    name = None
+    if isinstance(dataset, str):
+        from .. import datasets
+
+        name = dataset
+        dataset, other = datasets.load(name, split="test"), (datasets.load(name, split="train") if other is None else other)
+    series = [("data" if name is None else "test", s) for s in _gap_free_trials(dataset)]
+    if other is not None:
+        series += [("other" if name is None else "train", s) for s in _gap_free_trials(other)]
+    if length is None:
+        length = max(len(s) for tag, s in series if tag in ("data", "test"))
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
+        raise ValueError(f"`length` must be an integer number of samples >= 2; got {length!r}.")
+    length = int(length)
+    stretches = []
+    for k, (tag, s) in enumerate(series):
+        for j in range(len(s) // length):
+            stretches.append((f"{tag}#{k}[{j * length}:{(j + 1) * length}]", s[j * length:(j + 1) * length]))
+    if len(stretches) < 2:
+        raise ValueError(f"need at least two stretches of length={length}; the data give {len(stretches)}. "
+                         "Pass a shorter `length` or a second series as `other`.")
+    pairs = list(zip(stretches[:-1], stretches[1:]))[: max(1, int(n_pairs))]
+    d_stsp, d_h, labels = [], [], []
+    for (label_a, a), (label_b, b) in pairs:
+        d_stsp.append(state_space_divergence(a, b, method=stsp_method, n_bins=n_bins, smoothing_alpha=smoothing_alpha,
+                                             direction=direction, gmm_scaling=gmm_scaling, gmm_points=gmm_points,
+                                             mc_samples=mc_samples, seed=seed))
+        d_h.append(power_spectrum_distance(a, b, sigma=sigma, per_channel=True))
+        labels.append(f"{label_a} vs {label_b}")
+    d_h_arr = np.asarray(d_h)
+    n_channels = d_h_arr.shape[1]
+    channels = (dataset["channel"].values if hasattr(dataset, "data_vars") and "channel" in dataset.coords
+                else [f"x{i}" for i in range(n_channels)])
+    out = xr.Dataset(
+        {"state_space_divergence": (("pair",), np.asarray(d_stsp)),
+         "power_spectrum_distance": (("pair",), d_h_arr.mean(axis=1)),
+         "power_spectrum_distance_per_channel": (("pair", "channel"), d_h_arr)},
+        coords={"pair": np.arange(len(pairs)), "pair_label": (("pair",), labels), "channel": channels},
+    )
+    attrs: dict[str, Any] = {
+        "description": "floor: metrics between independent stretches of the true system (SPEC-metrics section 5)",
+        "data_name": name or str(getattr(dataset, "attrs", {}).get("name", "data")), "length": length,
+        "n_pairs": len(pairs), "n_bins": int(n_bins), "sigma": float(sigma), "stsp_method": stsp_method,
+        "smoothing_alpha": float(smoothing_alpha), "direction": direction, "gmm_scaling": float(gmm_scaling),
+        "gmm_points": int(gmm_points), "mc_samples": int(mc_samples), "seed": int(seed),
+        "dsident_version": __version__,
+    }
+    for var in ("state_space_divergence", "power_spectrum_distance"):
+        v = out[var].values
+        attrs.update({f"{var}_mean": float(np.mean(v)), f"{var}_std": float(np.std(v, ddof=1)) if v.size > 1 else float("nan"),
+                      f"{var}_min": float(np.min(v)), f"{var}_max": float(np.max(v))})
+    out.attrs = attrs
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def _first_observed(x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Index of the first fully observed sample of every trial (the free run starts there)."""
+    complete = np.all(np.isfinite(x), axis=2)
+    starts = np.argmax(complete, axis=1)
+    bad = ~complete[np.arange(x.shape[0]), starts]
+    if np.any(bad):
+        raise ValueError(f"trials {np.flatnonzero(bad).tolist()} of `test` have no fully observed sample to start "
+                         "the free run from.")
+    if np.any(lengths - starts < 2):
+        raise ValueError("every test trial needs at least 2 samples after its first fully observed one.")
+    return starts
+
+
+def _input_window(u: np.ndarray, starts: np.ndarray, n_steps: int) -> np.ndarray:
+    """Inputs aligned with each trial's free run (trial, n_steps, input)."""
+    out = np.zeros((u.shape[0], n_steps, u.shape[2]))
+    for i, s in enumerate(starts):
+        seg = u[i, s:s + n_steps]
+        out[i, : seg.shape[0]] = seg
+    if not np.all(np.isfinite(out)):
+        raise ValueError("the test inputs `u` have missing values inside the evaluation window; inputs must be complete.")
+    return out
+
+
+def _is_diverged(run: xr.Dataset, xg: np.ndarray, n_used: np.ndarray, x: np.ndarray, threshold: float) -> bool:
+    """Non-finite, or beyond mean ± threshold·std of the test data in any channel, anywhere in the run."""
+    if int(run.attrs.get("diverged", 0)):
+        return True
+    mean, std = np.nanmean(x, axis=(0, 1)), np.nanstd(x, axis=(0, 1))
+    std = np.where(std > 0, std, 1.0)
+    for i in range(xg.shape[0]):
+        seg = xg[i, : n_used[i]]
+        if not np.all(np.isfinite(seg)) or np.any(np.abs(seg - mean) > threshold * std):
+            return True
+    if "z" in run and not np.all(np.isfinite(run["z"].values)):
+        return True
+    return False
+
+
+def _spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                       sigma: float) -> np.ndarray:
+    """D_H per channel over the common length of all trials' windows; NaN when the test has gaps."""
+    common = int(np.min(lengths - starts))
+    xt = np.stack([x[i, s:s + common] for i, s in enumerate(starts)])
+    xg = np.stack([generated[i, s:s + common] for i, s in enumerate(starts)])
+    if not np.all(np.isfinite(xt)):
+        warnings.warn("the test data have missing samples inside the evaluation window; D_H needs gap-free "
+                      "series and is NaN.", RuntimeWarning, stacklevel=3)
+        return np.full(x.shape[2], np.nan)
+    if np.any(lengths - starts != common):
+        warnings.warn(f"test trials differ in length; D_H compares the first {common} samples of each.",
+                      RuntimeWarning, stacklevel=3)
+    return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True))
+
+
+def _gap_free_trials(data: Any) -> list[np.ndarray]:
+    """Each trial's leading run of fully observed samples (time, channel)."""
+    arr = as_trials(data, "dataset")
+    out = []
+    for trial in arr:
+        ok = np.all(np.isfinite(trial), axis=1)
+        stop = int(np.argmin(ok)) if not ok.all() else ok.size
+        if stop > 0:
+            out.append(trial[:stop])
+    return out
+
+
+def _model_config(model: Any) -> dict[str, Any]:
+    """A JSON-able description of the model: estimator parameters or the module configs."""
+    if hasattr(model, "get_params"):
+        try:
+            return {"estimator": type(model).__name__, "params": model.get_params()}
+        except Exception as err:  # a third-party estimator with an unusual get_params: record why
+            return {"estimator": type(model).__name__, "params_error": repr(err)}
+    fitted = model.model_ if hasattr(model, "model_") else model
+    if callable(getattr(fitted, "config", None)):
+        return {"model": type(fitted).__name__, "config": fitted.config()}
+    cfg: dict[str, Any] = {"model": type(fitted).__name__}
+    for part in ("dynamics", "observation"):
+        comp = getattr(fitted, part, None)
+        if comp is not None:
+            cfg[part] = {"class": type(comp).__name__,
+                         **(comp.config() if callable(getattr(comp, "config", None)) else {})}
+    if hasattr(fitted, "dt"):
+        cfg["dt"] = float(fitted.dt)
+    return cfg
