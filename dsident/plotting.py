@@ -188,11 +188,10 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
 
 def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
     """Per-channel normalised, smoothed power spectra (the D_H recipe), shape (frequency, channel)."""
-    from . import metrics
+    from .metrics import power_spectrum
 
     arr = arr[np.isfinite(arr).all(axis=1)]
-    return np.stack([np.asarray(metrics.power_spectrum(arr[:, i], sigma=sigma), dtype=float)
-                     for i in range(arr.shape[1])], axis=-1)
+    return np.asarray(power_spectrum(arr, sigma=sigma), dtype=float).reshape(-1, arr.shape[1])
 
 
 def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float = 20.0,
@@ -337,8 +336,10 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
         Slice extent; default from ``trajectory`` (or ±3).
     n_grid : int
         Grid points per axis.
-    fixed_points, cycles : results of :func:`dsident.analysis.fixed_points` / ``cycles``, optional
+    fixed_points : :class:`dsident.analysis.FixedPoints` or ndarray (n, M), optional
         Default: computed here with :func:`dsident.analysis.fixed_points`.
+    cycles : FixedPoints of period k (or a list of them), optional
+        From :func:`dsident.analysis.cycles`; each cycle is drawn as a closed dashed polygon.
     trajectory : xarray.Dataset with ``z`` or ndarray (time, latent), optional
         A latent trajectory drawn on top (e.g. ``model.generate(...)``).
     """
@@ -355,13 +356,15 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
             bounds = (lo[0] - pad[0], hi[0] + pad[0], lo[1] - pad[1], hi[1] + pad[1])
         else:
             bounds = (-3.0, 3.0, -3.0, 3.0)
-    field = analysis.flow_field(model, dims=tuple(dims), bounds=tuple(bounds), n_grid=n_grid)
-    grid_x, grid_y, dx, dy = _field_arrays(field)
+    field = analysis.flow_field(model, dims=tuple(dims), limits=((bounds[0], bounds[1]), (bounds[2], bounds[3])),
+                                n_grid=n_grid)
+    g0, g1 = field["axis0"].values, field["axis1"].values
+    # streamplot wants arrays indexed (y, x): transpose the (axis0, axis1) grid
+    dx, dy = field["flow"].values[..., 0].T, field["flow"].values[..., 1].T
     fig = Figure(figsize=(6, 5.4))
     ax = fig.add_subplot(1, 1, 1)
-    speed = np.hypot(dx, dy)
-    ax.streamplot(grid_x[0] if grid_x.ndim == 2 else grid_x, grid_y[:, 0] if grid_y.ndim == 2 else grid_y,
-                  dx, dy, color=np.log10(speed + 1e-12), cmap="Greys", density=1.2, linewidth=0.7)
+    ax.streamplot(g0, g1, dx, dy, color=np.log10(np.hypot(dx, dy) + 1e-12), cmap="Greys", density=1.2,
+                  linewidth=0.7)
     if traj is not None:
         ax.plot(traj[:, dims[0]], traj[:, dims[1]], color="tab:blue", lw=0.5, alpha=0.7, label="trajectory")
     if fixed_points is None:
@@ -386,51 +389,27 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
     return _finish(fig, save)
 
 
-def _field_arrays(field: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(X, Y, dX, dY) from an analysis.flow_field result (Dataset, dict, or tuple)."""
-    if isinstance(field, xr.Dataset):
-        names = list(field.data_vars)
-        du, dv = (field[names[0]].values, field[names[1]].values)
-        cx, cy = [field.coords[c].values for c in field[names[0]].dims]
-        gx, gy = np.meshgrid(cx, cy, indexing="xy")
-        return gx, gy, du.T if du.shape == (len(cx), len(cy)) and len(cx) != len(cy) else du, dv.T \
-            if dv.shape == (len(cx), len(cy)) and len(cx) != len(cy) else dv
-    if isinstance(field, dict):
-        keys = [k for k in ("X", "Y", "U", "V") if k in field]
-        if len(keys) == 4:
-            return tuple(np.asarray(field[k], dtype=float) for k in ("X", "Y", "U", "V"))  # type: ignore[return-value]
-        vals = list(field.values())
-        return tuple(np.asarray(v, dtype=float) for v in vals[:4])  # type: ignore[return-value]
-    return tuple(np.asarray(v, dtype=float) for v in field[:4])  # type: ignore[return-value]
-
-
 def _points_with_stability(fixed_points: Any) -> list[tuple[np.ndarray, bool]]:
-    """[(z (M,), stable)] from an analysis result (list of objects/dicts, Dataset, or array)."""
+    """[(z (M,), stable)] from an :class:`dsident.analysis.FixedPoints` (period 1) or an array (n, M)."""
     if fixed_points is None:
         return []
-    out = []
-    if isinstance(fixed_points, xr.Dataset):
-        zs = fixed_points[[v for v in fixed_points.data_vars if v in ("z", "point", "fixed_point")][0]].values
-        st = fixed_points["stable"].values if "stable" in fixed_points else np.zeros(len(zs), bool)
-        return [(np.asarray(z, float), bool(s)) for z, s in zip(zs, st)]
-    if isinstance(fixed_points, np.ndarray):
-        return [(np.asarray(z, float), False) for z in np.atleast_2d(fixed_points)]
-    for fp in fixed_points:
-        z = getattr(fp, "z", None) if not isinstance(fp, dict) else fp.get("z")
-        stable = getattr(fp, "stable", None) if not isinstance(fp, dict) else fp.get("stable")
-        if z is None:
-            z, stable = np.asarray(fp, float), False
-        out.append((np.asarray(z, float).reshape(-1), bool(stable)))
-    return out
+    if hasattr(fixed_points, "points"):
+        pts = np.asarray(fixed_points.points, dtype=float)
+        return [(pts[i, 0], bool(fixed_points.stable[i])) for i in range(pts.shape[0])]
+    return [(np.asarray(z, float), False) for z in np.atleast_2d(np.asarray(fixed_points, float))]
 
 
 def _cycle_list(cycles: Any) -> list[np.ndarray]:
+    """[(k, M) arrays] from FixedPoints results of period k (one or a list of them) or arrays."""
     if cycles is None:
         return []
+    results = cycles if isinstance(cycles, (list, tuple)) else [cycles]
     out = []
-    for c in cycles:
-        z = getattr(c, "z", None) if not isinstance(c, dict) else c.get("z")
-        out.append(np.atleast_2d(np.asarray(c if z is None else z, float)))
+    for res in results:
+        if hasattr(res, "points"):
+            out += [np.asarray(res.points[i], float) for i in range(len(res))]
+        else:
+            out.append(np.atleast_2d(np.asarray(res, float)))
     return out
 
 

@@ -1,0 +1,126 @@
+"""dsident.plotting: every figure builds headless, returns a Figure, saves a PNG, and rejects bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.figure import Figure
+
+from dsident import plotting
+from dsident.data import as_dataset
+
+
+def _lorenz_like(n: int = 1500, seed: int = 0) -> np.ndarray:
+    """A cheap 3-channel quasi-periodic curve (shape (time, 3)) standing in for an attractor."""
+    t = np.arange(n) * 0.02
+    rng = np.random.default_rng(seed)
+    return np.stack([np.sin(t), np.cos(1.3 * t), np.sin(0.7 * t) * np.cos(t)], axis=1) + 0.01 * rng.normal(size=(n, 3))
+
+
+@pytest.fixture
+def pair():
+    true = as_dataset(_lorenz_like(seed=0), dt=0.02, name="toy")
+    gen = as_dataset(_lorenz_like(seed=1), dt=0.02)
+    return true, gen
+
+
+def _is_png(path) -> bool:
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("func", [plotting.plot_attractor, plotting.plot_attractor_pairs,
+                                  plotting.plot_time_series, plotting.plot_power_spectra,
+                                  plotting.plot_reconstruction])
+def test_data_figures_return_figure_and_save_png(func, pair, tmp_path):
+    true, gen = pair
+    path = tmp_path / "sub" / "fig.png"
+    fig = func(true, gen, save=path)
+    assert isinstance(fig, Figure)
+    assert _is_png(path)
+
+
+def test_attractor_is_3d_for_three_channels_and_2d_for_two(pair):
+    true, gen = pair
+    fig3 = plotting.plot_attractor(true, gen)
+    assert len(fig3.axes) == 2 and all(ax.name == "3d" for ax in fig3.axes)
+    fig2 = plotting.plot_attractor(true.isel(channel=[0, 1]), None)
+    assert len(fig2.axes) == 1 and fig2.axes[0].name == "rectilinear"
+
+
+def test_time_series_draws_the_data_it_was_given(pair):
+    true, gen = pair
+    fig = plotting.plot_time_series(true, gen, n_steps=100)
+    line = fig.axes[0].lines[0]
+    np.testing.assert_allclose(line.get_ydata(), true["x"].values[0, :100, 0])
+    np.testing.assert_allclose(line.get_xdata(), np.arange(100) * 0.02)
+
+
+def test_power_spectra_match_the_metrics_spectrum(pair):
+    """The plotted curve is the D_H spectrum of dsident.metrics (one implementation)."""
+    from dsident.metrics import power_spectrum
+
+    true, _ = pair
+    fig = plotting.plot_power_spectra(true, None, max_frequency=1e9)
+    expected = np.asarray(power_spectrum(true["x"].values[0], sigma=20.0))[:, 1]
+    np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), expected)
+    assert fig.axes[1].lines[0].get_ydata().sum() == pytest.approx(1.0)
+
+
+def test_ragged_padding_is_not_drawn():
+    x = _lorenz_like(300)
+    ds = as_dataset([x, x[:200]], dt=0.02)
+    fig = plotting.plot_time_series(ds.isel(trial=[1]), None, n_steps=1000)
+    assert len(fig.axes[0].lines[0].get_ydata()) == 200
+
+
+def test_latent_trajectories_from_a_generated_dataset():
+    z = np.cumsum(np.random.default_rng(0).normal(size=(1, 400, 4)), axis=1)
+    ds = xr.Dataset({"z": (("trial", "time", "latent"), z)}, attrs={"dt": 0.1})
+    fig = plotting.plot_latent_trajectories(ds)
+    assert len(fig.axes[0].lines) == 4
+    assert fig.axes[1].name == "3d"
+
+
+def test_flow_field_of_a_plrnn_marks_its_fixed_points(tmp_path):
+    import torch
+
+    from dsident import analysis
+    from dsident.dynamics import PLRNN
+
+    dyn = PLRNN(2, seed=0)
+    with torch.no_grad():  # a contracting linear map: one stable fixed point at z* = h / (1 - a)
+        dyn.a.copy_(torch.tensor([0.5, 0.5]))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.tensor([0.5, -0.25]))
+    fps = analysis.fixed_points(dyn)
+    fig = plotting.plot_flow_field(dyn, bounds=(-2, 2, -2, 2), n_grid=12, fixed_points=fps,
+                                   save=tmp_path / "flow.png")
+    marked = [ln for ln in fig.axes[0].lines if ln.get_marker() == "o" and len(ln.get_xdata())]
+    assert len(marked) == 1
+    np.testing.assert_allclose([marked[0].get_xdata()[0], marked[0].get_ydata()[0]], [1.0, -0.5], atol=1e-8)
+    assert marked[0].get_markerfacecolor() in ("k", (0.0, 0.0, 0.0, 1.0))  # filled = stable
+    assert _is_png(tmp_path / "flow.png")
+
+
+def test_benchmark_summary_figure(tmp_path):
+    results = xr.Dataset(
+        {"D_stsp": ("point", [0.5, 0.7, np.nan]), "D_H": ("point", [0.1, 0.2, np.nan]),
+         "status": ("point", np.array(["done", "done", "failed"]))},
+        coords={"dataset": ("point", ["lorenz63"] * 3), "model": ("point", ["shplrnn", "shplrnn", "ltc"]),
+                "method": ("point", ["teacher-forcing", "teacher-forcing", "svi"])})
+    fig = plotting.plot_benchmark_summary(results, floor={"lorenz63": {"D_stsp": 0.62, "D_H": 0.04}},
+                                          save=tmp_path / "s.png")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["D_stsp", "D_H"]
+    assert _is_png(tmp_path / "s.png")
+
+
+def test_bad_inputs_are_refused_with_clear_messages(pair):
+    true, gen = pair
+    with pytest.raises(ValueError, match="dims"):
+        plotting.plot_attractor(true, gen, dims=(0, 1, 7))
+    with pytest.raises(ValueError, match="shape"):
+        plotting.plot_time_series(np.zeros((2, 2, 2, 2)))
+    with pytest.raises(ValueError, match="no variable 'z'"):
+        plotting.plot_latent_trajectories(true)
+    with pytest.raises(ValueError, match="at least 2 channels"):
+        plotting.plot_attractor_pairs(true.isel(channel=[0]))
