@@ -38,7 +38,9 @@ class ObservationModel(nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        OBSERVATION_REGISTRY[cls.__name__] = cls
+        # intermediate base classes set ``_abstract = True`` in their own body and stay out
+        if not cls.__dict__.get("_abstract", False):
+            OBSERVATION_REGISTRY[cls.__name__] = cls
 
     def log_prob(self, x: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
         """log p(x | z) summed over observed channels: x (..., N), z (..., M) -> (...)."""
@@ -85,6 +87,13 @@ class ObservationModel(nn.Module):
         else:
             h = torch.func.vmap(torch.func.hessian(f))(zf, xf, mf)
         return h.reshape(*lead, z.shape[-1], z.shape[-1])
+
+    def fisher_information(self, z: Tensor, mask: Tensor | None = None) -> Tensor:
+        """E_x[-d² log p(x|z) / dz²], (..., M, M). Default: minus the Hessian at x = mean(z).
+
+        Exact for Gaussian likelihoods; subclasses with other likelihoods override it.
+        """
+        return -self.hess_log_prob(self.mean(z).detach(), z, mask)
 
     def config(self) -> dict[str, Any]:
         """JSON-serialisable constructor arguments: ``type(self)(**self.config())`` rebuilds it."""
