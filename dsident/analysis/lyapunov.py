@@ -148,32 +148,48 @@ def _qr_map(step: StepFn, jacobian_fn: Callable[[np.ndarray], np.ndarray], z: np
     return _qr_average(stream(), z.size, k, transient, n_steps, dt)
 
 
-def _qr_continuous(system: Any, x: np.ndarray, k: int, transient: int, n_steps: int, dt: float) -> np.ndarray:
+def _qr_continuous(system: Any, x: np.ndarray, k: int, transient: int, n_steps: int, dt: float,
+                   t0: float = 0.0) -> np.ndarray:
     """Propagate state and tangent vectors with the same RK4 stages (= exact RK4-map Jacobian)."""
     m = x.size
-    rhs, jac = system.rhs, system.jacobian
+    rhs, jac = system.rhs, _time_aware(system.jacobian)
     q = np.eye(m)[:, :k]
     total = np.zeros(k)
     h, h2 = dt, 0.5 * dt
+    t = float(t0)
     for i in range(transient + n_steps):
-        k1 = np.asarray(rhs(0.0, x), dtype=float)
-        q1 = jac(x) @ q
+        k1 = np.asarray(rhs(t, x), dtype=float)
+        q1 = jac(x, t) @ q
         x2 = x + h2 * k1
-        k2 = np.asarray(rhs(0.0, x2), dtype=float)
-        q2 = jac(x2) @ (q + h2 * q1)
+        k2 = np.asarray(rhs(t + h2, x2), dtype=float)
+        q2 = jac(x2, t + h2) @ (q + h2 * q1)
         x3 = x + h2 * k2
-        k3 = np.asarray(rhs(0.0, x3), dtype=float)
-        q3 = jac(x3) @ (q + h2 * q2)
+        k3 = np.asarray(rhs(t + h2, x3), dtype=float)
+        q3 = jac(x3, t + h2) @ (q + h2 * q2)
         x4 = x + h * k3
-        k4 = np.asarray(rhs(0.0, x4), dtype=float)
-        q4 = jac(x4) @ (q + h * q3)
+        k4 = np.asarray(rhs(t + h, x4), dtype=float)
+        q4 = jac(x4, t + h) @ (q + h * q3)
         x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
         q, r = np.linalg.qr(q + (h / 6.0) * (q1 + 2.0 * q2 + 2.0 * q3 + q4))
-        if not np.all(np.isfinite(x)):
+        t += h
+        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(r)):
             return _diverged(k)
         if i >= transient:
             total += np.log(np.abs(np.diag(r)))
     return np.sort(total / (n_steps * dt))[::-1]
+
+
+def _time_aware(jacobian: Callable[..., np.ndarray]) -> Callable[[np.ndarray, float], np.ndarray]:
+    """Call ``jacobian(x, t)`` when it takes a time argument (non-autonomous systems), else ``jacobian(x)``."""
+    import inspect
+
+    try:
+        n_params = len(inspect.signature(jacobian).parameters)
+    except (TypeError, ValueError):
+        n_params = 1
+    if n_params >= 2:
+        return lambda x, t: np.asarray(jacobian(x, t), dtype=float)
+    return lambda x, t: np.asarray(jacobian(x), dtype=float)
 
 
 def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int) -> tuple[np.ndarray, bool]:

@@ -1,0 +1,160 @@
+"""D_stsp against independent routes: a dense histogram, CDF bin probabilities, the Gaussian KL."""
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.stats import norm
+
+from dsident.metrics import state_space_divergence
+
+
+def _dense_binned_kl(xt, xg, n_bins, alpha):
+    """Straightforward dense-histogram KL on the true grid (reference route)."""
+    lo = xt.min(0) - 0.1 * xt.std(0)
+    hi = xt.max(0) + 0.1 * xt.std(0)
+    edges = [np.linspace(lo[d], hi[d], n_bins + 1) for d in range(xt.shape[1])]
+    ht, _ = np.histogramdd(xt, bins=edges)
+    hg, _ = np.histogramdd(xg, bins=edges)
+    k = ht.size
+    p = (ht + alpha) / (ht.sum() + alpha * k)
+    q = (hg + alpha) / (hg.sum() + alpha * k)
+    return float(np.sum(p * np.log(p / q)))
+
+
+def test_identical_distributions_give_zero():
+    x = np.random.default_rng(0).normal(size=(5000, 3))
+    assert state_space_divergence(x, x) == pytest.approx(0.0, abs=1e-12)
+    assert state_space_divergence(x, x, method="gmm", gmm_points=500, mc_samples=200) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "symmetric"])
+def test_sparse_binned_matches_dense_histogram(direction):
+    rng = np.random.default_rng(1)
+    xt = rng.normal(size=(20_000, 3))
+    xg = rng.normal(0.3, 1.3, size=(15_000, 3))   # some points fall off the grid and are dropped
+    forward = _dense_binned_kl(xt, xg, 12, 1e-5)
+    lo, hi = xt.min(0) - 0.1 * xt.std(0), xt.max(0) + 0.1 * xt.std(0)
+    inside = np.all((xt >= lo) & (xt < hi), 1)
+    assert inside.all()
+    # reverse: KL(gen || true) on the same (true) grid, computed densely with roles swapped
+    edges = [np.linspace(lo[d], hi[d], 13) for d in range(3)]
+    ht, _ = np.histogramdd(xt, bins=edges)
+    hg, _ = np.histogramdd(xg, bins=edges)
+    p = (ht + 1e-5) / (ht.sum() + 1e-5 * ht.size)
+    q = (hg + 1e-5) / (hg.sum() + 1e-5 * hg.size)
+    reverse = float(np.sum(q * np.log(q / p)))
+    expected = {"forward": forward, "reverse": reverse, "symmetric": 0.5 * (forward + reverse)}[direction]
+    got = state_space_divergence(xt, xg, n_bins=12, direction=direction)
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_binned_kl_of_two_gaussians_from_cdf_bin_probabilities():
+    # deterministic "samples" at the quantiles, so the histograms equal S * (bin probability) to within 1 count
+    s = 200_000
+    u = (np.arange(s) + 0.5) / s
+    xt = norm.ppf(u)[:, None]
+    xg = norm.ppf(u, loc=0.5, scale=1.2)[:, None]
+    n_bins, alpha = 30, 1e-5
+    lo, hi = xt.min() - 0.1 * xt.std(), xt.max() + 0.1 * xt.std()
+    edges = np.linspace(lo, hi, n_bins + 1)
+    pt = s * np.diff(norm.cdf(edges))
+    pg = s * np.diff(norm.cdf(edges, loc=0.5, scale=1.2))        # mass off the grid is dropped
+    p = (pt + alpha) / (pt.sum() + alpha * n_bins)
+    q = (pg + alpha) / (pg.sum() + alpha * n_bins)
+    expected = float(np.sum(p * np.log(p / q)))
+    assert expected > 0.1
+    assert state_space_divergence(xt, xg, n_bins=n_bins) == pytest.approx(expected, rel=2e-3)
+
+
+def test_empty_bins_closed_form_term_in_five_dimensions():
+    # 5-D: most of the 12^5 cells are empty in both; their closed-form term must match the dense route
+    rng = np.random.default_rng(2)
+    xt = rng.normal(size=(3000, 5))
+    xg = rng.standard_t(5, size=(3000, 5))
+    assert state_space_divergence(xt, xg, n_bins=12) == pytest.approx(_dense_binned_kl(xt, xg, 12, 1e-5), rel=1e-9)
+
+
+def test_invariant_to_sample_order_and_trial_layout():
+    rng = np.random.default_rng(3)
+    xt = rng.normal(size=(6000, 2))
+    xg = rng.normal(0.2, 1.1, size=(6000, 2))
+    base = state_space_divergence(xt, xg)
+    assert base > 0
+    assert state_space_divergence(xt[rng.permutation(6000)], xg[rng.permutation(6000)]) == pytest.approx(base, rel=1e-12)
+    assert state_space_divergence(xt.reshape(3, 2000, 2), xg.reshape(2, 3000, 2)) == pytest.approx(base, rel=1e-12)
+
+
+def test_nan_rows_are_excluded():
+    rng = np.random.default_rng(4)
+    xt = rng.normal(size=(4000, 3))
+    xg = rng.normal(0.1, 1.0, size=(4000, 3))
+    base = state_space_divergence(xt, xg)
+    xt_nan = np.concatenate([xt, np.full((50, 3), np.nan)])
+    xg_nan = xg.copy()
+    xg_nan = np.concatenate([xg_nan, [[np.nan, 0.0, 0.0]] * 30])   # partly missing rows are left out too
+    assert state_space_divergence(xt_nan, xg_nan) == pytest.approx(base, rel=1e-12)
+
+
+def test_accepts_datasets():
+    rng = np.random.default_rng(5)
+    xt, xg = rng.normal(size=(1, 3000, 3)), rng.normal(size=(1, 3000, 3))
+    ds_t = xr.Dataset({"x": (("trial", "time", "channel"), xt)})
+    ds_g = xr.Dataset({"x": (("trial", "time", "channel"), xg)})
+    assert state_space_divergence(ds_t, ds_g) == pytest.approx(state_space_divergence(xt, xg))
+
+
+def test_no_generated_point_on_grid_gives_nan():
+    x = np.random.default_rng(6).normal(size=(1000, 2))
+    assert np.isnan(state_space_divergence(x, x + 100.0))
+
+
+def test_clear_errors():
+    x = np.zeros((100, 3)) + np.arange(100)[:, None]
+    with pytest.raises(ValueError, match="same number of channels"):
+        state_space_divergence(x, x[:, :2])
+    with pytest.raises(ValueError, match="`method`"):
+        state_space_divergence(x, x, method="kde")
+    with pytest.raises(ValueError, match="`direction`"):
+        state_space_divergence(x, x, direction="both")
+    with pytest.raises(ValueError, match="no row without missing"):
+        state_space_divergence(np.full((10, 3), np.nan), x)
+
+
+def test_gmm_single_components_give_gaussian_kl():
+    # one component each (gmm_points=1): p = N(a, s I), q = N(b, s I), KL = |a - b|^2 / (2 s)
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=8)
+    b = a + rng.normal(size=8) / np.sqrt(8)
+    s = 0.7
+    xt = np.vstack([a, rng.normal(size=(5, 8))])
+    xg = np.vstack([b, rng.normal(size=(5, 8))])
+    expected = np.sum((a - b) ** 2) / (2 * s)
+    for direction in ("forward", "reverse", "symmetric"):
+        got = state_space_divergence(xt, xg, method="gmm", gmm_points=1, gmm_scaling=s, mc_samples=200_000,
+                                     direction=direction, seed=0)
+        assert got == pytest.approx(expected, abs=0.02 * max(1.0, expected))
+
+
+def test_gmm_auto_for_six_channels_and_seeded():
+    rng = np.random.default_rng(8)
+    xt, xg = rng.normal(size=(800, 6)), rng.normal(0.3, 1.0, size=(800, 6))
+    auto = state_space_divergence(xt, xg, seed=3)
+    assert auto == state_space_divergence(xt, xg, method="gmm", seed=3)
+    assert auto != state_space_divergence(xt, xg, method="gmm", seed=4)
+    assert auto > 0
+
+
+def test_gmm_chunked_density_matches_direct_sum(monkeypatch):
+    from dsident.metrics import state_space as ss
+
+    rng = np.random.default_rng(9)
+    x, c = rng.normal(size=(300, 4)), rng.normal(size=(50, 4))
+    direct = np.log(np.mean(np.exp(-0.5 * ((x[:, None] - c[None]) ** 2).sum(-1)), axis=1)) - 2 * np.log(2 * np.pi)
+    monkeypatch.setattr(ss, "_GMM_BLOCK_BYTES", 8 * 50 * 7)       # 7 rows per block
+    np.testing.assert_allclose(ss._mixture_log_density(x, c, 1.0), direct, rtol=1e-10)
+
+
+def test_very_high_dimensional_bins_use_row_keys():
+    # 30^13 does not fit in int64: the binning falls back to row keys and still gives 0 for identical data
+    x = np.random.default_rng(10).normal(size=(500, 13))
+    assert state_space_divergence(x, x, method="bins") == pytest.approx(0.0, abs=1e-12)
+    assert state_space_divergence(x, x[::-1] * 1.5, method="bins") > 0
