@@ -1,0 +1,106 @@
+"""D_H and the spectrum MSE against analytic spectra of pure (integer-bin) sinusoids."""
+import numpy as np
+import pytest
+
+from dsident.metrics import power_spectrum, power_spectrum_distance, power_spectrum_mse
+
+T = 4096
+
+
+def _cos(k, n=T, phase=0.0, amplitude=1.0):
+    """A cosine with exactly k periods in n samples: all its power sits in rfft bin k."""
+    return amplitude * np.cos(2 * np.pi * k * np.arange(n) / n + phase)
+
+
+def test_identical_and_phase_shifted_give_zero():
+    x = np.stack([_cos(37), _cos(300)], axis=1)
+    assert power_spectrum_distance(x, x) == pytest.approx(0.0, abs=1e-7)
+    assert power_spectrum_distance(_cos(37), _cos(37, phase=1.0)) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_disjoint_spectra_give_one():
+    # bins 50 and 500 are further apart than twice the kernel radius 4 * sigma = 80 bins
+    assert power_spectrum_distance(_cos(50), _cos(500), sigma=20) == pytest.approx(1.0, abs=1e-12)
+    assert power_spectrum_distance(_cos(50), _cos(51), sigma=0) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("shift", [5, 20, 60])
+def test_shifted_frequency_matches_overlap_of_two_kernels(shift):
+    sigma, k1 = 20.0, 1000
+    k2 = k1 + shift
+    # independent route: each smoothed spectrum is the normalised truncated Gaussian kernel at its bin
+    offsets = np.arange(-80, 81)
+    w = np.exp(-0.5 * offsets ** 2 / sigma ** 2)
+    w /= w.sum()
+    p = np.zeros(T // 2 + 1)
+    q = np.zeros(T // 2 + 1)
+    p[k1 + offsets] = w
+    q[k2 + offsets] = w
+    expected = np.sqrt(1 - np.sum(np.sqrt(p * q)))
+    got = power_spectrum_distance(_cos(k1), _cos(k2), sigma=sigma)
+    assert got == pytest.approx(expected, abs=1e-9)
+    # and close to the continuous-Gaussian Bhattacharyya value exp(-shift^2 / (8 sigma^2))
+    assert got == pytest.approx(np.sqrt(1 - np.exp(-shift ** 2 / (8 * sigma ** 2))), abs=5e-3)
+
+
+def test_spectra_are_averaged_over_trials():
+    # trials at bins 40 and 400 vs one trial holding both: the averaged spectra agree
+    true = np.stack([_cos(40), _cos(400)])[:, :, None]
+    gen = (_cos(40) + _cos(400))[None, :, None]
+    assert power_spectrum_distance(true, gen) == pytest.approx(0.0, abs=1e-7)
+    assert power_spectrum_distance(true[:1], gen) > 0.5
+
+
+def test_per_channel_and_mean():
+    true = np.stack([_cos(50), _cos(300)], axis=1)
+    gen = np.stack([_cos(50), _cos(900)], axis=1)
+    per = power_spectrum_distance(true, gen, per_channel=True)
+    np.testing.assert_allclose(per, [0.0, 1.0], atol=1e-7)
+    assert power_spectrum_distance(true, gen) == pytest.approx(0.5, abs=1e-7)
+
+
+def test_constant_channel_scores_one():
+    assert power_spectrum_distance(_cos(50), np.full(T, 3.0)) == 1.0
+    assert power_spectrum_distance(np.full(T, 1.0), np.full(T, 3.0)) == 0.0
+
+
+def test_power_spectrum_is_normalised_and_peaks_at_the_bin():
+    p = power_spectrum(_cos(123), sigma=5)
+    assert p.shape == (T // 2 + 1,)
+    assert p.sum() == pytest.approx(1.0)
+    assert int(np.argmax(p)) == 123
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="same length"):
+        power_spectrum_distance(_cos(5, 1000), _cos(5, 999))
+    with pytest.raises(ValueError, match="same number of channels"):
+        power_spectrum_distance(np.zeros((100, 2)), np.zeros((100, 3)))
+    x = _cos(5, 1000)
+    x[10] = np.nan
+    with pytest.raises(ValueError, match="gap-free"):
+        power_spectrum_distance(x, _cos(5, 1000))
+    with pytest.raises(ValueError, match="sigma"):
+        power_spectrum_distance(_cos(5, 1000), _cos(5, 1000), sigma=-1)
+
+
+def test_spectrum_mse_of_sinusoids_with_band_split():
+    # fs = 2000 Hz, n = 2000: bins are 1 Hz apart; amplitude spectrum of A cos at 30 Hz is A at bin 30
+    n, fs = 2000, 2000.0
+    a, b = 1.5, 0.5
+    res = power_spectrum_mse(_cos(30, n, amplitude=a), _cos(30, n, amplitude=b), fs=fs, cutoff=50.0,
+                             max_frequency=600.0)
+    assert res.frequency[30] == pytest.approx(30.0)
+    n_low = 51                        # 0 … 50 Hz inclusive
+    n_all = 601                       # 0 … 600 Hz
+    assert res.low == pytest.approx((a - b) ** 2 / n_low, rel=1e-9)
+    assert res.high == pytest.approx(0.0, abs=1e-20)
+    assert res.total == pytest.approx((a - b) ** 2 / n_all, rel=1e-9)
+    # a component above the cutoff lands in the high band only
+    hi = power_spectrum_mse(_cos(30, n), _cos(30, n) + _cos(200, n, amplitude=2.0), fs=fs, cutoff=50.0)
+    assert hi.low == pytest.approx(0.0, abs=1e-20)
+    assert hi.high == pytest.approx(4.0 / (n // 2 + 1 - n_low), rel=1e-9)
+    norm = power_spectrum_mse(_cos(30, n, amplitude=a), _cos(30, n, amplitude=b), fs=fs, normalize=True)
+    assert norm.total == pytest.approx((a - b) ** 2 / a ** 2, rel=1e-9)
+    with pytest.raises(ValueError, match="cutoff"):
+        power_spectrum_mse(_cos(30, n), _cos(30, n), fs=fs, cutoff=1500.0)
