@@ -1,0 +1,30 @@
+"""Turn what a user passes to an analysis function into a latent dynamics and its sampling step."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..dynamics.base import LatentDynamics
+
+
+def resolve_dynamics(model: Any, dt: float | None = None) -> tuple[LatentDynamics, float | None]:
+    """Return ``(dynamics, dt)`` for an estimator, a StateSpaceModel or a LatentDynamics.
+
+    An estimator is recognised by its fitted ``model_`` attribute; a StateSpaceModel by its
+    ``dynamics`` attribute (its ``dt`` is used unless ``dt`` is given).
+
+    Raises
+    ------
+    TypeError
+        For anything else, or for an estimator that has not been fitted.
+    """
+    if isinstance(model, LatentDynamics):
+        return model, dt
+    if hasattr(model, "model_"):
+        model = model.model_
+    elif hasattr(model, "fit") and not hasattr(model, "dynamics"):
+        raise TypeError(f"the estimator {type(model).__name__} is not fitted yet; call fit() first.")
+    dyn = getattr(model, "dynamics", None)
+    if isinstance(dyn, LatentDynamics):
+        return dyn, (getattr(model, "dt", None) if dt is None else dt)
+    raise TypeError("`model` must be a fitted estimator, a StateSpaceModel or a LatentDynamics; "
+                    f"got {type(model).__name__}.")

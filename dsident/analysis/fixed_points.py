@@ -1,0 +1,489 @@
+"""Fixed points and cycles: exact ones for the PLRNN, Newton's method for any dynamics.
+
+Shape legend: ``n`` objects found, ``k`` period, ``M`` latent_dim, ``R`` candidate regions.
+
+A PLRNN is affine inside each *linear region*, the orthant with sign pattern
+``d = 1[z > 0]`` (seed 004, eq. 4): ``F(z) = J_d z + h`` with ``J_d = diag(A) + W diag(d)``.
+Inside a region a fixed point solves ``(I - J_d) z = h`` (eq. 8), and a k-cycle through
+regions ``d_1, ..., d_k`` solves ``(I - J_k ... J_1) z_1 = c`` (eq. 10), with ``c`` the offset of
+the composed affine map. A solution is a true fixed point or cycle only if every point lies
+in the region that was assumed for it ("consistent"). Small M: every region (or tuple of
+regions) is tried, vectorised. Large M: candidate regions are those visited by simulated
+trajectories plus random ones, and each inconsistent solution proposes the regions of its
+own points as the next candidate (a fixed-point iteration on regions).
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import xarray as xr
+
+from ..dynamics.base import LatentDynamics
+from ..dynamics.plrnn import PLRNN, PLRNNParams
+from ._resolve import resolve_dynamics
+
+__all__ = ["FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points",
+           "classify_eigenvalues"]
+
+_MARGINAL_TOL = 1e-6
+
+
+@dataclass
+class FixedPoints:
+    """Fixed points (``period == 1``) or k-cycles found in a latent dynamics.
+
+    Attributes
+    ----------
+    points : ndarray of shape (n, k, M)
+        The ``k`` points of each cycle (``k = 1``: the fixed points), in iteration order.
+    eigenvalues : complex ndarray of shape (n, M)
+        Eigenvalues of the Jacobian of the k-fold map ``F^k`` at the cycle (for ``k = 1`` the
+        Jacobian of ``F`` at the fixed point), sorted by decreasing modulus.
+    stable : bool ndarray of shape (n,)
+        All eigenvalues strictly inside the unit circle.
+    kind : list of str, length n
+        "stable node", "stable spiral", "unstable node", "unstable spiral", "saddle" or
+        "marginal" (an eigenvalue within 1e-6 of the unit circle).
+    regions : bool ndarray of shape (n, k, M) or None
+        Sign patterns ``z > 0`` of the points (PLRNN only).
+    period : int
+    method : str
+        "enumerate", "search" or "newton".
+    info : dict
+        Search settings and counts (e.g. ``n_candidates``, ``n_singular``).
+    """
+
+    points: np.ndarray
+    eigenvalues: np.ndarray
+    stable: np.ndarray
+    kind: list[str]
+    regions: np.ndarray | None = None
+    period: int = 1
+    method: str = "enumerate"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def max_abs_eigenvalue(self) -> np.ndarray:
+        """Spectral radius of each object's Jacobian, shape (n,)."""
+        return np.abs(self.eigenvalues).max(axis=1) if len(self) else np.zeros(0)
+
+    def to_xarray(self) -> xr.Dataset:
+        """The result as a Dataset: ``point(cycle, phase, latent)``, ``eigenvalue_real/imag``,
+        ``stable(cycle)``, ``kind(cycle)``; settings in attrs."""
+        n, k, m = self.points.shape
+        ds = xr.Dataset(
+            {"point": (("cycle", "phase", "latent"), self.points),
+             "eigenvalue_real": (("cycle", "eigen"), self.eigenvalues.real),
+             "eigenvalue_imag": (("cycle", "eigen"), self.eigenvalues.imag),
+             "stable": (("cycle",), self.stable),
+             "kind": (("cycle",), np.asarray(self.kind, dtype=str).reshape(n))},
+            coords={"cycle": np.arange(n), "phase": np.arange(k), "latent": np.arange(m)},
+            attrs={"period": self.period, "method": self.method,
+                   **{key: value for key, value in self.info.items() if isinstance(value, (int, float, str))}},
+        )
+        return ds
+
+
+def classify_eigenvalues(eigenvalues: np.ndarray, tol: float = _MARGINAL_TOL) -> tuple[np.ndarray, list[str]]:
+    """Stability flag and type of discrete-time maps from their Jacobian eigenvalues.
+
+    Parameters
+    ----------
+    eigenvalues : complex ndarray of shape (n, M)
+    tol : float
+        Moduli within ``tol`` of 1 count as marginal.
+
+    Returns
+    -------
+    stable : bool ndarray of shape (n,)
+    kind : list of str
+    """
+    modulus = np.abs(eigenvalues)
+    stable = np.all(modulus < 1.0 - tol, axis=1) if eigenvalues.size else np.zeros(len(eigenvalues), bool)
+    kinds: list[str] = []
+    for mod, lam in zip(modulus, eigenvalues):
+        spiral = bool(np.any(np.abs(lam.imag) > 1e-12))
+        if np.any(np.abs(mod - 1.0) <= tol):
+            kinds.append("marginal")
+        elif np.all(mod < 1.0):
+            kinds.append("stable spiral" if spiral else "stable node")
+        elif np.all(mod > 1.0):
+            kinds.append("unstable spiral" if spiral else "unstable node")
+        else:
+            kinds.append("saddle")
+    return stable, kinds
+
+
+def _sorted_eigenvalues(matrices: np.ndarray) -> np.ndarray:
+    lam = np.linalg.eigvals(matrices)
+    order = np.argsort(-np.abs(lam), axis=-1, kind="stable")
+    return np.take_along_axis(lam, order, axis=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# PLRNN: exact solutions region by region
+# ----------------------------------------------------------------------------------------------
+def _as_params(model: Any) -> PLRNNParams:
+    if isinstance(model, PLRNNParams):
+        return PLRNNParams(*(np.asarray(p, dtype=float) for p in model))
+    dyn, _ = resolve_dynamics(model)
+    if not isinstance(dyn, PLRNN):
+        raise TypeError(f"exact fixed points and cycles need a PLRNN; got {type(dyn).__name__}. "
+                        "Use newton_fixed_points() for other dynamics.")
+    return dyn.params()
+
+
+def _region_maps(p: PLRNNParams, regions: np.ndarray) -> np.ndarray:
+    """J_d = diag(A) + W diag(d) for each sign pattern, (R, M) -> (R, M, M)."""
+    return np.diag(p.A)[None] + p.W[None] * regions[:, None, :].astype(float)
+
+
+def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, np.ndarray]:
+    """Solve every k-tuple of regions, (R, k, M) bool; return the consistent solutions."""
+    n_cand, k, m = tuples.shape
+    eye = np.eye(m)
+    prod = np.broadcast_to(eye, (n_cand, m, m)).copy()
+    offset = np.zeros((n_cand, m))
+    jac = [_region_maps(p, tuples[:, i]) for i in range(k)]
+    for i in range(k):                      # compose the affine maps z -> J_i z + h, i = 1..k
+        prod = jac[i] @ prod
+        offset = np.einsum("rij,rj->ri", jac[i], offset) + p.h
+    system = eye[None] - prod
+    # a (nearly) singular system is a continuum of solutions or none: reported, not solved
+    cond = np.linalg.cond(system)
+    regular = np.isfinite(cond) & (cond < 1e12)
+    z1 = np.full((n_cand, m), np.nan)
+    if regular.any():
+        z1[regular] = np.linalg.solve(system[regular], offset[regular][..., None])[..., 0]
+    points = np.empty((n_cand, k, m))
+    points[:, 0] = z1
+    for i in range(1, k):
+        points[:, i] = np.einsum("rij,rj->ri", jac[i - 1], points[:, i - 1]) + p.h
+    # consistency: every point lies in the region assumed for it (with a tolerance at the borders)
+    scale = 1.0 + np.abs(points)
+    positive_ok = np.where(tuples, points > -tol * scale, points < tol * scale)
+    consistent = regular & np.all(positive_ok, axis=(1, 2))
+    return {"points": points[consistent], "product": prod[consistent], "regions": points[consistent] > 0,
+            "n_singular": int((~regular).sum()), "proposal": points > 0, "regular": regular}
+
+
+def _has_smaller_period(points: np.ndarray, tol: float) -> bool:
+    """True when a k-cycle (k, M) repeats with a period q < k dividing k."""
+    k = points.shape[0]
+    return any(np.allclose(np.tile(points[:q], (k // q, 1)), points, atol=tol, rtol=tol)
+               for q in range(1, k) if k % q == 0)
+
+
+def _canonical_rotation(points: np.ndarray) -> np.ndarray:
+    """Rotate a cycle so that it starts at its lexicographically smallest point."""
+    start = min(range(points.shape[0]), key=lambda i: tuple(np.round(points[i], 8)))
+    return np.roll(points, -start, axis=0)
+
+
+def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    kept: list[np.ndarray] = []
+    for pts in sol["points"]:
+        if period > 1 and _has_smaller_period(pts, 1e-7):
+            continue
+        pts = _canonical_rotation(pts)
+        if any(np.allclose(pts, other, atol=tol, rtol=tol) for other in kept):
+            continue
+        kept.append(pts)
+    m = p.A.shape[0]
+    if not kept:
+        return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex)
+    points = np.stack(kept)
+    regions = points > 0
+    prod = np.broadcast_to(np.eye(m), (len(points), m, m)).copy()
+    for i in range(period):
+        prod = _region_maps(p, regions[:, i]) @ prod
+    return points, _sorted_eigenvalues(prod)
+
+
+def _all_regions(m: int) -> np.ndarray:
+    """Every sign pattern of M units, (2^M, M) bool."""
+    return ((np.arange(2 ** m)[:, None] >> np.arange(m)[None]) & 1).astype(bool)
+
+
+def _enumerate(p: PLRNNParams, period: int, tol: float, chunk: int = 65536) -> tuple[list[np.ndarray], int, int]:
+    m = p.A.shape[0]
+    regions = _all_regions(m)
+    n_total = len(regions) ** period
+    found, n_singular = [], 0
+    index_iter = itertools.product(range(len(regions)), repeat=period)
+    while True:
+        block = np.fromiter(itertools.chain.from_iterable(itertools.islice(index_iter, chunk)), dtype=np.int64)
+        if block.size == 0:
+            break
+        sol = _solve_cycles(p, regions[block.reshape(-1, period)], tol)
+        found.append(sol["points"])
+        n_singular += sol["n_singular"]
+    return found, n_singular, n_total
+
+
+def _simulate_regions(p: PLRNNParams, n_trajectories: int, n_steps: int, rng: np.random.Generator,
+                      scale: float) -> np.ndarray:
+    """Sign patterns visited by trajectories from random initial states, (n_trajectories, n_steps, M)."""
+    m = p.A.shape[0]
+    z = rng.normal(0.0, scale, size=(n_trajectories, m))
+    visited = np.empty((n_trajectories, n_steps, m), dtype=bool)
+    for t in range(n_steps):
+        z = z * p.A + np.maximum(z, 0.0) @ p.W.T + p.h
+        bad = ~np.all(np.isfinite(z), axis=1) | (np.abs(z).max(axis=1) > 1e8)
+        if bad.any():                     # restart diverging trajectories instead of overflowing
+            z[bad] = rng.normal(0.0, scale, size=(int(bad.sum()), m))
+        visited[:, t] = z > 0
+    return visited
+
+
+def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_steps: int, n_random: int,
+            max_iter: int, rng: np.random.Generator, scale: float) -> tuple[list[np.ndarray], int, int]:
+    m = p.A.shape[0]
+    visited = _simulate_regions(p, n_trajectories, n_steps, rng, scale)
+    # candidate k-tuples: consecutive windows of visited patterns (a cycle visits its regions in order)
+    windows = np.stack([visited[:, i: n_steps - period + 1 + i] for i in range(period)], axis=2)
+    candidates = windows.reshape(-1, period, m)
+    candidates = np.concatenate([candidates, rng.random((n_random, period, m)) < 0.5])
+    candidates = np.unique(candidates.reshape(len(candidates), -1), axis=0).reshape(-1, period, m)
+    seen = {c.tobytes() for c in candidates}
+    found, n_singular, n_tried = [], 0, 0
+    for _ in range(max_iter):
+        if len(candidates) == 0:
+            break
+        sol = _solve_cycles(p, candidates, tol)
+        found.append(sol["points"])
+        n_singular += sol["n_singular"]
+        n_tried += len(candidates)
+        # inconsistent solutions propose the regions their points actually lie in
+        proposals = sol["proposal"][sol["regular"]]
+        fresh = [q for q in np.unique(proposals.reshape(len(proposals), -1), axis=0).reshape(-1, period, m)
+                 if q.tobytes() not in seen]
+        seen.update(q.tobytes() for q in fresh)
+        candidates = np.stack(fresh) if fresh else np.zeros((0, period, m), dtype=bool)
+    return found, n_singular, n_tried
+
+
+def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enumerate: int = 2 ** 16,
+                 n_trajectories: int = 100, n_steps: int = 500, n_random: int = 1000, max_iter: int = 20,
+                 init_scale: float = 1.0, tol: float = 1e-9, seed: int | np.random.Generator | None = None
+                 ) -> FixedPoints:
+    """Exact fixed points (``period=1``) or k-cycles of a PLRNN.
+
+    Parameters
+    ----------
+    model : PLRNN, StateSpaceModel with PLRNN dynamics, fitted estimator, or PLRNNParams
+        Inputs are taken as zero (autonomous system).
+    period : int, default 1
+        k; only cycles of minimal period exactly k are returned.
+    method : {"auto", "enumerate", "search"}
+        "enumerate" tries all ``2^(M k)`` region tuples; "search" seeds candidates from
+        simulated trajectories and random patterns; "auto" enumerates when
+        ``2^(M k) <= max_enumerate``.
+    max_enumerate : int
+        Largest number of region tuples "auto" enumerates.
+    n_trajectories, n_steps : int
+        Simulations (from N(0, init_scale^2) initial states) whose visited regions seed "search".
+    n_random : int
+        Additional random region tuples for "search".
+    max_iter : int
+        Rounds of the region iteration in "search".
+    tol : float
+        Relative tolerance at region borders (consistency) and for deduplication.
+    seed : int or numpy Generator, optional
+        For "search" only.
+
+    Returns
+    -------
+    FixedPoints
+        ``info`` holds ``n_candidates`` (region tuples tried) and ``n_singular`` (tuples whose
+        system ``I - J`` was singular: a continuum of solutions, e.g. an exact manifold
+        attractor, or none; these are not reported as points).
+
+    Notes
+    -----
+    Seed 004, eqs. 8 and 10. "search" can miss objects whose regions are never proposed;
+    the count of candidates tried is reported so that coverage can be judged.
+    """
+    if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 1:
+        raise ValueError(f"`period` must be an integer >= 1; got period={period!r}.")
+    if method not in ("auto", "enumerate", "search"):
+        raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
+    p = _as_params(model)
+    m = p.A.shape[0]
+    n_tuples = 2.0 ** (m * period)
+    if method == "auto":
+        method = "enumerate" if n_tuples <= max_enumerate else "search"
+    if method == "enumerate":
+        if n_tuples > 2 ** 26:
+            raise ValueError(f"enumerating 2^(M k) = 2^{m * period} region tuples is too many; "
+                             "use method='search'.")
+        found, n_singular, n_tried = _enumerate(p, int(period), tol)
+    else:
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        found, n_singular, n_tried = _search(p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps,
+                                             n_random=n_random, max_iter=max_iter, rng=rng, scale=init_scale)
+    sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
+    points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
+    stable, kind = classify_eigenvalues(eig)
+    return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
+                       period=int(period), method=method,
+                       info={"n_candidates": int(n_tried), "n_singular": int(n_singular)})
+
+
+def cycles(model: Any, period: int, **options: Any) -> FixedPoints:
+    """k-cycles of a PLRNN (``period >= 2``); see :func:`plrnn_cycles` for the options."""
+    if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 2:
+        raise ValueError(f"`period` must be an integer >= 2 (use fixed_points for 1); got period={period!r}.")
+    return plrnn_cycles(model, period, **options)
+
+
+# ----------------------------------------------------------------------------------------------
+# Generic dynamics: Newton's method from many starts
+# ----------------------------------------------------------------------------------------------
+def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tensor) -> torch.Tensor:
+    if dyn is not None and type(dyn).jacobian is not LatentDynamics.jacobian:
+        return dyn.jacobian(z)
+    return torch.func.vmap(torch.func.jacrev(lambda zi: step(zi[None])[0]))(z)
+
+
+def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
+                        init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
+                        patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
+                        seed: int | None = None) -> FixedPoints:
+    """Fixed points of any dynamics by damped Newton iteration on ``G(z) = step(z) - z``.
+
+    Parameters
+    ----------
+    model : LatentDynamics, StateSpaceModel, fitted estimator, or callable
+        A callable maps a (B, M) float64 tensor to (B, M) (``latent_dim`` must then be
+        inferable from ``starts``).
+    starts : ndarray of shape (n_starts, M), optional
+        Initial guesses, e.g. latent states visited by a simulation. Default: ``n_starts``
+        draws from N(0, init_scale^2).
+    dt : float, optional
+        Step passed to ``step`` (continuous-time models); a StateSpaceModel's ``dt`` by default.
+    max_iter : int
+        Newton iterations.
+    patience : int
+        A start is abandoned after this many iterations without a decrease of its residual.
+    tol : float
+        Stop a start once ``max |G(z)|`` falls below it.
+    speed_threshold : float
+        Keep a converged point only if ``||step(z) - z||_2 < speed_threshold``.
+    dedup_tol : float
+        Points closer than this (Euclidean) are merged.
+    seed : int, optional
+
+    Returns
+    -------
+    FixedPoints
+        ``method="newton"``; eigenvalues are those of the Jacobian of ``step`` (so a fixed
+        point of a continuous-time model is stable iff they lie inside the unit circle).
+    """
+    if callable(model) and not isinstance(model, torch.nn.Module) and not hasattr(model, "model_"):
+        dyn, step_dt = None, dt
+        if starts is None:
+            raise ValueError("`starts` is required when `model` is a plain callable (latent_dim is unknown).")
+        m = int(np.asarray(starts).shape[1])
+        base_step = model
+    else:
+        dyn, step_dt = resolve_dynamics(model, dt)
+        m = dyn.latent_dim
+        base_step = None
+    if starts is None:
+        starts = np.random.default_rng(seed).normal(0.0, init_scale, size=(int(n_starts), m))
+    starts = np.asarray(starts, dtype=float)
+    if starts.ndim != 2 or starts.shape[1] != m:
+        raise ValueError(f"`starts` must have shape (n_starts, {m}); got {starts.shape}.")
+
+    if dyn is not None:
+        dyn_work = copy.deepcopy(dyn).double()   # float64 Newton without touching the user's model
+
+        def step(z: torch.Tensor) -> torch.Tensor:
+            return dyn_work.step(z, None, step_dt)
+    else:
+        def step(z: torch.Tensor) -> torch.Tensor:
+            return base_step(z)
+    with torch.no_grad():
+        z = torch.as_tensor(starts, dtype=torch.float64)
+        eye = torch.eye(m, dtype=torch.float64)
+        best = torch.full((len(z),), float("inf"), dtype=torch.float64)
+        stalled = torch.zeros(len(z), dtype=torch.long)
+        for _ in range(max_iter):
+            g = step(z) - z
+            res = g.abs().amax(dim=1)
+            # a start whose residual has not improved for `patience` iterations is abandoned
+            # (Newton can cycle between linear regions of a piecewise-linear map)
+            improved = res < best * (1.0 - 1e-3)
+            stalled = torch.where(improved, torch.zeros_like(stalled), stalled + 1)
+            best = torch.minimum(best, res)
+            active = torch.isfinite(res) & (res > tol) & (stalled < patience)
+            if not active.any():
+                break
+            za, ga = z[active], g[active]
+            jac = _batched_jacobian(dyn_work if dyn is not None else None, step, za) - eye
+            delta = torch.linalg.lstsq(jac, -ga[..., None]).solution[..., 0]
+            # backtracking: halve the step while the residual grows (at most 10 times)
+            lam = torch.ones(len(za), 1, dtype=torch.float64)
+            norm0 = ga.norm(dim=1)
+            for _ in range(10):
+                trial = za + lam * delta
+                worse = ~((step(trial) - trial).norm(dim=1) < norm0)
+                if not worse.any():
+                    break
+                lam[worse] *= 0.5
+            z[active] = za + lam * delta
+        speed = (step(z) - z).norm(dim=1)
+        keep = torch.isfinite(speed) & (speed < speed_threshold)
+        cand = z[keep].numpy()
+        points: list[np.ndarray] = []
+        for c in cand:
+            if not any(np.linalg.norm(c - q) < dedup_tol for q in points):
+                points.append(c)
+        pts = np.stack(points) if points else np.zeros((0, m))
+        if len(pts):
+            jac = _batched_jacobian(dyn_work if dyn is not None else None, step,
+                                    torch.as_tensor(pts, dtype=torch.float64)).numpy()
+            eig = _sorted_eigenvalues(jac)
+        else:
+            eig = np.zeros((0, m), dtype=complex)
+    stable, kind = classify_eigenvalues(eig)
+    return FixedPoints(points=pts[:, None, :], eigenvalues=eig, stable=stable, kind=kind, regions=None,
+                       period=1, method="newton",
+                       info={"n_starts": int(len(starts)), "n_converged": int(keep.sum()),
+                             "speed_threshold": float(speed_threshold)})
+
+
+def fixed_points(model: Any, *, method: str = "auto", **options: Any) -> FixedPoints:
+    """Fixed points of a fitted model, exact for the PLRNN and by Newton's method otherwise.
+
+    Parameters
+    ----------
+    model : fitted estimator, StateSpaceModel, LatentDynamics or PLRNNParams
+    method : {"auto", "enumerate", "search", "newton"}
+        "auto": exact (:func:`plrnn_cycles`) for a PLRNN, :func:`newton_fixed_points` otherwise.
+    **options
+        Passed to the chosen routine.
+
+    Returns
+    -------
+    FixedPoints
+    """
+    if method not in ("auto", "enumerate", "search", "newton"):
+        raise ValueError(f"`method` must be one of 'auto', 'enumerate', 'search', 'newton'; got method={method!r}.")
+    if isinstance(model, PLRNNParams):
+        is_plrnn = True
+    else:
+        dyn, _ = resolve_dynamics(model)
+        is_plrnn = isinstance(dyn, PLRNN)
+    if method == "newton" or (method == "auto" and not is_plrnn):
+        return newton_fixed_points(model, **options)
+    return plrnn_cycles(model, 1, method=method, **options)

@@ -1,0 +1,160 @@
+"""Exact PLRNN fixed points and cycles, the Newton finder, Fig. 4 statistics and flow fields."""
+import numpy as np
+import pytest
+import torch
+
+from dsident import analysis
+from dsident.dynamics import PLRNN, ShallowPLRNN, PLRNNParams
+
+
+def plrnn_map(p, z):
+    return z * p.A + np.maximum(z, 0.0) @ p.W.T + p.h
+
+
+def multistable_plrnn(m, seed):
+    """A random PLRNN with strong coupling, so that several regions hold fixed points."""
+    f = PLRNN(m, seed=seed, penalty="none").double()
+    rng = np.random.default_rng(seed)
+    f.set_params(A=rng.uniform(-0.5, 0.9, m), W=rng.normal(0, 1.5 / np.sqrt(m), (m, m)),
+                 h=rng.normal(0, 1.0, m))
+    return f
+
+
+@pytest.mark.parametrize("m, seed", [(3, 4), (3, 6), (6, 4)])
+def test_enumerated_fixed_points_satisfy_the_map_and_agree_with_newton(m, seed):
+    f = multistable_plrnn(m, seed)
+    p = f.params()
+    exact = analysis.fixed_points(f, method="enumerate")
+    assert exact.info["n_candidates"] == 2 ** m
+    for z in exact.points[:, 0]:
+        np.testing.assert_allclose(plrnn_map(p, z), z, atol=1e-10)
+    # eigenvalues are those of the region's matrix A + W D_Omega
+    for z, lam in zip(exact.points[:, 0], exact.eigenvalues):
+        jac = np.diag(p.A) + p.W * (z > 0)[None]
+        np.testing.assert_allclose(np.sort(np.abs(np.linalg.eigvals(jac))), np.sort(np.abs(lam)), atol=1e-10)
+    assert np.array_equal(exact.stable, exact.max_abs_eigenvalue < 1)
+    newton = analysis.newton_fixed_points(f, n_starts=100, init_scale=4.0, seed=0)
+    assert len(newton) == len(exact) >= 2
+    for z in exact.points[:, 0]:
+        assert np.min(np.linalg.norm(newton.points[:, 0] - z, axis=1)) < 1e-6
+
+
+def test_inconsistent_candidates_are_rejected():
+    # a contracting 1-unit-per-region system with a single fixed point at z = h / (1 - a) < 0
+    p = PLRNNParams(A=np.array([0.5, 0.5]), W=np.array([[0.0, 0.2], [0.2, 0.0]]), h=np.array([-1.0, -1.0]),
+                    C=np.zeros((2, 0)))
+    res = analysis.fixed_points(p)
+    assert len(res) == 1
+    np.testing.assert_allclose(res.points[0, 0], [-2.0, -2.0])
+    assert res.stable[0] and res.kind == ["stable node"]
+
+
+def test_constructed_two_cycle_is_found():
+    # z1 = (1, -1) -> z2 = (-1, 1) -> z1 by construction (see the algebra in the comments)
+    # F(z1) = .5 z1 + W (1, 0) + h = (.5 + h1, -.5 + W21 + h2) = (-1, 1);  F(z2) likewise
+    f = PLRNN(2, penalty="none")
+    f.set_params(A=np.array([0.5, 0.5]), W=np.array([[0.0, 3.0], [3.0, 0.0]]), h=np.array([-1.5, -1.5]))
+    res = analysis.cycles(f, period=2)
+    assert res.points.shape == (1, 2, 2)
+    found = {tuple(np.round(z, 9)) for z in res.points[0]}
+    assert found == {(1.0, -1.0), (-1.0, 1.0)}
+    # the fixed points are not reported as 2-cycles
+    fps = analysis.fixed_points(f)
+    assert len(fps) >= 1
+    for z in fps.points[:, 0]:
+        assert not any(np.allclose(z, c) for c in res.points[0])
+    # Jacobian of F^2 = J(z2) J(z1)
+    j1 = np.diag([0.5, 0.5]) + np.array([[0.0, 3.0], [3.0, 0.0]]) * np.array([1.0, 0.0])
+    j2 = np.diag([0.5, 0.5]) + np.array([[0.0, 3.0], [3.0, 0.0]]) * np.array([0.0, 1.0])
+    np.testing.assert_allclose(np.sort(np.abs(res.eigenvalues[0])), np.sort(np.abs(np.linalg.eigvals(j2 @ j1))))
+
+
+def test_three_cycles_found_by_enumeration_and_search():
+    f = multistable_plrnn(3, 26)           # this draw has a stable and a saddle 3-cycle
+    res = analysis.cycles(f, period=3)
+    assert len(res) == 2 and sorted(res.kind) == ["saddle", "stable node"]
+    p = f.params()
+    for cyc in res.points:
+        np.testing.assert_allclose(plrnn_map(p, cyc[0]), cyc[1], atol=1e-9)
+        np.testing.assert_allclose(plrnn_map(p, cyc[2]), cyc[0], atol=1e-9)
+    search = analysis.cycles(f, period=3, method="search", n_random=3000, seed=0)
+    for cyc in res.points:
+        assert any(np.allclose(cyc, other, atol=1e-7) for other in search.points)
+
+
+def test_search_finds_the_enumerated_fixed_points_at_moderate_dimension():
+    f = multistable_plrnn(12, 1)
+    exact = analysis.fixed_points(f, method="enumerate")
+    assert len(exact) >= 2
+    search = analysis.fixed_points(f, method="search", n_trajectories=50, n_steps=200, n_random=200, seed=1)
+    assert search.info["n_candidates"] < 2 ** 12 / 4        # far fewer regions than enumeration tried
+    assert len(search) == len(exact)
+    for z in exact.points[:, 0]:
+        assert np.min(np.linalg.norm(search.points[:, 0] - z, axis=1)) < 1e-8
+
+
+def test_exact_manifold_attractor_is_reported_as_singular():
+    f = PLRNN(4, seed=0, penalty="iplrnn")        # A = I, W = 0, h = 0: every point is fixed
+    res = analysis.fixed_points(f)
+    assert len(res) == 0 and res.info["n_singular"] == 16
+
+
+def test_newton_works_for_non_piecewise_linear_dynamics_and_callables():
+    f = ShallowPLRNN(2, hidden_dim=6, seed=3).double()
+    res = analysis.fixed_points(f, n_starts=100, init_scale=3.0, seed=0)
+    assert res.method == "newton" and len(res) >= 1
+    with torch.no_grad():
+        z = torch.as_tensor(res.points[:, 0])
+        torch.testing.assert_close(f.step(z), z, atol=1e-7, rtol=0)
+    # a plain callable: z -> 0.5 z + 1 has the fixed point 2
+    cal = analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=np.array([[10.0], [-3.0]]))
+    np.testing.assert_allclose(cal.points[:, 0], [[2.0]])
+    assert cal.kind == ["stable node"]
+    with pytest.raises(ValueError, match="starts"):
+        analysis.newton_fixed_points(lambda z: z)
+
+
+def test_classify_eigenvalues():
+    lam = np.array([[0.5, 0.2], [1.5, 0.2], [1.5, 2.0], [0.3 + 0.4j, 0.3 - 0.4j], [1.0, 0.1]])
+    stable, kind = analysis.classify_eigenvalues(lam)
+    assert stable.tolist() == [True, False, False, True, False]
+    assert kind == ["stable node", "saddle", "unstable node", "stable spiral", "marginal"]
+
+
+def test_spectrum_statistics_by_hand():
+    a = analysis.FixedPoints(points=np.zeros((2, 1, 2)), eigenvalues=np.array([[1.02, 0.1], [0.5, -0.2]]),
+                             stable=np.array([False, True]), kind=["saddle", "stable node"])
+    b = analysis.FixedPoints(points=np.zeros((1, 1, 2)), eigenvalues=np.array([[0.9j, 0.0]]),
+                             stable=np.array([True]), kind=["stable spiral"])
+    stats = analysis.jacobian_spectrum_statistics([a, b])
+    np.testing.assert_allclose(stats["max_abs_eigenvalue"], [1.02, 0.5, 0.9])
+    np.testing.assert_allclose(stats["min_deviation"], [0.02, 0.5, 0.1])
+    assert stats.attrs["fraction_near_one"] == pytest.approx(1 / 3)
+    assert stats.attrs["mean_min_deviation"] == pytest.approx((0.02 + 0.5 + 0.1) / 3)
+    assert stats["model"].values.tolist() == [0, 0, 1]
+    assert int(stats["histogram"].sum()) == 3
+
+
+def test_flow_field_and_nullclines_of_a_linear_map():
+    # step(z) = 0.5 z + (1, -1): displacement (-0.5 z0 + 1, -0.5 z1 - 1); nullclines z0 = 2 and z1 = -2
+    f = PLRNN(2, penalty="none")
+    f.set_params(A=np.array([0.5, 0.5]), W=np.zeros((2, 2)), h=np.array([1.0, -1.0]))
+    field = analysis.flow_field(f, limits=((-3, 3), (-3, 3)), n_grid=7)
+    g0 = field["axis0"].values
+    np.testing.assert_allclose(field["flow"].sel(component=0).values, np.broadcast_to(-0.5 * g0[:, None] + 1, (7, 7)))
+    lines = analysis.nullclines(f, limits=((-3.1, 3), (-3.1, 3)), n_grid=9)
+    np.testing.assert_allclose(lines[0][..., 0], 2.0, atol=1e-12)     # z0 = 2 along the whole segment set
+    np.testing.assert_allclose(lines[1][..., 1], -2.0, atol=1e-12)
+    assert len(lines[0]) == 8
+    with pytest.raises(ValueError, match="dims"):
+        analysis.flow_field(f, dims=(0, 0))
+
+
+def test_bad_period_and_method_are_named():
+    f = PLRNN(2, seed=0)
+    with pytest.raises(ValueError, match="period"):
+        analysis.cycles(f, period=1)
+    with pytest.raises(ValueError, match="method"):
+        analysis.fixed_points(f, method="bisection")
+    with pytest.raises(TypeError, match="PLRNN"):
+        analysis.plrnn_cycles(ShallowPLRNN(2, 3, seed=0))
