@@ -1,0 +1,158 @@
+"""The evaluation protocol: divergence detection, recorded settings, summaries, the floor."""
+import json
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import dsident
+from dsident import StateSpaceModel
+from dsident.dynamics.base import LatentDynamics
+from dsident.metrics import evaluate, floor, power_spectrum_distance, state_space_divergence, summarize
+from dsident.observations.base import ObservationModel
+
+
+class _LinearEvalDynamics(LatentDynamics):
+    """z' = A z, for tests."""
+
+    def __init__(self, matrix):
+        super().__init__()
+        self.matrix = matrix
+        self.latent_dim = len(matrix)
+        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
+
+    def step(self, z, u=None, dt=None):
+        return z @ self.A.T
+
+
+class _IdentityEvalObservation(ObservationModel):
+    """x = z, for tests."""
+
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.obs_dim = self.latent_dim = obs_dim
+
+    def mean(self, z):
+        return z
+
+    def invert(self, x, mask=None):
+        return x
+
+
+def _rotation(angle, radius=1.0):
+    return radius * np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+
+
+def _model(matrix):
+    return StateSpaceModel(_LinearEvalDynamics(matrix), _IdentityEvalObservation(len(matrix)), dt=0.1).double()
+
+
+def _orbit(matrix, n, z0=(1.0, 0.0)):
+    z = np.empty((n, 2))
+    z[0] = z0
+    for t in range(1, n):
+        z[t] = matrix @ z[t - 1]
+    return z
+
+
+ANGLE = 2 * np.pi / 37.3
+
+
+def test_true_model_scores_near_floor_and_records_settings():
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 2000), dt=0.1, name="circle")
+    res = evaluate(_model(_rotation(ANGLE)), test, seed=3, pe_steps=5)
+    assert not bool(res.diverged)
+    assert float(res.prediction_error) == pytest.approx(0.0, abs=1e-20)
+    assert res.prediction_error_curve.shape == (5,)
+    assert float(res.power_spectrum_distance) < 0.05
+    assert 0 <= float(res.state_space_divergence) < 0.2
+    # the same numbers by hand: the free run from the first test point, burn-in 0.25 T dropped
+    gen = _orbit(_rotation(ANGLE), 2500)[500:]
+    assert float(res.state_space_divergence) == pytest.approx(state_space_divergence(test, gen), rel=1e-10)
+    assert float(res.power_spectrum_distance) == pytest.approx(power_spectrum_distance(test, gen), rel=1e-10)
+    for key in ("seed", "burn_in_fraction", "n_bins", "sigma", "pe_steps", "smoothing_alpha", "stsp_method",
+                "divergence_threshold", "data_name", "data_length", "dsident_version", "model_config"):
+        assert key in res.attrs
+    assert res.attrs["seed"] == 3 and res.attrs["data_name"] == "circle"
+    assert json.loads(res.attrs["data_length"]) == [2000]
+    assert res.attrs["dsident_version"] == dsident.__version__
+    assert "_LinearEvalDynamics" in res.attrs["model_config"]
+
+
+def test_wrong_frequency_model_is_worse():
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 2000), dt=0.1)
+    good = evaluate(_model(_rotation(ANGLE)), test, pe_steps=3)
+    bad = evaluate(_model(_rotation(3 * ANGLE)), test, pe_steps=3)
+    assert float(bad.power_spectrum_distance) > 0.5 > float(good.power_spectrum_distance)
+    assert float(bad.prediction_error) > float(good.prediction_error)
+
+
+def test_unstable_model_is_reported_diverged_with_nan_metrics():
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 1000), dt=0.1)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        res = evaluate(_model(np.eye(2) * 1.8), test, pe_steps=3)      # overflows to inf
+    assert bool(res.diverged)
+    assert np.isnan(float(res.state_space_divergence)) and np.isnan(float(res.power_spectrum_distance))
+    assert np.isfinite(float(res.prediction_error))                   # PE does not use the free run
+
+
+def test_finite_run_leaving_the_data_range_is_diverged():
+    # grows by 1.01 per step: finite after 1250 steps (~2.5e5) but beyond 1e3 std of the data
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 1000), dt=0.1)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        res = evaluate(_model(_rotation(ANGLE, radius=1.01)), test, pe_steps=2)
+    assert bool(res.diverged) and np.isnan(float(res.state_space_divergence))
+    relaxed = evaluate(_model(_rotation(ANGLE, radius=1.01)), test, pe_steps=2, divergence_threshold=1e7)
+    assert not bool(relaxed.diverged) and np.isfinite(float(relaxed.power_spectrum_distance))
+    # after the burn-in the run has left the true grid entirely: D_stsp is NaN by definition
+    assert np.isnan(float(relaxed.state_space_divergence))
+
+
+def test_several_trials_and_estimator_face():
+    orbit = _orbit(_rotation(ANGLE), 1600)
+    test = dsident.as_dataset(np.stack([orbit[:800], orbit[800:]]), dt=0.1)
+
+    class FittedEstimator:
+        model_ = _model(_rotation(ANGLE))
+
+        def get_params(self):
+            return {"latent_dim": 2}
+
+    res = evaluate(FittedEstimator(), test, pe_steps=2)
+    assert res.attrs["n_trials"] == 2 and not bool(res.diverged)
+    assert json.loads(res.attrs["model_config"]) == {"estimator": "FittedEstimator", "params": {"latent_dim": 2}}
+    assert float(res.power_spectrum_distance) < 0.1
+
+
+def test_summarize_over_seeds():
+    runs = []
+    for seed, (d, div) in enumerate([(1.0, False), (2.0, False), (4.0, False), (np.nan, True)]):
+        runs.append(xr.Dataset({"state_space_divergence": d, "power_spectrum_distance": 0.1,
+                                "prediction_error": 0.5, "diverged": div}, attrs={"seed": seed, "n_bins": 30}))
+    out = summarize(runs)
+    stat = out.state_space_divergence.to_series()
+    assert stat["median"] == 2.0 and stat["mad"] == 1.0 and stat["n_finite"] == 3
+    assert stat["mean"] == pytest.approx(7 / 3)
+    assert stat["sem"] == pytest.approx(np.std([1, 2, 4], ddof=1) / np.sqrt(3))
+    assert float(out.fraction_diverged) == 0.25 and int(out.n_runs) == 4
+    assert json.loads(out.attrs["seeds"]) == [0, 1, 2, 3] and out.attrs["n_bins"] == 30
+    combined = summarize(xr.concat(runs, dim="seed"))
+    np.testing.assert_allclose(combined.state_space_divergence.values, out.state_space_divergence.values)
+    with pytest.raises(ValueError, match="empty"):
+        summarize([])
+
+
+def test_floor_pairs_consecutive_stretches():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5000, 2))
+    other = rng.normal(size=(1000, 2))
+    res = floor(x, other, length=1000, n_pairs=10)
+    assert res.sizes["pair"] == 5                       # 5 stretches of x + 1 of other = 6 stretches
+    assert str(res.pair_label.values[-1]) == "data#0[4000:5000] vs other#1[0:1000]"
+    assert float(res.state_space_divergence[0]) == pytest.approx(state_space_divergence(x[:1000], x[1000:2000]))
+    assert float(res.power_spectrum_distance[2]) == pytest.approx(power_spectrum_distance(x[2000:3000], x[3000:4000]))
+    assert res.attrs["state_space_divergence_mean"] == pytest.approx(float(res.state_space_divergence.mean()))
+    assert res.attrs["length"] == 1000
+    with pytest.raises(ValueError, match="two stretches"):
+        floor(x, length=4000)
