@@ -326,8 +326,8 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     coords["seed"] = ("point", np.array([int(r.get("config", {}).get("seed", 0)) for r in records], dtype=np.int64))
     for key in sweep_keys:
         values = [_lookup(r.get("config", {}), key) for r in records]
-        coords[key] = ("point", np.array(values, dtype=float if all(isinstance(v, (int, float)) for v in values)
-                                         else object).astype(float if all(isinstance(v, (int, float)) for v in values) else str))
+        numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)) for v in values)
+        coords[key] = ("point", np.array(values, dtype=float) if numeric else np.array([str(v) for v in values]))
     ds = xr.Dataset(data, coords=coords)
     ds["fit_time"].attrs["units"] = "s"
     ds.attrs = {"dsident_version": __version__, "n_points": n,

@@ -29,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import xarray as xr
 
 from .config import RUN_KEYS, load_config_file, resolve_config, save_config
@@ -160,8 +161,12 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
         cells = [str(v) for v in combo] + [f"{len(done)}/{len(idx)}"]
         for m in metrics:
             med, mad, k = median_mad(results[m].values[done])
-            cells.append("–" if k == 0 else _fmt(med) if k == 1 or m in ("diverged", "fit_time")
-                         else f"{_fmt(med)} ± {_fmt(mad, 2)}")
+            if m == "diverged":  # a fraction of seeds, not a median
+                finite = results[m].values[done][np.isfinite(results[m].values[done])]
+                cells.append("–" if finite.size == 0 else f"{finite.mean():.2f}")
+            else:
+                cells.append("–" if k == 0 else _fmt(med) if k == 1 or m == "fit_time"
+                             else f"{_fmt(med)} ± {_fmt(mad, 2)}")
         lines.append("| " + " | ".join(cells) + " |")
         errors += [f"- failed: {dict(zip(keys, combo))} seed {int(results['seed'].values[i])}: "
                    f"{str(results['error'].values[i]).splitlines()[0][:200]}" for i in idx if i not in done]

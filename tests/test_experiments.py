@@ -1,0 +1,203 @@
+"""dsident.experiments: config layers and files, the grid runner (failures, re-runs), sweeps on pools and Dask."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from dsident.experiments import config as cfgmod
+from dsident.experiments import runner, sweep, tables
+from dsident.experiments.config import load_config_file, resolve_config
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------------
+
+
+def test_resolve_layers_in_order_and_user_wins():
+    cfg = resolve_config("lorenz63", "shplrnn", overrides={"seed": 3, "model_params": {"hidden_dim": 7}})
+    assert cfg["seed"] == 3
+    assert cfg["model_params"]["hidden_dim"] == 7
+    # the model layer still supplies what the user did not override
+    assert cfg["model_params"]["latent_dim"] == cfgmod.MODEL_DEFAULTS["shplrnn"]["model_params"]["latent_dim"]
+    assert cfg["eval_length"] == cfgmod.DATASET_DEFAULTS["lorenz63"]["eval_length"]
+    assert cfg["method"] == cfgmod.MODEL_DEFAULTS["shplrnn"]["method"]
+    assert cfg["user_keys"]["model_params"] == ["hidden_dim"]
+
+
+def test_quick_preset_overrides_dataset_defaults():
+    quick = resolve_config("lorenz63", "shplrnn", "teacher-forcing", preset="quick")
+    full = resolve_config("lorenz63", "shplrnn", "teacher-forcing")
+    assert quick["eval_length"] == cfgmod.PRESETS["quick"]["all"]["eval_length"] != full["eval_length"]
+
+
+def test_resolve_refuses_unknown_keys_and_presets():
+    with pytest.raises(ValueError, match="unknown configuration key"):
+        resolve_config("lorenz63", "shplrnn", overrides={"latnet_dim": 3})
+    with pytest.raises(ValueError, match="preset"):
+        resolve_config("lorenz63", "shplrnn", preset="fastest")
+
+
+def test_toml_and_yaml_files_give_the_same_settings(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('model = "shplrnn"\nlatent-dim = 5\nseeds = 2\n[fit_options]\nn_epochs = 4\n')
+    a = load_config_file(toml)
+    assert a == {"model": "shplrnn", "latent_dim": 5, "seeds": 2, "fit_options": {"n_epochs": 4}}
+    pytest.importorskip("yaml")
+    yml = tmp_path / "c.yaml"
+    yml.write_text("model: shplrnn\nlatent-dim: 5\nseeds: 2\nfit_options:\n  n_epochs: 4\n")
+    assert load_config_file(yml) == a
+
+
+def test_config_file_errors_name_the_file(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_config_file(tmp_path / "missing.toml")
+    bad = tmp_path / "c.ini"
+    bad.write_text("x=1")
+    with pytest.raises(ValueError, match=r"\.toml, \.yaml"):
+        load_config_file(bad)
+
+
+def test_saved_config_round_trips_with_version(tmp_path):
+    from dsident import __version__
+
+    cfg = resolve_config("lorenz63", "rplrnn")
+    path = cfgmod.save_config(cfg, tmp_path / "config.json")
+    back = json.loads(path.read_text())
+    assert back["dsident_version"] == __version__
+    assert back["model_params"] == cfg["model_params"]
+
+
+def test_defaults_table_lists_every_layer():
+    text = cfgmod.defaults_table()
+    for name in [*cfgmod.DATASET_DEFAULTS, *cfgmod.MODEL_DEFAULTS, "quick"]:
+        assert name in text
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------
+
+
+def _fake_results():
+    recs = []
+    for seed, (d, h) in enumerate([(1.0, 0.10), (2.0, 0.20), (4.0, 0.30)]):
+        recs.append({"point_id": f"p{seed}", "status": "done", "fit_time": 10.0 + seed,
+                     "config": {"dataset": "lorenz63", "model": "shplrnn", "method": "teacher-forcing", "seed": seed},
+                     "scores": {"D_stsp": d, "D_H": h, "PE": 0.5, "diverged": 0.0}})
+    recs.append({"point_id": "p9", "status": "failed", "error": "ValueError: boom", "fit_time": None,
+                 "config": {"dataset": "lorenz63", "model": "ltc", "method": "svi", "seed": 0},
+                 "scores": {"D_stsp": None, "D_H": None, "PE": None, "diverged": None}})
+    return runner.records_to_dataset(recs)
+
+
+def test_median_mad_by_hand():
+    assert tables.median_mad([1.0, 2.0, 4.0, np.nan]) == (2.0, 1.0, 3)
+    med, mad, n = tables.median_mad([np.nan])
+    assert math.isnan(med) and n == 0
+
+
+def test_markdown_table_has_floor_row_median_mad_and_failures():
+    text = tables.markdown_table(_fake_results(), extra_rows={"floor": {"lorenz63": {"D_stsp": 0.62, "D_H": 0.04}}})
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    assert "lorenz63: D_stsp" in header and "lorenz63: PE(20)" in header and "fit time" in header
+    row = next(line for line in lines if line.startswith("| shplrnn × teacher-forcing"))
+    assert "2 ± 1" in row and "0.2 ± 0.1" in row and "| 11 |" in row
+    floor = next(line for line in lines if line.startswith("| *floor*"))
+    assert "0.62" in floor
+    assert "1/1 failed" in next(line for line in lines if line.startswith("| ltc × svi"))
+    assert any("ValueError: boom" in line for line in lines)
+
+
+def test_records_to_dataset_round_trips_netcdf(tmp_path):
+    ds = _fake_results()
+    ds.to_netcdf(tmp_path / "r.nc", engine="h5netcdf")
+    back = xr.open_dataset(tmp_path / "r.nc", engine="h5netcdf").load()
+    np.testing.assert_array_equal(back["D_stsp"].values, ds["D_stsp"].values)
+    assert list(back["status"].values) == ["done", "done", "done", "failed"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the runner's bookkeeping (a stand-in point function; the real fit is tested below)
+# ---------------------------------------------------------------------------------------------
+
+
+def fake_point(cfg, out_root):
+    """Writes a result like run_point; fails when the config asks it to (picklable for pools)."""
+    import pathlib
+
+    folder = pathlib.Path(out_root) / "points" / runner.point_id(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    calls = pathlib.Path(out_root) / "calls.txt"
+    with open(calls, "a") as fh:
+        fh.write(runner.point_id(cfg) + "\n")
+    ok = not cfg["model_params"].get("explode", False)
+    rec = {"point_id": runner.point_id(cfg), "config": cfg, "status": "done" if ok else "failed",
+           "error": None if ok else "RuntimeError: asked to fail", "fit_time": 0.1,
+           "scores": {"D_stsp": float(cfg["seed"]), "D_H": 0.1, "PE": 0.2, "diverged": 0.0}}
+    (folder / "result.json").write_text(json.dumps(rec))
+    return rec
+
+
+def _grid(explode_second=True):
+    base = {"dataset": "lorenz63", "model": "shplrnn", "method": "teacher-forcing"}
+    grid = {"seed": [0, 1], "explode": [False, True] if explode_second else [False]}
+    return sweep.expand_grid(base, grid)
+
+
+def test_expand_grid_places_keys_and_counts_points():
+    configs, keys = sweep.expand_grid({"dataset": "lorenz63", "model": "rplrnn"},
+                                      {"seed": [0, 1, 2], "tau": [0.0, 10.0], "fit_options.n_iter": [3]})
+    assert len(configs) == 6 and keys == ["seed", "tau", "n_iter"]
+    assert {c["seed"] for c in configs} == {0, 1, 2}
+    assert {c["model_params"]["tau"] for c in configs} == {0.0, 10.0}
+    assert all(c["fit_options"]["n_iter"] == 3 for c in configs)
+    assert len({runner.point_id(c) for c in configs}) == 6
+    with pytest.raises(ValueError, match="non-empty list"):
+        sweep.expand_grid({"dataset": "lorenz63", "model": "rplrnn"}, {"seed": []})
+
+
+def test_failed_point_is_recorded_and_rerun_skips_done_points(tmp_path):
+    configs, _ = _grid()
+    recs = runner.run_grid(configs, tmp_path, progress=False, point_function=fake_point)
+    assert [r["status"] for r in recs] == ["done", "failed", "done", "failed"]
+    assert len((tmp_path / "calls.txt").read_text().split()) == 4
+    recs2 = runner.run_grid(configs, tmp_path, progress=False, point_function=fake_point)
+    calls = (tmp_path / "calls.txt").read_text().split()
+    assert len(calls) == 6                      # only the two failed points ran again
+    assert all(r.get("skipped") for r in recs2 if r["status"] == "done")
+    assert len(runner.collect_records(tmp_path)) == 4
+
+
+def test_sweep_on_a_process_pool(tmp_path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    configs, _ = _grid()
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        recs = runner.run_grid(configs, tmp_path, executor=pool, progress=False, point_function=fake_point)
+    assert sorted(r["status"] for r in recs) == ["done", "done", "failed", "failed"]
+    assert [r["config"]["seed"] for r in recs] == [c["seed"] for c in configs]   # input order kept
+
+
+def test_sweep_on_a_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    configs, _ = _grid()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, host="127.0.0.1",
+                                  protocol="tcp", dashboard_address=None) as cluster:
+        with distributed.Client(cluster.scheduler_address) as client:
+            recs = runner.run_grid(configs, tmp_path, executor=client, progress=False, point_function=fake_point)
+    assert sorted(r["status"] for r in recs) == ["done", "done", "failed", "failed"]
+    assert cluster.scheduler_address.startswith("tcp://127.0.0.1")
+
+
+def test_sweep_table_pools_seeds(tmp_path):
+    configs, keys = _grid()
+    recs = runner.run_grid(configs, tmp_path, progress=False, point_function=fake_point)
+    ds = runner.records_to_dataset(recs, sweep_keys=["explode"])
+    text = sweep.sweep_table(ds, ["explode"])
+    assert "| False | 2/2 | 0.5 ± 0.5 |" in text      # seeds 0 and 1 → D_stsp median 0.5, MAD 0.5
+    assert "| True | 0/2 |" in text and "asked to fail" in text
