@@ -74,8 +74,10 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
     Returns
     -------
     ndarray of shape (k,)
-        Exponents in decreasing order, per unit of time (natural logarithm). NaN (with a
-        ``RuntimeWarning``) when the trajectory becomes non-finite.
+        Exponents per unit of time (natural logarithm), in the order of the QR columns, which
+        is decreasing once the run is long enough (the first ``k`` columns span the ``k`` most
+        expanding directions, so ``n_exponents=k`` gives the same leading values). NaN (with
+        a ``RuntimeWarning``) when the trajectory becomes non-finite.
 
     Notes
     -----
@@ -125,13 +127,16 @@ def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt
     """Average log|diag R| over a stream of one-step Jacobians (M, M)."""
     q = np.eye(m)[:, :k]
     total = np.zeros(k)
-    for i, jac in enumerate(jacobians):
-        q, r = np.linalg.qr(jac @ q)
-        if i >= transient:
-            total += np.log(np.abs(np.diag(r)))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for i, jac in enumerate(jacobians):
+            q, r = np.linalg.qr(jac @ q)
+            if not np.all(np.isfinite(r)):
+                return _diverged(k)
+            if i >= transient:
+                total += np.log(np.abs(np.diag(r)))
     if not np.all(np.isfinite(total)):
         return _diverged(k)
-    return np.sort(total / (n_steps * dt))[::-1]
+    return total / (n_steps * dt)
 
 
 def _qr_map(step: StepFn, jacobian_fn: Callable[[np.ndarray], np.ndarray], z: np.ndarray, k: int,
@@ -139,8 +144,9 @@ def _qr_map(step: StepFn, jacobian_fn: Callable[[np.ndarray], np.ndarray], z: np
     def stream():
         zz = z
         for _ in range(transient + n_steps):
-            jac = np.asarray(jacobian_fn(zz), dtype=float)
-            zz = np.asarray(step(zz), dtype=float).ravel()
+            with np.errstate(over="ignore", invalid="ignore"):
+                jac = np.asarray(jacobian_fn(zz), dtype=float)
+                zz = np.asarray(step(zz), dtype=float).ravel()
             if not np.all(np.isfinite(zz)):
                 yield np.full((z.size, z.size), np.nan)
                 return
@@ -176,7 +182,7 @@ def _qr_continuous(system: Any, x: np.ndarray, k: int, transient: int, n_steps: 
             return _diverged(k)
         if i >= transient:
             total += np.log(np.abs(np.diag(r)))
-    return np.sort(total / (n_steps * dt))[::-1]
+    return total / (n_steps * dt)
 
 
 def _time_aware(jacobian: Callable[..., np.ndarray]) -> Callable[[np.ndarray, float], np.ndarray]:

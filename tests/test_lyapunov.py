@@ -1,0 +1,98 @@
+"""Lyapunov exponents: Lorenz-63 reference values, linear maps with known spectra, Rosenstein."""
+import numpy as np
+import pytest
+import torch
+
+from dsident import StateSpaceModel
+from dsident.analysis.lyapunov import lyapunov_spectrum, max_lyapunov_rosenstein
+from dsident.data.systems import get_system, simulate
+from dsident.dynamics.base import LatentDynamics
+from dsident.observations.base import ObservationModel
+
+
+def test_lorenz63_spectrum():
+    system = get_system("lorenz63")
+    spectrum = lyapunov_spectrum(system, n_steps=20_000, dt=0.01, transient=1_000)
+    assert spectrum[0] == pytest.approx(0.905, rel=0.05)
+    assert spectrum[1] == pytest.approx(0.0, abs=0.05)
+    # the sum is the (constant) trace of the Jacobian: -(sigma + 1 + beta)
+    assert spectrum.sum() == pytest.approx(-(10 + 1 + 8 / 3), abs=2e-3)
+    # the leading exponent alone (one tangent vector) equals the first of the full spectrum
+    full = lyapunov_spectrum(system, n_steps=1_000, dt=0.01, transient=100)
+    leading = lyapunov_spectrum(system, n_steps=1_000, dt=0.01, transient=100, n_exponents=1)
+    assert leading.shape == (1,) and leading[0] == pytest.approx(full[0], rel=1e-8)
+
+
+def test_rosenstein_on_lorenz_trajectory():
+    x = simulate("lorenz63", 10_000, 0.01, transient=20.0)
+    # documented tolerance: the data-side estimate is biased low by a few per cent; accept 10 %
+    assert max_lyapunov_rosenstein(x, 0.01) == pytest.approx(0.905, rel=0.10)
+    res = max_lyapunov_rosenstein(x, 0.01, return_curve=True)
+    assert res.log_divergence.shape == res.time.shape and res.fit_range[0] < res.fit_range[1]
+
+
+def test_linear_map_spectrum_is_log_of_singular_growth():
+    # z -> M z with M = S diag(2, 0.5, 0.1) S^-1: exponents log 2, log 0.5, log 0.1 (per step, dt = 1)
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(3, 3)) + 3 * np.eye(3)
+    matrix = s @ np.diag([2.0, 0.5, 0.1]) @ np.linalg.inv(s)
+    expected = np.log([2.0, 0.5, 0.1])
+    exact = lyapunov_spectrum(lambda z: matrix @ z, np.ones(3), n_steps=400, jacobian_fn=lambda z: matrix, transient=50)
+    np.testing.assert_allclose(exact, expected, atol=0.02)
+    fd = lyapunov_spectrum(lambda z: matrix @ z, np.ones(3) * 1e-3, n_steps=400, transient=50, dt=0.5)
+    np.testing.assert_allclose(fd, expected / 0.5, atol=0.04)
+
+
+class _LinearLyapDynamics(LatentDynamics):
+    def __init__(self, matrix):
+        super().__init__()
+        self.matrix = matrix
+        self.latent_dim = len(matrix)
+        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
+
+    def step(self, z, u=None, dt=None):
+        return z @ self.A.T
+
+
+class _IdentityLyapObservation(ObservationModel):
+    def __init__(self, obs_dim):
+        super().__init__()
+        self.obs_dim = self.latent_dim = obs_dim
+
+    def mean(self, z):
+        return z
+
+    def invert(self, x, mask=None):
+        return x
+
+
+def test_state_space_model_uses_its_jacobian_and_dt():
+    # a rotation scaled by 0.9 and a contraction by 0.5: exponents log 0.9, log 0.9, log 0.5 per step
+    c, s = np.cos(0.3), np.sin(0.3)
+    matrix = np.array([[0.9 * c, -0.9 * s, 0.0], [0.9 * s, 0.9 * c, 0.0], [0.0, 0.0, 0.5]])
+    model = StateSpaceModel(_LinearLyapDynamics(matrix), _IdentityLyapObservation(3), dt=0.1).double()
+    spectrum = lyapunov_spectrum(model, np.ones(3), n_steps=300, transient=10)
+    np.testing.assert_allclose(spectrum, np.log([0.9, 0.9, 0.5]) / 0.1, atol=1e-6)
+
+    class FittedEstimator:
+        model_ = model
+
+    np.testing.assert_allclose(lyapunov_spectrum(FittedEstimator(), np.ones(3), n_steps=300, transient=10, dt=1.0),
+                               np.log([0.9, 0.9, 0.5]), atol=1e-7)
+
+
+def test_diverging_trajectory_returns_nan_with_warning():
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        out = lyapunov_spectrum(lambda z: z * z + 2.0, np.ones(1), n_steps=50, jacobian_fn=lambda z: 2 * z[None])
+    assert np.isnan(out).all()
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="`dt` is required"):
+        lyapunov_spectrum(get_system("lorenz63"), n_steps=10)
+    with pytest.raises(ValueError, match="`z0` is required"):
+        lyapunov_spectrum(lambda z: z, n_steps=10)
+    with pytest.raises(ValueError, match="n_exponents"):
+        lyapunov_spectrum(lambda z: z, np.ones(2), n_steps=10, n_exponents=3)
+    with pytest.raises(TypeError, match="system"):
+        lyapunov_spectrum(42, n_steps=10)
