@@ -49,7 +49,8 @@ def save_dataset(ds: xr.Dataset, path: str | os.PathLike, *, dtype: str | None =
         Target file (``.nc``). Written to a temporary file in the same folder first and moved
         into place, so a failure never leaves a half-written file.
     dtype : {"float32", "float64"} or None
-        Store floating-point variables in this precision (None: as they are).
+        Store floating-point variables and coordinates in this precision (None: as they are).
+        :func:`load_dataset` rebuilds the ``time`` coordinate of a canonical dataset from ``dt``.
     compress : bool, default True
         zlib compression with byte shuffling (NetCDF-4 only).
     format : {"netcdf4", "netcdf3"}
@@ -80,11 +81,11 @@ def save_dataset(ds: xr.Dataset, path: str | os.PathLike, *, dtype: str | None =
         var.attrs = {k: _attr_value(v) for k, v in var.attrs.items()}
     engine = netcdf_engine() if format == "netcdf4" else "scipy"
     encoding: dict[str, dict[str, Any]] = {}
-    for key, var in out.data_vars.items():
+    for key, var in out.variables.items():
         enc: dict[str, Any] = {}
         if dtype is not None and var.dtype.kind == "f":
             enc["dtype"] = dtype
-        if compress and engine != "scipy" and var.ndim > 0:
+        if compress and engine != "scipy" and var.ndim > 0 and key in out.data_vars:
             enc.update(zlib=True, complevel=4, shuffle=True)
         encoding[str(key)] = enc
     fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=path.parent)

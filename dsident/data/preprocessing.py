@@ -1,0 +1,469 @@
+"""Preprocessing of canonical datasets: z-score, smoothing, resampling, delay embedding.
+
+Every function takes a canonical dataset (or anything :func:`~dsident.data.as_dataset`
+accepts), returns a new one, and appends what it did, with its constants, to
+``attrs["preprocessing"]`` (a JSON list of dicts, each with a ``"step"`` key), so a result can be
+mapped back (:func:`unzscore`) and a test split can be treated exactly like its train split
+(``zscore(test, mean=..., std=...)``). Missing samples (NaN) stay missing: no step fills them.
+
+Functions
+---------
+zscore, unzscore          per-channel standardisation and its inverse
+gaussian_smooth           Gaussian filter along time (NaN-aware)
+resample                  change the sampling step (polyphase or linear)
+delay_embed               time-delay embedding with given delays
+average_mutual_information, choose_delay, false_nearest_neighbors, choose_dimension, auto_embed
+                          automatic delay (first minimum of the AMI) and dimension (false nearest
+                          neighbours) choice, recorded in the preprocessing attrs
+"""
+from __future__ import annotations
+
+import json
+import numbers
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+from scipy.ndimage import gaussian_filter1d
+from scipy.signal import resample_poly
+from scipy.spatial import cKDTree
+
+from .container import as_dataset, to_arrays
+
+__all__ = [
+    "zscore", "unzscore", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
+    "choose_delay", "false_nearest_neighbors", "choose_dimension", "auto_embed", "preprocessing_steps",
+]
+
+
+def preprocessing_steps(ds: xr.Dataset) -> list[dict]:
+    """The list of preprocessing steps recorded on ``ds`` (oldest first)."""
+    return json.loads(ds.attrs.get("preprocessing", "[]"))
+
+
+def _with_step(ds: xr.Dataset, step: dict) -> xr.Dataset:
+    out = ds.copy()
+    out.attrs = {**ds.attrs, "preprocessing": json.dumps([*preprocessing_steps(ds), step])}
+    return out
+
+
+def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, channel_names: Sequence[str],
+             u_trials: list[np.ndarray] | None = None, keep_extra: bool = True) -> xr.Dataset:
+    """A canonical dataset with new x (and u) but the template's names and attrs."""
+    names = [str(c) for c in template["input"].values] if u_trials is not None and "input" in template else None
+    ds = as_dataset(trials, dt=dt, u=u_trials, channel_names=list(channel_names), input_names=names,
+                    name=template.attrs.get("name"), min_length=1)
+    ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
+    return ds
+
+
+# ----------------------------------------------------------------------------- z-score
+
+
+def zscore(data: Any, *, mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
+           constant: str = "error") -> xr.Dataset:
+    """Standardise each channel: ``(x − mean) / std``.
+
+    Parameters
+    ----------
+    data : canonical dataset or array-like
+        Observations ``x(trial, time, channel)``.
+    mean, std : sequence of float of length channel, optional
+        Constants to use (e.g. those of the train split, for the test split). Default: the
+        mean and (population, ddof = 0) standard deviation over all observed samples of all
+        trials.
+    constant : {"error", "center"}
+        What to do with a channel whose standard deviation is zero (or below 1e-12 times its
+        mean magnitude): ``"error"`` raises a ValueError naming the channels; ``"center"``
+        only subtracts the mean for those channels (std recorded as 1.0).
+
+    Returns
+    -------
+    xarray.Dataset
+        Standardised copy; ``attrs["preprocessing"]`` gains
+        ``{"step": "zscore", "channel": [...], "mean": [...], "std": [...]}``.
+    """
+    ds = as_dataset(data)
+    if constant not in ("error", "center"):
+        raise ValueError(f"`constant` must be 'error' or 'center'; got {constant!r}.")
+    x = to_arrays(ds).x
+    n_channel = x.shape[2]
+    channels = [str(c) for c in ds["channel"].values]
+    if mean is None:
+        mean_arr = np.nanmean(x, axis=(0, 1))
+    else:
+        mean_arr = _constants(mean, n_channel, "mean")
+    if std is None:
+        std_arr = np.sqrt(np.nanmean((x - mean_arr) ** 2, axis=(0, 1)))
+        flat = std_arr <= 1e-12 * np.maximum(np.abs(mean_arr), 1.0)
+        if flat.any():
+            if constant == "error":
+                raise ValueError(f"channel(s) {[channels[i] for i in np.flatnonzero(flat)]} are constant (std 0), so "
+                                 "they cannot be z-scored; drop them, or pass constant='center' to only subtract "
+                                 "their mean.")
+            std_arr = np.where(flat, 1.0, std_arr)
+    else:
+        std_arr = _constants(std, n_channel, "std")
+        if (std_arr <= 0).any():
+            raise ValueError(f"`std` must be positive; got {std_arr.tolist()}.")
+    out = ds.copy()
+    out["x"] = ds["x"].copy(data=(ds["x"].values - mean_arr) / std_arr)
+    return _with_step(out, {"step": "zscore", "channel": channels, "mean": mean_arr.tolist(), "std": std_arr.tolist()})
+
+
+def unzscore(data: Any, values: Any = None) -> Any:
+    """Undo the most recent z-score step of ``data``.
+
+    Parameters
+    ----------
+    data : canonical dataset
+        A dataset whose ``attrs["preprocessing"]`` holds a ``zscore`` step.
+    values : array-like of shape (..., channel), optional
+        Values in z-units to map back (e.g. a model's generated trajectory). Default: ``data``'s
+        own ``x``; then a dataset is returned with the step removed from its attrs.
+
+    Returns
+    -------
+    xarray.Dataset or ndarray
+    """
+    ds = as_dataset(data)
+    steps = preprocessing_steps(ds)
+    where = [i for i, s in enumerate(steps) if s.get("step") == "zscore"]
+    if not where:
+        raise ValueError(f"`data` has no zscore step in attrs['preprocessing']; its steps are {[s.get('step') for s in steps]}.")
+    step = steps[where[-1]]
+    mean, std = np.asarray(step["mean"]), np.asarray(step["std"])
+    if values is not None:
+        return np.asarray(values, dtype=float) * std + mean
+    out = ds.copy()
+    out["x"] = ds["x"].copy(data=ds["x"].values * std + mean)
+    out.attrs = {**ds.attrs, "preprocessing": json.dumps(steps[: where[-1]] + steps[where[-1] + 1:])}
+    return out
+
+
+def _constants(values: Any, n: int, argname: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float).ravel()
+    if arr.shape != (n,) or not np.isfinite(arr).all():
+        raise ValueError(f"`{argname}` must be {n} finite numbers (one per channel); got {np.asarray(values).tolist()}.")
+    return arr
+
+
+# ----------------------------------------------------------------------------- smoothing
+
+
+def gaussian_smooth(data: Any, sigma: float, *, truncate: float = 4.0) -> xr.Dataset:
+    """Gaussian filter along time, per trial and channel.
+
+    Parameters
+    ----------
+    data : canonical dataset or array-like
+    sigma : float
+        Standard deviation of the kernel, in samples (not time units).
+    truncate : float, default 4
+        The kernel is cut at ``truncate · sigma`` samples (length ``2·round(truncate·sigma)+1``).
+
+    Returns
+    -------
+    xarray.Dataset
+        Smoothed copy. Missing samples stay missing; around them the filter is renormalised
+        over the observed samples (normalised convolution). Trial edges are reflected.
+    """
+    ds = as_dataset(data)
+    sigma = _positive(sigma, "sigma")
+    arrays = to_arrays(ds)
+    trials = []
+    for i, n in enumerate(arrays.length):
+        x, m = arrays.x[i, :n], arrays.mask[i, :n]
+        num = gaussian_filter1d(np.where(m, x, 0.0), sigma, axis=0, truncate=truncate, mode="reflect")
+        den = gaussian_filter1d(m.astype(float), sigma, axis=0, truncate=truncate, mode="reflect")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            trials.append(np.where(m, num / den, np.nan))
+    out = _rebuild(ds, trials, arrays.dt, channel_names=ds["channel"].values,
+                   u_trials=None if arrays.u is None else [arrays.u[i, :n] for i, n in enumerate(arrays.length)])
+    return _with_step(out, {"step": "gaussian_smooth", "sigma_samples": sigma, "truncate": truncate})
+
+
+def _positive(value: Any, argname: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"`{argname}` must be a positive finite number; got {argname}={value!r}.")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------- resampling
+
+
+def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator: int = 1000) -> xr.Dataset:
+    """Change the sampling step to ``dt``.
+
+    Parameters
+    ----------
+    data : canonical dataset or array-like
+    dt : float
+        New sampling step (unit of the ``time`` coordinate).
+    method : {"polyphase", "linear"}
+        ``"polyphase"``: :func:`scipy.signal.resample_poly` with the ratio ``old dt / new dt``
+        approximated by a fraction (denominator ≤ ``max_denominator``), which low-pass filters
+        before decimating; needs data without NaN. ``"linear"``: linear interpolation; a new
+        sample next to a missing one is missing. Inputs ``u`` are always interpolated linearly.
+
+    Returns
+    -------
+    xarray.Dataset
+        Resampled copy with ``attrs["dt"] = dt``; trial ``i`` keeps the time span
+        ``[0, (length_i − 1) · old dt]``.
+    """
+    ds = as_dataset(data)
+    new_dt = _positive(dt, "dt")
+    if method not in ("polyphase", "linear"):
+        raise ValueError(f"`method` must be 'polyphase' or 'linear'; got {method!r}.")
+    arrays = to_arrays(ds)
+    old_dt = arrays.dt
+    ratio = Fraction(old_dt / new_dt).limit_denominator(max_denominator)
+    up, down = ratio.numerator, ratio.denominator
+    if method == "polyphase" and not arrays.mask[np.arange(arrays.x.shape[1])[None, :] < arrays.length[:, None]].all():
+        raise ValueError("`data` has missing samples (NaN); method='polyphase' cannot filter across them. "
+                         "Use method='linear'.")
+    trials, u_trials = [], [] if arrays.u is not None else None
+    for i, n in enumerate(arrays.length):
+        n_new = int(np.floor((n - 1) * old_dt / new_dt + 1e-9)) + 1
+        t_old, t_new = np.arange(n) * old_dt, np.arange(n_new) * new_dt
+        x = arrays.x[i, :n]
+        if method == "polyphase":
+            y = resample_poly(x, up, down, axis=0, padtype="line")[:n_new]
+            if y.shape[0] < n_new:                      # rounding of up/down: extend by the last value
+                y = np.concatenate([y, np.repeat(y[-1:], n_new - y.shape[0], axis=0)])
+        else:
+            y = np.stack([_interp_nan(t_new, t_old, x[:, c]) for c in range(x.shape[1])], axis=1)
+        trials.append(y)
+        if u_trials is not None:
+            u = arrays.u[i, :n]
+            u_trials.append(np.stack([np.interp(t_new, t_old, u[:, c]) for c in range(u.shape[1])], axis=1))
+    out = _rebuild(ds, trials, new_dt, channel_names=ds["channel"].values, u_trials=u_trials)
+    return _with_step(out, {"step": "resample", "method": method, "dt_old": old_dt, "dt_new": new_dt,
+                            "up": up, "down": down})
+
+
+def _interp_nan(t_new: np.ndarray, t_old: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Linear interpolation that is NaN wherever a neighbouring old sample is NaN."""
+    idx = np.clip(np.searchsorted(t_old, t_new, side="right") - 1, 0, len(t_old) - 2)
+    w = (t_new - t_old[idx]) / (t_old[idx + 1] - t_old[idx])
+    left, right = y[idx], y[idx + 1]
+    out = (1 - w) * left + w * right
+    # a new sample that falls on an old one needs only that one (its NaN neighbour does not matter)
+    on_left, on_right = np.isclose(w, 0.0), np.isclose(w, 1.0)
+    out[on_left] = left[on_left]
+    out[on_right] = right[on_right]
+    return out
+
+
+# ----------------------------------------------------------------------------- delay embedding
+
+
+def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | None = None) -> xr.Dataset:
+    """Time-delay embedding: ``X[t, k] = s(t + delays[k])`` for each selected channel ``s``.
+
+    Parameters
+    ----------
+    data : canonical dataset or array-like
+    delays : sequence of int ≥ 0
+        Shifts in samples, in the output column order (need not be sorted: the published ECG
+        embedding is (0, 20, 68, 55, 10)).
+    channels : sequence of str, optional
+        Channels to embed (default all); the output has ``len(channels) · len(delays)`` channels
+        named ``"<channel>(t+<delay>)"``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Each trial is ``max(delays)`` samples shorter (time index t of the output is time t of
+        the input). A NaN in the input makes every embedded sample that uses it NaN.
+    """
+    ds = as_dataset(data)
+    delays = _delays(delays)
+    all_channels = [str(c) for c in ds["channel"].values]
+    if channels is None:
+        channels = all_channels
+    missing = [c for c in channels if c not in all_channels]
+    if missing or len(channels) == 0:
+        raise ValueError(f"`channels` must name channels of `data`; unknown {missing}, available {all_channels}.")
+    cols = [all_channels.index(c) for c in channels]
+    arrays = to_arrays(ds)
+    span = max(delays)
+    if (arrays.length <= span).any():
+        raise ValueError(f"trials must be longer than the largest delay ({span}); got lengths {arrays.length.tolist()}.")
+    trials, u_trials = [], [] if arrays.u is not None else None
+    for i, n in enumerate(arrays.length):
+        x = arrays.x[i, :n]
+        trials.append(np.stack([x[d: n - span + d, c] for c in cols for d in delays], axis=1))
+        if u_trials is not None:
+            u_trials.append(arrays.u[i, : n - span])
+    names = [f"{c}(t+{d})" for c in channels for d in delays]
+    out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials)
+    return _with_step(out, {"step": "delay_embed", "channels": list(channels), "delays": list(delays)})
+
+
+def _delays(delays: Any) -> list[int]:
+    try:
+        values = [int(d) for d in delays]
+    except (TypeError, ValueError):
+        raise TypeError(f"`delays` must be a sequence of non-negative integers; got {delays!r}.") from None
+    if not values or any(v < 0 for v in values) or any(int(d) != d for d in delays):
+        raise ValueError(f"`delays` must be a non-empty sequence of non-negative integers; got {list(delays)!r}.")
+    if len(set(values)) != len(values):
+        raise ValueError(f"`delays` must not repeat a value; got {values}.")
+    return values
+
+
+# ----------------------------------------------------------------------------- automatic choice
+
+
+def average_mutual_information(series: Any, max_lag: int, *, n_bins: int = 32) -> np.ndarray:
+    """Average mutual information I(s_t; s_{t+τ}) in nats for τ = 0 … max_lag.
+
+    Histogram estimate with ``n_bins`` equal-width bins over the range of ``series`` (1-D,
+    NaN samples are skipped pairwise).
+
+    Returns
+    -------
+    ndarray of shape (max_lag + 1,)
+    """
+    s = np.asarray(series, dtype=float).ravel()
+    if max_lag < 1 or max_lag >= s.size - 1:
+        raise ValueError(f"`max_lag` must be in [1, {s.size - 2}] for a series of {s.size} samples; got {max_lag}.")
+    finite = s[np.isfinite(s)]
+    edges = np.linspace(finite.min(), finite.max(), n_bins + 1)
+    codes = np.clip(np.digitize(s, edges[1:-1]), 0, n_bins - 1)
+    ok = np.isfinite(s)
+    out = np.empty(max_lag + 1)
+    for lag in range(max_lag + 1):
+        a, b = codes[: s.size - lag], codes[lag:]
+        keep = ok[: s.size - lag] & ok[lag:]
+        joint = np.bincount(a[keep] * n_bins + b[keep], minlength=n_bins * n_bins).reshape(n_bins, n_bins)
+        p = joint / joint.sum()
+        pa, pb = p.sum(1, keepdims=True), p.sum(0, keepdims=True)
+        nz = p > 0
+        out[lag] = float(np.sum(p[nz] * np.log(p[nz] / (pa @ pb)[nz])))
+    return out
+
+
+def choose_delay(series: Any, max_lag: int, *, n_bins: int = 32) -> tuple[int, np.ndarray]:
+    """Delay at the first local minimum of the average mutual information.
+
+    If the AMI has no local minimum up to ``max_lag``, the first lag where it falls below
+    ``AMI(0)/e`` is used, and failing that ``max_lag``.
+
+    Returns
+    -------
+    delay : int
+    ami : ndarray of shape (max_lag + 1,)
+    """
+    ami = average_mutual_information(series, max_lag, n_bins=n_bins)
+    for lag in range(1, max_lag):
+        if ami[lag] < ami[lag - 1] and ami[lag] <= ami[lag + 1]:
+            return lag, ami
+    below = np.flatnonzero(ami < ami[0] / np.e)
+    return (int(below[0]) if below.size else max_lag), ami
+
+
+def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_threshold: float = 15.0,
+                            size_threshold: float = 2.0, max_points: int = 4000,
+                            seed: int | np.random.Generator | None = 0) -> np.ndarray:
+    """Fraction of false nearest neighbours for embedding dimensions 1 … max_dim.
+
+    A neighbour in dimension m is false when adding coordinate m+1 moves it away by more than
+    ``ratio_threshold`` times their distance, or by more than ``size_threshold`` times the
+    series' standard deviation (Kennel, Brown & Abarbanel 1992, criteria 1 and 2). Points that
+    coincide in all m+1 coordinates up to round-off (exact recurrences) are not counted as
+    neighbours.
+
+    Parameters
+    ----------
+    series : array-like of shape (time,)
+    delay : int
+        Uniform embedding delay (samples).
+    max_dim : int
+    max_points : int, default 4000
+        Reference points are a random subset of this size (neighbours are searched among all).
+    seed : int or Generator
+        For the subset.
+
+    Returns
+    -------
+    ndarray of shape (max_dim,)
+        Entry m − 1 is the fraction for dimension m.
+    """
+    s = np.asarray(series, dtype=float).ravel()
+    s = s[np.isfinite(s)]
+    n = s.size - max_dim * delay
+    if n < 10:
+        raise ValueError(f"series of {s.size} samples is too short for delay {delay} and max_dim {max_dim}.")
+    scale = s.std()
+    rng = np.random.default_rng(seed)
+    refs = rng.choice(n, size=min(max_points, n), replace=False)
+    out = np.empty(max_dim)
+    for m in range(1, max_dim + 1):
+        emb = np.stack([s[k * delay: k * delay + n] for k in range(m)], axis=1)
+        nxt = s[m * delay: m * delay + n]
+        # A neighbour that coincides with the point in all m+1 coordinates up to round-off is an
+        # exact recurrence (e.g. a sampled periodic signal), not a neighbour: skip to the nearest
+        # point that differs. A distance-0 neighbour that differs in coordinate m+1 is false.
+        dist, idx = cKDTree(emb).query(emb[refs], k=min(64, n))
+        tiny = 1e-9 * scale
+        extra_all = np.abs(nxt[refs][:, None] - nxt[idx])
+        keep = ~((dist <= tiny) & (extra_all <= tiny))
+        rows = np.arange(len(refs))
+        first = np.argmax(keep, axis=1)
+        found = keep[rows, first]
+        d, extra = dist[rows, first][found], extra_all[rows, first][found]
+        false = (extra > ratio_threshold * d) | (np.sqrt(d ** 2 + extra ** 2) / scale > size_threshold)
+        out[m - 1] = false.mean() if found.any() else 0.0
+    return out
+
+
+def choose_dimension(series: Any, delay: int, *, max_dim: int = 10, threshold: float = 0.01,
+                     **fnn_options: Any) -> tuple[int, np.ndarray]:
+    """Smallest dimension whose false-nearest-neighbour fraction is below ``threshold``.
+
+    Returns
+    -------
+    dimension : int
+        ``max_dim`` when no dimension reaches the threshold.
+    fnn : ndarray of shape (max_dim,)
+    """
+    fnn = false_nearest_neighbors(series, delay, max_dim, **fnn_options)
+    below = np.flatnonzero(fnn < threshold)
+    return (int(below[0]) + 1 if below.size else max_dim), fnn
+
+
+def auto_embed(data: Any, *, channel: str | None = None, max_lag: int = 100, max_dim: int = 10,
+               n_bins: int = 32, fnn_threshold: float = 0.01, seed: int = 0) -> xr.Dataset:
+    """Delay-embed one channel with an automatically chosen delay and dimension.
+
+    The delay is the first minimum of the average mutual information
+    (:func:`choose_delay`), the dimension the false-nearest-neighbour choice
+    (:func:`choose_dimension`); the embedding uses delays ``(0, τ, 2τ, …, (m−1)τ)``. Statistics
+    are computed on the first trial.
+
+    Returns
+    -------
+    xarray.Dataset
+        The embedded data. ``attrs["preprocessing"]`` gains the ``delay_embed`` step preceded by
+        ``{"step": "auto_embed", "delay": τ, "dimension": m, "ami": [...], "fnn": [...], ...}``.
+    """
+    ds = as_dataset(data)
+    channels = [str(c) for c in ds["channel"].values]
+    if channel is None:
+        if len(channels) != 1:
+            raise ValueError(f"`channel` is required for data with several channels; choose one of {channels}.")
+        channel = channels[0]
+    if channel not in channels:
+        raise ValueError(f"`channel` {channel!r} is not a channel of `data`; available {channels}.")
+    arrays = to_arrays(ds)
+    series = arrays.x[0, : arrays.length[0], channels.index(channel)]
+    delay, ami = choose_delay(series, max_lag, n_bins=n_bins)
+    dimension, fnn = choose_dimension(series, delay, max_dim=max_dim, threshold=fnn_threshold, seed=seed)
+    choice = {"step": "auto_embed", "channel": channel, "method": "AMI first minimum + false nearest neighbours",
+              "delay": delay, "dimension": dimension, "max_lag": max_lag, "n_bins": n_bins,
+              "fnn_threshold": fnn_threshold, "ami": np.round(ami, 6).tolist(), "fnn": np.round(fnn, 6).tolist()}
+    return delay_embed(_with_step(ds, choice), [k * delay for k in range(dimension)], channels=[channel])

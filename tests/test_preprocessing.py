@@ -1,0 +1,197 @@
+"""Preprocessing: z-score, smoothing, resampling, delay embedding, automatic delay/dimension."""
+import json
+
+import numpy as np
+import pytest
+from scipy.ndimage import gaussian_filter1d
+
+from dsident.data import as_dataset
+from dsident.data import preprocessing as pp
+from dsident.data.systems import simulate
+
+
+@pytest.fixture(scope="module")
+def lorenz_x():
+    return simulate("lorenz63", 8_000, 0.01, transient=10.0, rtol=1e-8, atol=1e-8)[:, 0]
+
+
+def _steps(ds):
+    return json.loads(ds.attrs["preprocessing"])
+
+
+# ----------------------------------------------------------------------------- z-score
+
+
+def test_zscore_standardises_over_all_trials_and_records_constants():
+    rng = np.random.default_rng(0)
+    data = [rng.normal(3.0, 2.0, size=(50, 2)), rng.normal(3.0, 2.0, size=(30, 2))]
+    out = pp.zscore(as_dataset(data))
+    stacked = np.concatenate(data)
+    step = _steps(out)[-1]
+    np.testing.assert_allclose(step["mean"], stacked.mean(0))
+    np.testing.assert_allclose(step["std"], stacked.std(0))
+    x = out["x"].values
+    np.testing.assert_allclose(np.nanmean(x, axis=(0, 1)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.nanstd(x, axis=(0, 1)), 1.0)
+
+
+def test_zscore_ignores_missing_samples_and_keeps_them_missing():
+    data = np.array([[1.0], [np.nan], [3.0], [5.0]])
+    out = pp.zscore(as_dataset(data))
+    step = _steps(out)[-1]
+    assert step["mean"] == [3.0] and step["std"] == pytest.approx([np.sqrt(8 / 3)])
+    assert np.isnan(out["x"].values[0, 1, 0])
+
+
+def test_zscore_with_given_constants_and_unzscore_round_trip():
+    rng = np.random.default_rng(1)
+    test = as_dataset(rng.normal(size=(40, 3)))
+    out = pp.zscore(test, mean=[1.0, 2.0, 3.0], std=[2.0, 4.0, 0.5])
+    np.testing.assert_allclose(out["x"].values[0, :, 1], (test["x"].values[0, :, 1] - 2.0) / 4.0)
+    back = pp.unzscore(out)
+    np.testing.assert_allclose(back["x"].values, test["x"].values)
+    assert _steps(back) == []
+    np.testing.assert_allclose(pp.unzscore(out, np.zeros((5, 3)))[0], [1.0, 2.0, 3.0])
+
+
+def test_zscore_constant_channel_error_and_center_option():
+    data = np.stack([np.arange(10.0), np.full(10, 7.0)], axis=1)
+    with pytest.raises(ValueError, match=r"\['x1'\] are constant"):
+        pp.zscore(as_dataset(data))
+    out = pp.zscore(as_dataset(data), constant="center")
+    np.testing.assert_allclose(out["x"].values[0, :, 1], 0.0)
+    assert _steps(out)[-1]["std"][1] == 1.0
+
+
+def test_zscore_bad_constants_are_refused():
+    with pytest.raises(ValueError, match="`std` must be positive"):
+        pp.zscore(as_dataset(np.zeros((5, 1)) + np.arange(5)[:, None]), mean=[0.0], std=[0.0])
+    with pytest.raises(ValueError, match="`mean` must be 2 finite numbers"):
+        pp.zscore(as_dataset(np.random.default_rng(0).normal(size=(5, 2))), mean=[0.0])
+
+
+# ----------------------------------------------------------------------------- smoothing
+
+
+def test_gaussian_smooth_equals_scipy_filter_without_missing_samples():
+    x = np.random.default_rng(2).normal(size=(200, 2))
+    out = pp.gaussian_smooth(as_dataset(x), 3.0)
+    np.testing.assert_allclose(out["x"].values[0], gaussian_filter1d(x, 3.0, axis=0, mode="reflect"), atol=1e-12)
+    assert _steps(out)[-1] == {"step": "gaussian_smooth", "sigma_samples": 3.0, "truncate": 4.0}
+
+
+def test_gaussian_smooth_keeps_nan_missing_and_leaves_constants_unchanged():
+    x = np.full((50, 1), 2.5)
+    x[10] = np.nan
+    out = pp.gaussian_smooth(as_dataset(x), 2.0)["x"].values[0, :, 0]
+    assert np.isnan(out[10])
+    np.testing.assert_allclose(np.delete(out, 10), 2.5)
+
+
+def test_gaussian_smooth_rejects_bad_sigma():
+    with pytest.raises(ValueError, match="`sigma` must be a positive"):
+        pp.gaussian_smooth(as_dataset(np.zeros((5, 1)) + 1), 0.0)
+
+
+# ----------------------------------------------------------------------------- resampling
+
+
+def test_resample_polyphase_reproduces_a_slow_sine():
+    t = np.arange(2000) * 0.01
+    ds = as_dataset(np.sin(2 * np.pi * 0.5 * t), dt=0.01)
+    up = pp.resample(ds, 0.004)                          # ratio 5/2
+    t_new = np.arange(up.sizes["time"]) * 0.004
+    assert up.attrs["dt"] == 0.004 and up.sizes["time"] == int(round(19.99 / 0.004)) + 1
+    interior = slice(200, -200)
+    np.testing.assert_allclose(up["x"].values[0, interior, 0], np.sin(2 * np.pi * 0.5 * t_new)[interior], atol=1e-3)
+    step = _steps(up)[-1]
+    assert (step["up"], step["down"]) == (5, 2)
+
+
+def test_resample_linear_marks_neighbours_of_missing_samples():
+    x = np.arange(10.0)
+    x[4] = np.nan
+    out = pp.resample(as_dataset(x, dt=1.0), 0.5, method="linear")["x"].values[0, :, 0]
+    np.testing.assert_allclose(out[:7], [0, 0.5, 1, 1.5, 2, 2.5, 3])
+    assert np.isnan(out[7]) and np.isnan(out[8]) and np.isnan(out[9]) and out[10] == 5.0
+
+
+def test_resample_polyphase_refuses_missing_samples():
+    x = np.arange(10.0)
+    x[3] = np.nan
+    with pytest.raises(ValueError, match="method='linear'"):
+        pp.resample(as_dataset(x), 0.5)
+
+
+# ----------------------------------------------------------------------------- delay embedding
+
+
+def test_delay_embed_uses_forward_shifts_in_given_order():
+    s = np.arange(100.0)
+    out = pp.delay_embed(as_dataset(s), (0, 20, 68, 55, 10))
+    x = out["x"].values[0]
+    assert x.shape == (32, 5)
+    np.testing.assert_array_equal(x[:, 2], s[68:100])
+    np.testing.assert_array_equal(x[:, 3], s[55:87])
+    assert list(out["channel"].values)[1] == "x0(t+20)"
+    assert _steps(out)[-1]["delays"] == [0, 20, 68, 55, 10]
+
+
+def test_delay_embed_ragged_trials_and_inputs():
+    ds = as_dataset([np.arange(10.0), np.arange(6.0)], u=[np.ones((10, 1)), np.ones((6, 1))])
+    out = pp.delay_embed(ds, [0, 2])
+    assert out["length"].values.tolist() == [8, 4]
+    assert out["u"].shape == (2, 8, 1)
+
+
+@pytest.mark.parametrize("delays, err", [([], ValueError), ([0, -1], ValueError), ([0, 0], ValueError),
+                                         ("ab", TypeError)])
+def test_delay_embed_rejects_bad_delays(delays, err):
+    with pytest.raises(err, match="delays"):
+        pp.delay_embed(as_dataset(np.arange(10.0)), delays)
+
+
+def test_delay_embed_needs_trials_longer_than_the_span():
+    with pytest.raises(ValueError, match="longer than the largest delay"):
+        pp.delay_embed(as_dataset(np.arange(5.0)), [0, 5])
+
+
+# ----------------------------------------------------------------------------- automatic choice
+
+
+def test_ami_of_independent_noise_is_near_zero_beyond_lag_zero():
+    noise = np.random.default_rng(3).normal(size=20_000)
+    ami = pp.average_mutual_information(noise, 5, n_bins=16)
+    assert ami[0] > 2.0 and ami[1:].max() < 0.02
+
+
+def test_ami_lag_zero_is_the_entropy_of_the_binned_series():
+    s = np.random.default_rng(4).uniform(size=50_000)
+    ami = pp.average_mutual_information(s, 1, n_bins=8)
+    assert ami[0] == pytest.approx(np.log(8), rel=1e-3)
+
+
+def test_lorenz_delay_and_dimension(lorenz_x):
+    delay, ami = pp.choose_delay(lorenz_x, 60)
+    assert 10 <= delay <= 25 and ami[delay] < ami[delay - 1]
+    dim, fnn = pp.choose_dimension(lorenz_x, delay, max_dim=6)
+    assert dim == 3 and fnn[0] > 0.5
+
+
+def test_sine_needs_two_dimensions():
+    t = np.arange(4000)
+    dim, fnn = pp.choose_dimension(np.sin(2 * np.pi * t / 100), 25, max_dim=4)
+    assert dim == 2 and fnn[0] > 0.3
+
+
+def test_auto_embed_records_its_choice(lorenz_x):
+    out = pp.auto_embed(as_dataset(lorenz_x, dt=0.01, channel_names=["x"]), max_lag=60, max_dim=6)
+    auto, embed = _steps(out)[-2:]
+    assert auto["step"] == "auto_embed" and embed["step"] == "delay_embed"
+    assert embed["delays"] == [k * auto["delay"] for k in range(auto["dimension"])]
+    assert out.sizes["channel"] == auto["dimension"] and len(auto["ami"]) == 61
+
+
+def test_auto_embed_needs_a_channel_for_multichannel_data():
+    with pytest.raises(ValueError, match="`channel` is required"):
+        pp.auto_embed(as_dataset(np.random.default_rng(0).normal(size=(100, 2))))
