@@ -125,6 +125,24 @@ class Categorical(ReadoutObservation):
         fi = torch.einsum("...nm,...n,...nk->...mk", jac, p, jac) - jp[..., :, None] * jp[..., None, :]
         return fi * row_obs[..., None, None].to(fi.dtype)
 
+    # per-channel pieces required by the base class; the methods above use full matrices
+    def _channel_log_prob(self, x: Tensor, eta: Tensor) -> Tensor:
+        """x_i log p_i: summed over channels it gives the row's log-probability."""
+        return x * torch.log_softmax(eta, dim=-1)
+
+    def _channel_grad(self, x: Tensor, eta: Tensor) -> Tensor:
+        """d log p(x | eta) / d eta_i = x_i - (sum_j x_j) p_i."""
+        return x - x.sum(-1, keepdim=True) * torch.softmax(eta, dim=-1)
+
+    def _channel_hess(self, x: Tensor, eta: Tensor) -> Tensor:
+        """Diagonal of the eta-Hessian, -p_i (1 - p_i) (the full one is -(diag p - p p^T))."""
+        return -self._channel_fisher(eta)
+
+    def _channel_fisher(self, eta: Tensor) -> Tensor:
+        """Diagonal of the eta-Fisher information, p_i (1 - p_i)."""
+        p = torch.softmax(eta, dim=-1)
+        return p * (1.0 - p)
+
     def _predictor_target(self, x: Tensor) -> Tensor:
         """Log of smoothed class frequencies, centred over classes (softmax is shift invariant)."""
         logp = torch.log((x + SMOOTHING) / (1.0 + self.obs_dim * SMOOTHING))

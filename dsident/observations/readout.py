@@ -26,6 +26,7 @@ Shape legend: ``...`` leading dims (trial, time), ``N`` obs_dim, ``M`` latent_di
 """
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -181,7 +182,7 @@ def pairwise_covariance(data: np.ndarray, observed: np.ndarray) -> tuple[np.ndar
 # --------------------------------------------------------------------------------------------
 # likelihoods with a readout
 # --------------------------------------------------------------------------------------------
-class ReadoutObservation(ObservationModel):
+class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
     """Base of the likelihoods that read z through ``eta = B g(z) + b`` (not registered).
 
     Subclasses define the likelihood of ``x`` given ``eta`` channel by channel through
@@ -391,17 +392,21 @@ class ReadoutObservation(ObservationModel):
     def _init_noise(self, target: np.ndarray, observed: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> None:
         """Initialise likelihood-specific parameters after the loadings (default: nothing)."""
 
+    @abstractmethod
     def _channel_log_prob(self, x: Tensor, eta: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement _channel_log_prob()")
+        """log p(x_n | eta_n) per channel, (..., N)."""
 
+    @abstractmethod
     def _channel_grad(self, x: Tensor, eta: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement _channel_grad()")
+        """d log p / d eta_n per channel, (..., N)."""
 
+    @abstractmethod
     def _channel_hess(self, x: Tensor, eta: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement _channel_hess()")
+        """d² log p / d eta_n² per channel, (..., N)."""
 
+    @abstractmethod
     def _channel_fisher(self, eta: Tensor) -> Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement _channel_fisher()")
+        """E_x[-d² log p / d eta_n²] per channel, (..., N)."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.config().items())
@@ -444,14 +449,21 @@ def _masked_nonnegative_least_squares(B: Tensor, target: Tensor, observed: Tenso
     t = target.cpu().numpy()
     w = observed.cpu().numpy().astype(float)
     lipschitz = max(float(np.linalg.norm(Bn, 2)) ** 2, 1e-12)
+    # stop on the KKT conditions (projected gradient ~ 0), not on the iterates: with
+    # non-unique minimisers (e.g. paired relu loadings) the iterates may drift along a flat
+    # direction long after the fit itself has converged
+    scale = np.abs((w * t) @ Bn).max(initial=0.0) + 1e-300
     y = start.cpu().numpy().copy()
     y_prev = y.copy()
     for k in range(1, n_iter + 1):
         v = y + (k - 1) / (k + 2) * (y - y_prev)
         grad = (w * (v @ Bn.T - t)) @ Bn
         y_prev, y = y, np.maximum(v - grad / lipschitz, 0.0)
-        if k % 10 == 0 and np.abs(y - y_prev).max(initial=0.0) <= tol * (1.0 + np.abs(y).max(initial=0.0)):
-            break
+        if k % 5 == 0:
+            g = (w * (y @ Bn.T - t)) @ Bn
+            projected = np.where(y > 0, g, np.minimum(g, 0.0))
+            if np.abs(projected).max(initial=0.0) <= tol * (scale + lipschitz * np.abs(y).max(initial=0.0)):
+                break
     return torch.as_tensor(y, dtype=B.dtype, device=B.device)
 
 

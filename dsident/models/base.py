@@ -1,0 +1,233 @@
+"""The estimator face shared by every model in :mod:`dsident.models` (scikit-learn habits).
+
+An estimator stores hyperparameters in ``__init__`` (nothing else), and ``fit`` validates
+the data, builds a :class:`~dsident.StateSpaceModel` (``model_``) from a latent dynamics and an
+observation model, and hands it to an inference engine (``history_``). Everything after
+fitting delegates to ``model_``.
+
+A subclass defines ``__init__`` with explicit keyword hyperparameters — at least
+``latent_dim``, ``observation``, ``readout``, ``observation_options``, ``process_noise``,
+``initial_var`` and ``seed`` — a class attribute ``default_method`` and
+:meth:`LatentModelEstimator._build_dynamics`.
+"""
+from __future__ import annotations
+
+import copy
+from abc import ABCMeta, abstractmethod
+import math
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import xarray as xr
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ..data import as_dataset, to_arrays
+from ..dynamics.base import LatentDynamics
+from ..model import StateSpaceModel, read_saved_config
+from ..observations import ObservationModel, make_observation
+
+#: estimator class name -> class, filled by ``LatentModelEstimator.__init_subclass__`` (used by load)
+ESTIMATOR_REGISTRY: dict[str, type["LatentModelEstimator"]] = {}
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-safe copy of ``value`` (arrays -> lists, non-finite floats -> None, others -> repr)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)
+
+
+class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
+    """Base class of the latent-dynamics estimators (PLRNN, ShallowPLRNN, GatedNODE, ...).
+
+    Attributes (after ``fit``)
+    --------------------------
+    model_ : StateSpaceModel
+        The fitted generative model.
+    history_ : dict
+        What the engine reported (per-iteration losses or bounds and its settings).
+    method_ : str
+        The inference method used.
+    n_features_in_ : int
+        Number of observed channels.
+    channel_names_ : list of str
+        Channel names of the training data (used for generated data).
+    """
+
+    #: inference method used when ``fit`` gets none
+    default_method: ClassVar[str] = "svi"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        ESTIMATOR_REGISTRY[cls.__name__] = cls
+
+    # -- to be provided by subclasses ---------------------------------------------------------
+    @abstractmethod
+    def _build_dynamics(self, input_dim: int) -> LatentDynamics:
+        """The (unfitted) latent dynamics for data with ``input_dim`` inputs."""
+
+    # -- fitting ------------------------------------------------------------------------------
+    def fit(self, data: Any, method: str | None = None, **engine_options: Any) -> "LatentModelEstimator":
+        """Build the state-space model and fit it with an inference engine.
+
+        Parameters
+        ----------
+        data : anything :func:`dsident.data.as_dataset` accepts
+            Training trials ``x(trial, time, channel)`` (NaN = missing) and optional inputs ``u``.
+        method : str, optional
+            Inference engine (a key of :data:`dsident.inference.ENGINES`); default
+            :attr:`default_method`.
+        **engine_options
+            Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
+
+        Returns
+        -------
+        self
+        """
+        from ..inference import get_engine
+
+        method = self.default_method if method is None else method
+        engine = get_engine(method)                      # an unknown method fails before any work
+        ds = as_dataset(data)
+        arrays = to_arrays(ds)
+        self._check_hyperparameters()
+        n_channels = arrays.x.shape[-1]
+        input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
+        # the seed fixes every random initialisation without touching the caller's global RNG
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(int(self.seed))
+            dynamics = self._build_dynamics(input_dim)
+            observation = self._build_observation(n_channels)
+        observation.init_from_data(arrays.x, arrays.mask)
+        channel_names = [str(c) for c in ds["channel"].values]
+        model = StateSpaceModel(dynamics, observation, process_noise=self.process_noise,
+                                initial_var=self.initial_var, dt=float(ds.attrs["dt"]), channel_names=channel_names)
+        history = engine(model, ds, seed=self.seed, **engine_options)
+        self.model_ = model
+        self.history_ = history if history is not None else {}
+        self.method_ = method
+        self.n_features_in_ = n_channels
+        self.channel_names_ = channel_names
+        return self
+
+    def _check_hyperparameters(self) -> None:
+        """Validate the shared hyperparameters (the components check their own)."""
+        latent_dim = self.latent_dim
+        if isinstance(latent_dim, bool) or not isinstance(latent_dim, (int, np.integer)) or latent_dim < 1:
+            raise ValueError(f"`latent_dim` must be an integer >= 1; got latent_dim={latent_dim!r}.")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))):
+            raise TypeError(f"`seed` must be an int or None; got seed={self.seed!r}.")
+        if self.observation_options is not None and not isinstance(self.observation_options, dict):
+            raise TypeError(f"`observation_options` must be a dict or None; got {self.observation_options!r}.")
+
+    def _build_observation(self, obs_dim: int) -> ObservationModel:
+        """The observation model from the ``observation`` name (or a copy of the instance)."""
+        if isinstance(self.observation, ObservationModel):
+            # a copy, so that fitting never changes the estimator's hyperparameters
+            return make_observation(copy.deepcopy(self.observation), obs_dim, int(self.latent_dim))
+        options = dict(self.observation_options or {})
+        options.setdefault("readout", self.readout)
+        return make_observation(self.observation, obs_dim, int(self.latent_dim), **options)
+
+    # -- using the fitted model -----------------------------------------------------------------
+    def _fitted(self, action: str) -> StateSpaceModel:
+        check_is_fitted(self, "model_", msg=f"This {type(self).__name__} instance is not fitted yet; call fit(data) "
+                                            f"before {action}().")
+        return self.model_
+
+    def generate(self, n_steps: int, *, n_trials: int = 1, z0: Any = None, x0: Any = None, u: Any = None,
+                 noise: bool = False, observation_noise: bool = False, seed: int | None = None,
+                 dt: float | None = None) -> xr.Dataset:
+        """Run the fitted model freely (see :meth:`dsident.StateSpaceModel.generate`).
+
+        Returns
+        -------
+        xarray.Dataset
+            ``x(trial, time, channel)`` with the training data's channel names, ``z(trial, time, latent)``.
+        """
+        return self._fitted("generate").generate(n_steps, n_trials=n_trials, z0=z0, x0=x0, u=u, noise=noise,
+                                                 observation_noise=observation_noise, seed=seed, dt=dt)
+
+    def smooth(self, data: Any) -> xr.Dataset:
+        """Posterior means and variances of the latent paths (needs a smoothing engine's fit)."""
+        return self._fitted("smooth").smooth(data)
+
+    def predict(self, data: Any, n: int = 1) -> xr.Dataset:
+        """n-step-ahead predictions of the observations (see :meth:`dsident.StateSpaceModel.predict`)."""
+        return self._fitted("predict").predict(data, n)
+
+    def score(self, data: Any, **options: Any) -> xr.Dataset:
+        """Evaluation metrics on held-out data (:func:`dsident.metrics.evaluate`: D_stsp, D_H, PE(n))."""
+        self._fitted("score")
+        from ..metrics import evaluate
+
+        return evaluate(self, data, **options)
+
+    # -- persistence -------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Save the fitted model, the hyperparameters and the fit history to the directory ``path``.
+
+        See :meth:`dsident.StateSpaceModel.save` (atomic write, sha256-checked tensors).
+        """
+        model = self._fitted("save")
+        params = self.get_params(deep=False)
+        if isinstance(params.get("observation"), ObservationModel):
+            params["observation"] = {"instance": type(params["observation"]).__name__}
+        metadata = {"estimator": {"class": type(self).__name__, "params": _jsonable(params),
+                                  "method": self.method_, "history": _jsonable(self.history_)}}
+        return model.save(path, metadata=metadata)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LatentModelEstimator":
+        """Read an estimator written by :meth:`save` (fitted, ready to generate and score).
+
+        Raises
+        ------
+        ValueError
+            When ``path`` holds no estimator (a bare StateSpaceModel save), or an estimator of
+            another class than the one ``load`` is called on.
+        """
+        import dsident.models  # noqa: F401  (registers the built-in estimators)
+
+        config = read_saved_config(path)
+        entry = config.get("metadata", {}).get("estimator")
+        if not entry:
+            raise ValueError(f"{str(path)!r} holds a StateSpaceModel without estimator information; read it with "
+                             "dsident.StateSpaceModel.load().")
+        name = entry.get("class")
+        target = ESTIMATOR_REGISTRY.get(name)
+        if target is None:
+            raise ValueError(f"the saved estimator class {name!r} is unknown; known: {sorted(ESTIMATOR_REGISTRY)}.")
+        if cls is not LatentModelEstimator and not issubclass(target, cls):
+            raise ValueError(f"{str(path)!r} holds a {name} estimator, not a {cls.__name__}; "
+                             f"use {name}.load() or LatentModelEstimator.load().")
+        model = StateSpaceModel.load(path)
+        params = dict(entry.get("params", {}))
+        if isinstance(params.get("observation"), dict):          # an instance was passed at fit time
+            params["observation"] = copy.deepcopy(model.observation)
+        estimator = target(**params)
+        estimator.model_ = model
+        estimator.history_ = entry.get("history", {})
+        estimator.method_ = entry.get("method")
+        estimator.n_features_in_ = model.obs_dim
+        estimator.channel_names_ = list(model.channel_names or [])
+        return estimator

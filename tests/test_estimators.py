@@ -1,0 +1,211 @@
+"""Estimator face: scikit-learn contract, errors, fit through engines, save/load."""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+import dsident
+import dsident.inference
+from dsident.models import PLRNN, LatentModelEstimator, ShallowPLRNN
+from dsident.observations import Gaussian, Poisson
+
+ESTIMATORS = [PLRNN(latent_dim=3, seed=0), ShallowPLRNN(latent_dim=3, hidden_dim=5, seed=0)]
+IDS = [type(e).__name__ for e in ESTIMATORS]
+
+
+def _fit_dummy(model, data, *, seed=None, progress=True, n_iter=3, lr=0.01):
+    """A tiny engine: a few Adam steps on the negative log joint at the encoded states."""
+    from dsident.data import to_arrays
+
+    arrays = to_arrays(data)
+    x = torch.as_tensor(arrays.x, dtype=model.log_process_var.dtype)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(n_iter):
+        z = model.encode(x, torch.as_tensor(arrays.mask))
+        loss = -model.log_joint(x, z, u=arrays.u, length=arrays.length).sum() + model.dynamics.regularization()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    model.smoother_ = lambda ds: ds.assign(z=(("trial", "time", "latent"),
+                                              model.encode(torch.as_tensor(ds["x"].values)).detach().numpy()))
+    return {"loss": np.array(losses), "seed": seed, "settings": {"n_iter": n_iter, "lr": lr}}
+
+
+@pytest.fixture
+def dummy_engine(monkeypatch):
+    module = types.ModuleType("dsident_test_dummy_engine")
+    module.fit_dummy = _fit_dummy
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(dsident.inference.ENGINES, "dummy", f"{module.__name__}:fit_dummy")
+    return "dummy"
+
+
+@pytest.fixture(scope="module")
+def tiny_data():
+    t = np.arange(120) * 0.1
+    x = np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], -1)
+    trials = np.stack([x, np.roll(x, 7, axis=0)])
+    trials[0, 5, 1] = np.nan
+    return dsident.as_dataset(trials, dt=0.1, channel_names=["a", "b", "c"])
+
+
+# -- scikit-learn contract ---------------------------------------------------------------------
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_init_stores_parameters_only_and_clone_works(est):
+    params = est.get_params()
+    assert set(vars(est)) == set(params)
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == params
+    copy.set_params(latent_dim=5)
+    assert copy.latent_dim == 5 and est.latent_dim == 3
+
+
+def test_clone_copies_an_observation_instance():
+    obs = Poisson(3, 3, link="softplus")
+    est = PLRNN(latent_dim=3, observation=obs)
+    copy = clone(est)
+    assert isinstance(copy.observation, Poisson) and copy.observation is not obs
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("action", ["generate", "smooth", "predict", "score", "save"])
+def test_methods_need_a_fit(est, action, tmp_path):
+    args = {"generate": (10,), "smooth": (np.zeros((5, 3)),), "predict": (np.zeros((5, 3)),),
+            "score": (np.zeros((5, 3)),), "save": (tmp_path / "m",)}[action]
+    with pytest.raises(NotFittedError, match=f"not fitted yet.*before {action}"):
+        getattr(est, action)(*args)
+
+
+def test_default_methods():
+    assert PLRNN.default_method == "laplace-em" and ShallowPLRNN.default_method == "bptt"
+
+
+# -- errors at fit -----------------------------------------------------------------------------
+def test_unknown_observation_name_lists_the_choices(tiny_data, dummy_engine):
+    with pytest.raises(ValueError, match="'gamma'.*bernoulli.*categorical.*gaussian.*poisson"):
+        PLRNN(latent_dim=3, observation="gamma").fit(tiny_data, method=dummy_engine)
+
+
+def test_unknown_method_lists_the_engines(tiny_data):
+    with pytest.raises(ValueError, match="laplace-em"):
+        PLRNN(latent_dim=3).fit(tiny_data, method="magic")
+
+
+@pytest.mark.parametrize("params,match", [({"latent_dim": 0}, "latent_dim"), ({"seed": 1.5}, "seed"),
+                                          ({"reg_fraction": 2.0}, "reg_fraction"),
+                                          ({"readout": "tanh"}, "readout")])
+def test_bad_hyperparameters_fail_at_fit(tiny_data, dummy_engine, params, match):
+    est = PLRNN(**{"latent_dim": 3, **params})          # __init__ accepts anything ...
+    with pytest.raises((ValueError, TypeError), match=match):
+        est.fit(tiny_data, method=dummy_engine)         # ... fit checks
+
+
+def test_observation_instance_with_wrong_size_is_refused(tiny_data, dummy_engine):
+    with pytest.raises(ValueError, match="obs_dim=2"):
+        PLRNN(latent_dim=3, observation=Gaussian(2, 3)).fit(tiny_data, method=dummy_engine)
+
+
+# -- fitting through an engine -----------------------------------------------------------------
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_fit_builds_the_model_and_calls_the_engine(est, tiny_data, dummy_engine):
+    fitted = clone(est).fit(tiny_data, method=dummy_engine, n_iter=4)
+    assert isinstance(fitted, type(est))
+    assert isinstance(fitted.model_, dsident.StateSpaceModel)
+    assert fitted.method_ == "dummy" and fitted.history_["settings"]["n_iter"] == 4
+    assert fitted.history_["seed"] == 0
+    assert fitted.n_features_in_ == 3 and fitted.channel_names_ == ["a", "b", "c"]
+    assert fitted.model_.dt == pytest.approx(0.1)
+    run = fitted.generate(25, n_trials=2, seed=0)
+    assert run["x"].shape == (2, 25, 3) and list(run["channel"].values) == ["a", "b", "c"]
+    pred = fitted.predict(tiny_data, 2)
+    assert pred["x"].shape == tiny_data["x"].shape
+    assert fitted.smooth(tiny_data)["z"].shape == (2, 120, 3)
+
+
+def test_fit_is_reproducible_and_leaves_hyperparameters_alone(tiny_data, dummy_engine):
+    obs = Gaussian(3, 3, readout="linear")
+    before = {k: v.clone() for k, v in obs.state_dict().items()}
+    est = PLRNN(latent_dim=3, observation=obs, seed=4)
+    a = clone(est).fit(tiny_data, method=dummy_engine).generate(30, seed=1)
+    b = clone(est).fit(tiny_data, method=dummy_engine).generate(30, seed=1)
+    np.testing.assert_array_equal(a["x"].values, b["x"].values)
+    est.fit(tiny_data, method=dummy_engine)
+    assert all(torch.equal(before[k], v) for k, v in obs.state_dict().items())
+    assert est.model_.observation is not obs
+    other = PLRNN(latent_dim=3, seed=5).fit(tiny_data, method=dummy_engine).generate(30, seed=1)
+    assert not np.allclose(other["x"].values, a["x"].values)
+
+
+def test_fit_with_inputs_gives_the_dynamics_inputs(tiny_data, dummy_engine):
+    ds = dsident.as_dataset(tiny_data["x"].values, dt=0.1, u=np.ones((2, 120, 2)))
+    est = PLRNN(latent_dim=3, seed=0).fit(ds, method=dummy_engine)
+    assert est.model_.dynamics.input_dim == 2
+    assert est.generate(10, u=np.zeros((10, 2)))["u"].shape == (1, 10, 2)
+
+
+def test_observation_options_reach_the_observation(dummy_engine):
+    counts = np.random.default_rng(0).poisson(2.0, size=(1, 60, 4)).astype(float)
+    est = PLRNN(latent_dim=3, observation="poisson", readout="linear",
+                observation_options={"link": "softplus", "bin_size": 0.5}, seed=0).fit(counts, method=dummy_engine)
+    obs = est.model_.observation
+    assert isinstance(obs, Poisson) and obs.link == "softplus" and obs.bin_size == 0.5 and obs.readout == "linear"
+
+
+def test_default_method_is_used(tiny_data, monkeypatch, dummy_engine):
+    monkeypatch.setitem(dsident.inference.ENGINES, "bptt", dsident.inference.ENGINES[dummy_engine])
+    est = ShallowPLRNN(latent_dim=3, hidden_dim=4, seed=0).fit(tiny_data)
+    assert est.method_ == "bptt"
+
+
+def test_fit_with_the_bptt_engine(tiny_data):
+    try:
+        dsident.inference.get_engine("bptt")
+    except ValueError as err:
+        pytest.skip(f"bptt engine not available: {err}")
+    est = ShallowPLRNN(latent_dim=3, hidden_dim=8, seed=0)
+    est.fit(tiny_data, method="bptt", n_epochs=3, seq_len=20, batch_size=4, progress=False)
+    assert len(est.history_["train_loss"]) == 3 and np.isfinite(est.history_["train_loss"]).all()
+    assert est.generate(20, seed=0)["x"].shape == (1, 20, 3)
+
+
+def test_score_returns_the_metrics(tiny_data, dummy_engine):
+    est = PLRNN(latent_dim=3, readout="linear", seed=0).fit(tiny_data, method=dummy_engine)
+    complete = tiny_data.copy(deep=True)
+    complete["x"] = complete["x"].fillna(0.0)         # D_H needs gap-free test series
+    scores = est.score(complete, pe_steps=3)
+    assert {"state_space_divergence", "power_spectrum_distance", "prediction_error"} <= set(scores.data_vars)
+    assert scores.attrs["model"] == "StateSpaceModel"
+
+
+# -- save / load -------------------------------------------------------------------------------
+def test_save_load_round_trip(tiny_data, dummy_engine, tmp_path):
+    est = PLRNN(latent_dim=3, tau=0.5, seed=2).fit(tiny_data, method=dummy_engine)
+    est.save(tmp_path / "est")
+    for loader in (PLRNN.load, LatentModelEstimator.load):
+        loaded = loader(tmp_path / "est")
+        assert isinstance(loaded, PLRNN) and loaded.get_params() == est.get_params()
+        assert loaded.method_ == "dummy"
+        np.testing.assert_allclose(loaded.history_["loss"], est.history_["loss"])
+        a = est.generate(40, noise=True, seed=3)
+        b = loaded.generate(40, noise=True, seed=3)
+        np.testing.assert_array_equal(a["x"].values, b["x"].values)
+    with pytest.raises(ValueError, match="holds a PLRNN estimator, not a ShallowPLRNN"):
+        ShallowPLRNN.load(tmp_path / "est")
+    est.model_.save(tmp_path / "bare")
+    with pytest.raises(ValueError, match="StateSpaceModel.load"):
+        PLRNN.load(tmp_path / "bare")
+
+
+def test_save_load_with_an_observation_instance(tiny_data, dummy_engine, tmp_path):
+    est = PLRNN(latent_dim=3, observation=Gaussian(3, 3, readout="identity"), seed=0)
+    est.fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
+    loaded = PLRNN.load(tmp_path / "est")
+    assert isinstance(loaded.observation, Gaussian) and loaded.observation.readout == "identity"
