@@ -1,0 +1,67 @@
+"""A short deterministic BPTT fit of each continuous-time estimator reduces the loss on Lorenz data."""
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("dsident.inference.bptt")
+
+from dsident.data import as_dataset  # noqa: E402
+from dsident.data.systems import get_system, simulate  # noqa: E402
+from dsident.models.continuous import GatedNODE, LatentFeatureObservation, LTC, ORGaNICs, RecurrentFWP  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These networks are tiny: intra-op threads only add scheduling latency on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def lorenz_window():
+    x = simulate(get_system("lorenz63"), 240, 0.01, transient=5.0, seed=0)
+    x = (x - x.mean(0)) / x.std(0)
+    return as_dataset(x.reshape(4, 60, 3), dt=0.01, name="lorenz63-window")
+
+
+ESTIMATORS = {
+    "GatedNODE": lambda: GatedNODE(5, hidden_dim=16, seed=0),
+    "LTC": lambda: LTC(5, n_substeps=3, seed=0),
+    "RecurrentFWP": lambda: RecurrentFWP(4, n_heads=2, hidden_dim=16, seed=0),
+    "ORGaNICs": lambda: ORGaNICs(5, seed=0),
+}
+OPTIONS = {"n_epochs": 5, "seq_len": 20, "batch_size": 8, "lr": 1e-2, "progress": False, "val_fraction": 0.0}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_bptt_fit_reduces_the_loss_and_is_deterministic(name, lorenz_window):
+    options = {**OPTIONS, "lr": 5e-2} if name == "LTC" else OPTIONS     # the LTC paper: larger rates for LTCs
+    first = ESTIMATORS[name]().fit(lorenz_window, method="bptt", **options)
+    losses = np.asarray(first.history_["train_loss"], dtype=float)
+    assert np.isfinite(losses).all()
+    assert losses[-1] < 0.95 * losses[0], losses
+    again = ESTIMATORS[name]().fit(lorenz_window, method="bptt", **options)
+    assert np.allclose(again.history_["train_loss"], losses)
+    gen = first.generate(30, seed=0)
+    assert gen["x"].shape == (1, 30, 3) and gen.attrs["diverged"] == 0
+
+
+def test_observations_read_only_the_observed_part_of_the_latent(lorenz_window):
+    rfwp = RecurrentFWP(4, n_heads=2, hidden_dim=8, seed=0).fit(lorenz_window, method="bptt",
+                                                                 **{**OPTIONS, "n_epochs": 1})
+    obs = rfwp.model_.observation
+    assert isinstance(obs, LatentFeatureObservation) and obs.n_read == 4 and obs.latent_dim == 4 + 2 * 2 * 2
+    z = torch.randn(3, obs.latent_dim)
+    z2 = z.clone()
+    z2[:, 4:] += 5.0                                   # changing the fast weights leaves x unchanged
+    assert torch.allclose(obs.mean(z), obs.mean(z2))
+    # process noise acts on the vector part; the fast weights keep the tiny variance
+    var = rfwp.model_.process_var.detach()
+    assert float(var[4:].max()) < 1e-3 < float(var[:4].min())
+    assert rfwp.get_params()["process_noise"] == 0.01          # the hyperparameter is untouched by fit
+    org = ORGaNICs(5, seed=0).fit(lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
+    obs = org.model_.observation
+    z = torch.randn(3, 10)
+    assert torch.allclose(obs.mean(z), obs.inner.mean(torch.relu(z[:, :5]) ** 2))
