@@ -1,13 +1,15 @@
 """Observation models: analytic derivatives vs autograd, oracles vs scipy, masks, support, init/invert."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 from scipy import stats
 
 from dsident.observations import (OBSERVATION_REGISTRY, OBSERVATIONS, Bernoulli, Categorical, Gaussian,
-                                  Poisson, make_observation)
+                                  ObservationModel, Poisson, make_observation)
 
 N, M = 4, 5
 
@@ -310,3 +312,39 @@ def test_bernoulli_and_categorical_init_and_invert_run():
     cat = Categorical(N, M).double().init_from_data(xc)
     pred = cat.mean(cat.invert(torch.as_tensor(xc))).detach().numpy()
     assert (pred.argmax(-1) == xc.argmax(-1)).all()
+
+
+class PlainGaussian(ObservationModel):
+    """A likelihood that only defines log_prob (test-local): the base class supplies derivatives."""
+
+    def __init__(self, obs_dim: int, latent_dim: int) -> None:
+        super().__init__()
+        self.obs_dim, self.latent_dim = obs_dim, latent_dim
+        self.B = torch.nn.Parameter(torch.randn(obs_dim, latent_dim, dtype=torch.float64,
+                                                generator=torch.Generator().manual_seed(0)))
+
+    def mean(self, z):
+        return torch.relu(z) @ self.B.T
+
+    def log_prob(self, x, z, mask=None):
+        lp = -0.5 * (x - self.mean(z)).square() - 0.5 * math.log(2 * math.pi)
+        return (lp if mask is None else lp * mask).sum(-1)
+
+
+def test_base_class_autograd_fallback_warns_and_agrees():
+    plain = PlainGaussian(N, M)
+    ref = Gaussian(N, M, readout="relu", noise_var=1.0).double()
+    with torch.no_grad():
+        ref.B.copy_(plain.B)
+        ref.b.zero_()
+    x, z = _data(ref)
+    mask = torch.ones_like(x, dtype=torch.bool)
+    mask[0, 1] = False
+    with pytest.warns(RuntimeWarning, match="no analytic Hessian"):
+        hess = plain.hess_log_prob(x, z, mask)
+    with pytest.warns(RuntimeWarning, match="no analytic gradient"):
+        grad = plain.grad_log_prob(x, z, mask)
+    torch.testing.assert_close(hess, ref.hess_log_prob(x, z, mask))
+    torch.testing.assert_close(grad, ref.grad_log_prob(x, z, mask))
+    with pytest.warns(RuntimeWarning):
+        torch.testing.assert_close(plain.fisher_information(z), ref.fisher_information(z))

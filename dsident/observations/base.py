@@ -10,6 +10,7 @@ its derivatives (missing samples are never filled).
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import torch
@@ -17,6 +18,13 @@ from torch import Tensor, nn
 
 #: name -> class, filled by ``ObservationModel.__init_subclass__``; used by ``StateSpaceModel.load``.
 OBSERVATION_REGISTRY: dict[str, type["ObservationModel"]] = {}
+
+
+def _warn_autograd(cls: type, what: str) -> None:
+    # Python's default warning filter already shows a given warning once per call site
+    warnings.warn(f"{cls.__name__} has no analytic {what} of log_prob; using autograd, which makes "
+                  "Laplace-EM slower. Override grad_log_prob/hess_log_prob to avoid it.",
+                  RuntimeWarning, stacklevel=3)
 
 
 class ObservationModel(nn.Module):
@@ -67,6 +75,7 @@ class ObservationModel(nn.Module):
 
     def grad_log_prob(self, x: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
         """d log p(x|z) / dz, (..., M). Autograd fallback; subclasses override analytically."""
+        _warn_autograd(type(self), "gradient")
         zz = z.detach().requires_grad_(True)
         with torch.enable_grad():
             lp = self.log_prob(x, zz, mask).sum()
@@ -75,6 +84,7 @@ class ObservationModel(nn.Module):
 
     def hess_log_prob(self, x: Tensor, z: Tensor, mask: Tensor | None = None) -> Tensor:
         """d² log p(x|z) / dz², (..., M, M). Autograd fallback; subclasses override analytically."""
+        _warn_autograd(type(self), "Hessian")
         lead = z.shape[:-1]
         xf, zf = x.reshape(-1, x.shape[-1]), z.reshape(-1, z.shape[-1])
         mf = None if mask is None else mask.reshape(-1, mask.shape[-1])
