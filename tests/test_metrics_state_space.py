@@ -65,12 +65,24 @@ def test_binned_kl_of_two_gaussians_from_cdf_bin_probabilities():
     assert state_space_divergence(xt, xg, n_bins=n_bins) == pytest.approx(expected, rel=2e-3)
 
 
-def test_empty_bins_closed_form_term_in_five_dimensions():
-    # 5-D: most of the 12^5 cells are empty in both; their closed-form term must match the dense route
+@pytest.mark.parametrize("n_bins", [12, 20])   # 12^5 cells: counted in a vector; 20^5: sorted codes
+def test_empty_bins_closed_form_term_in_five_dimensions(n_bins):
+    # 5-D: most cells are empty in both; their closed-form term must match the dense route
     rng = np.random.default_rng(2)
     xt = rng.normal(size=(3000, 5))
     xg = rng.standard_t(5, size=(3000, 5))
-    assert state_space_divergence(xt, xg, n_bins=12) == pytest.approx(_dense_binned_kl(xt, xg, 12, 1e-5), rel=1e-9)
+    expected = _dense_binned_kl(xt, xg, n_bins, 1e-5)
+    assert state_space_divergence(xt, xg, n_bins=n_bins) == pytest.approx(expected, rel=1e-9)
+
+
+def test_sorted_and_vector_counting_agree(monkeypatch):
+    from dsident.metrics import state_space as ss
+
+    rng = np.random.default_rng(11)
+    xt, xg = rng.normal(size=(5000, 3)), rng.normal(0.5, 1.0, size=(4000, 3))
+    vector = state_space_divergence(xt, xg)
+    monkeypatch.setattr(ss, "_DENSE_COUNT_CELLS", 0)
+    assert state_space_divergence(xt, xg) == pytest.approx(vector, rel=1e-12)
 
 
 def test_invariant_to_sample_order_and_trial_layout():

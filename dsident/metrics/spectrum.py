@@ -82,17 +82,21 @@ def normalized_power_spectrum(x: np.ndarray, *, sigma: float = 20.0) -> tuple[np
     flat : ndarray of shape (N,) bool
         True for channels with zero variance (no spectrum).
     """
-    flat_x = x.reshape(-1, x.shape[-1])
-    mean, std = flat_x.mean(axis=0), flat_x.std(axis=0)
+    # channel-major (channel, trial, time) copy: FFT and smoothing then run over contiguous rows
+    xc = np.ascontiguousarray(np.moveaxis(x, 2, 0))
+    flat_x = xc.reshape(xc.shape[0], -1)
+    mean, std = flat_x.mean(axis=1), flat_x.std(axis=1)
     flat = ~(std > 0)
-    z = (x - mean) / np.where(flat, 1.0, std)
-    power = np.mean(np.abs(np.fft.rfft(z, axis=1)) ** 2, axis=0)
+    xc -= mean[:, None, None]
+    xc /= np.where(flat, 1.0, std)[:, None, None]
+    power = np.abs(np.fft.rfft(xc, axis=2)) ** 2                  # (channel, trial, F)
+    power = power.mean(axis=1)                                    # (channel, F)
     if sigma > 0:
-        power = gaussian_filter1d(power, sigma, axis=0, mode="reflect", truncate=4.0)
+        power = gaussian_filter1d(power, sigma, axis=1, mode="reflect", truncate=4.0)
     power = np.clip(power, 0.0, None)
-    total = power.sum(axis=0)
+    total = power.sum(axis=1)
     ok = (total > 0) & ~flat
-    spectrum = np.where(ok, power / np.where(ok, total, 1.0), 0.0)
+    spectrum = np.where(ok[:, None], power / np.where(ok, total, 1.0)[:, None], 0.0).T
     return spectrum, flat | ~ok
 
 

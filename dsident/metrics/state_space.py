@@ -124,23 +124,23 @@ def binned_divergence(xt: np.ndarray, xg: np.ndarray, *, n_bins: int, alpha: flo
     n_bins, alpha, direction
         See :func:`state_space_divergence`.
     """
-    lo, hi = bin_edges(xt)
-    counts_t, counts_g, n_empty = _sparse_histograms(xt, xg, lo, hi, n_bins)
+    # channel-major copies: every reduction and comparison below runs over contiguous memory
+    xt_c, xg_c = np.ascontiguousarray(xt.T), np.ascontiguousarray(xg.T)
+    lo, hi = bin_edges(xt_c.T)
+    counts_t, counts_g, n_empty = _sparse_histograms(xt_c, xg_c, lo, hi, n_bins)
     if counts_g.sum() == 0:
         return float("nan")
     n_cells = float(n_bins) ** xt.shape[1]
-    forward = direction in ("forward", "symmetric")
-    reverse = direction in ("reverse", "symmetric")
     values = []
-    if forward:
+    if direction in ("forward", "symmetric"):
         values.append(_smoothed_kl(counts_t, counts_g, n_empty, n_cells, alpha))
-    if reverse:
+    if direction in ("reverse", "symmetric"):
         values.append(_smoothed_kl(counts_g, counts_t, n_empty, n_cells, alpha))
     return float(np.mean(values))
 
 
 def bin_edges(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Grid range per channel from the true data: ``[min − 0.1·std, max + 0.1·std]``.
+    """Grid range per channel from the true data (S, N): ``[min − 0.1·std, max + 0.1·std]``.
 
     A constant channel (std 0) gets the range ``[value − 0.5, value + 0.5]`` so that its one
     value falls inside a bin.
@@ -150,35 +150,76 @@ def bin_edges(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mn - pad, mx + pad
 
 
-def _sparse_histograms(xt: np.ndarray, xg: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+#: up to this many cells a dense count vector is cheaper than sorting (8 MB of int64)
+_DENSE_COUNT_CELLS = 2**20
+
+
+def _sparse_histograms(xt_c: np.ndarray, xg_c: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                        n_bins: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Counts of both series over the bins occupied by either (U,), and the number of other bins."""
-    codes_t = _bin_codes(xt, lo, hi, n_bins)
-    codes_g = _bin_codes(xg, lo, hi, n_bins)
+    """Counts of both series over the bins occupied by either (U,), and the number of other bins.
+
+    ``xt_c``, ``xg_c`` are channel-major, shape (N, S).
+    """
+    n_dim = xt_c.shape[0]
+    codes_t = _bin_codes(xt_c, lo, hi, n_bins)
+    codes_g = _bin_codes(xg_c, lo, hi, n_bins)
+    n_cells = float(n_bins) ** n_dim
+    if codes_t.ndim == 1 and n_cells <= _DENSE_COUNT_CELLS:
+        # few cells (e.g. 30^3): count into a short vector, then keep the occupied entries
+        ct = np.bincount(codes_t, minlength=int(n_cells))
+        cg = np.bincount(codes_g, minlength=int(n_cells))
+        occupied = (ct > 0) | (cg > 0)
+        return ct[occupied].astype(float), cg[occupied].astype(float), n_cells - float(occupied.sum())
+    if codes_t.ndim == 1:
+        keys_t, ct = _sorted_counts(codes_t)
+        keys_g, cg = _sorted_counts(codes_g)
+        union = _sorted_counts(np.concatenate([keys_t, keys_g]))[0]
+        counts_t = np.zeros(union.size)
+        counts_g = np.zeros(union.size)
+        counts_t[np.searchsorted(union, keys_t)] = ct
+        counts_g[np.searchsorted(union, keys_g)] = cg
+        return counts_t, counts_g, n_cells - union.size
+    # more cells than int64 codes can address: unique rows of bin indices
     both = np.concatenate([codes_t, codes_g])
-    occupied, inverse = np.unique(both, return_inverse=True, axis=0 if both.ndim == 2 else None)
+    _, inverse = np.unique(both, return_inverse=True, axis=0)
     inverse = inverse.ravel()
-    n_occ = occupied.shape[0]
+    n_occ = int(inverse.max()) + 1 if inverse.size else 0
     counts_t = np.bincount(inverse[: codes_t.shape[0]], minlength=n_occ).astype(float)
     counts_g = np.bincount(inverse[codes_t.shape[0]:], minlength=n_occ).astype(float)
-    n_empty = float(n_bins) ** xt.shape[1] - n_occ
-    return counts_t, counts_g, n_empty
+    return counts_t, counts_g, n_cells - n_occ
 
 
-def _bin_codes(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_bins: int) -> np.ndarray:
-    """One integer per in-grid row (row-major bin index); rows outside the grid are dropped.
+def _sorted_counts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values (sorted) and their counts, by one sort (faster than np.unique here)."""
+    if codes.size == 0:
+        return codes, np.zeros(0, dtype=np.int64)
+    srt = np.sort(codes)
+    first = np.flatnonzero(np.concatenate([[True], srt[1:] != srt[:-1]]))
+    return srt[first], np.diff(np.append(first, srt.size))
 
-    Returns ndarray of shape (S_in,) int64, or (S_in, N) int64 bin indices when ``n_bins**N``
-    does not fit in int64.
+
+def _bin_codes(x_c: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_bins: int) -> np.ndarray:
+    """One integer per in-grid sample (row-major bin index); samples outside the grid are dropped.
+
+    ``x_c`` is channel-major (N, S). Returns ndarray of shape (S_in,) int64, or (S_in, N) bin
+    indices when ``n_bins**N`` does not fit in int64.
     """
-    idx = np.floor((x - lo) * (n_bins / (hi - lo)))
-    inside = np.all((idx >= 0) & (idx < n_bins), axis=1)
-    idx = idx[inside].astype(np.int64)
-    n = x.shape[1]
-    if n * np.log2(n_bins) >= 62:
-        return idx
-    strides = n_bins ** np.arange(n - 1, -1, -1, dtype=np.int64)
-    return idx @ strides
+    n_dim, n_samples = x_c.shape
+    idx = np.empty((n_dim, n_samples), dtype=np.int64)
+    inside = np.ones(n_samples, dtype=bool)
+    for d in range(n_dim):
+        scaled = (x_c[d] - lo[d]) * (n_bins / (hi[d] - lo[d]))
+        inside &= (scaled >= 0) & (scaled < n_bins)
+        with np.errstate(invalid="ignore"):    # far-off values overflow the cast; they are dropped
+            idx[d] = scaled.astype(np.int64)  # truncation == floor for the kept, non-negative values
+    idx = idx[:, inside]
+    if n_dim * np.log2(n_bins) >= 62:
+        return np.ascontiguousarray(idx.T)
+    codes = idx[0].copy()
+    for d in range(1, n_dim):
+        codes *= n_bins
+        codes += idx[d]
+    return codes
 
 
 def _smoothed_kl(counts_p: np.ndarray, counts_q: np.ndarray, n_empty: float, n_cells: float,
