@@ -209,3 +209,14 @@ def test_save_load_with_an_observation_instance(tiny_data, dummy_engine, tmp_pat
     est.fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
     loaded = PLRNN.load(tmp_path / "est")
     assert isinstance(loaded.observation, Gaussian) and loaded.observation.readout == "identity"
+
+
+def test_using_a_fitted_estimator_changes_nothing(tiny_data, dummy_engine):
+    est = PLRNN(latent_dim=3, seed=0).fit(tiny_data, method=dummy_engine)
+    before = dict(vars(est))
+    state = {k: v.clone() for k, v in est.model_.state_dict().items()}
+    est.generate(10, seed=0)
+    est.predict(tiny_data, 1)
+    est.smooth(tiny_data)
+    assert vars(est) == before
+    assert all(torch.equal(state[k], v) for k, v in est.model_.state_dict().items())
