@@ -49,7 +49,7 @@ def test_bptt_fit_reduces_the_loss_and_is_deterministic(name, lorenz_window):
 
 
 def test_observations_read_only_the_observed_part_of_the_latent(lorenz_window):
-    rfwp = RecurrentFWP(4, n_heads=2, hidden_dim=8, seed=0).fit(lorenz_window, method="bptt",
+    rfwp = RecurrentFWP(4, n_heads=2, hidden_dim=8, fast_weight_noise=1e-5, seed=0).fit(lorenz_window, method="bptt",
                                                                  **{**OPTIONS, "n_epochs": 1})
     obs = rfwp.model_.observation
     assert isinstance(obs, LatentFeatureObservation) and obs.n_read == 4 and obs.latent_dim == 4 + 2 * 2 * 2
@@ -57,7 +57,7 @@ def test_observations_read_only_the_observed_part_of_the_latent(lorenz_window):
     z2 = z.clone()
     z2[:, 4:] += 5.0                                   # changing the fast weights leaves x unchanged
     assert torch.allclose(obs.mean(z), obs.mean(z2))
-    # process noise acts on the vector part; the fast weights keep the tiny variance
+    # process noise acts on the vector part; the fast weights get their own small variance
     var = rfwp.model_.process_var.detach()
     assert float(var[4:].max()) < 1e-3 < float(var[:4].min())
     assert rfwp.get_params()["process_noise"] == 0.01          # the hyperparameter is untouched by fit
@@ -65,3 +65,23 @@ def test_observations_read_only_the_observed_part_of_the_latent(lorenz_window):
     obs = org.model_.observation
     z = torch.randn(3, 10)
     assert torch.allclose(obs.mean(z), obs.inner.mean(torch.relu(z[:, :5]) ** 2))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_default_svi_fit_runs_and_smooths_the_full_latent(name, lorenz_window):
+    pytest.importorskip("dsident.inference.svi")
+    est = ESTIMATORS[name]()
+    assert est.default_method == "svi"
+    est.fit(lorenz_window, n_steps=6, window=20, batch_size=4, progress=False, eval_every=3)
+    assert np.isfinite(np.asarray(est.history_["loss"], dtype=float)).all()
+    smoothed = est.smooth(lorenz_window)
+    assert smoothed["z"].shape == (4, 60, est.model_.latent_dim)
+
+
+def test_save_and_load_keep_the_wrapped_observation(lorenz_window, tmp_path):
+    est = ORGaNICs(4, seed=1).fit(lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
+    est.save(tmp_path / "organics")
+    back = ORGaNICs.load(tmp_path / "organics")
+    assert isinstance(back.model_.observation, LatentFeatureObservation)
+    a, b = est.generate(20, seed=3), back.generate(20, seed=3)
+    assert np.allclose(a["x"].values, b["x"].values) and np.allclose(a["z"].values, b["z"].values)

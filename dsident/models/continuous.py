@@ -267,7 +267,7 @@ class RecurrentFWP(_ContinuousTimeEstimator):
     The latent is ``[y, vec(W)]``: a vector state ``y`` of size ``latent_dim`` and ``n_heads``
     fast weight matrices following a continuous learning rule (:class:`dsident.dynamics.RecurrentFWP`).
     Observations read ``y`` only, and process noise acts on ``y`` only: the fast weights get the
-    tiny fixed-size variance ``fast_weight_noise`` (a deterministic memory of the state's history).
+    small variance ``fast_weight_noise`` (they are a near-deterministic memory of the state's history).
 
     Parameters
     ----------
@@ -282,8 +282,10 @@ class RecurrentFWP(_ContinuousTimeEstimator):
         Time constant in the data's time unit; None uses the sampling step.
     solver : str, default "rk4"
     n_substeps : int, default 1
-    fast_weight_noise : float, default 1e-6
-        Initial process-noise variance of the fast-weight units.
+    fast_weight_noise : float, default 1e-3
+        Initial process-noise variance of the fast-weight units. Smaller values make the fast
+        weights closer to deterministic, but the SVI objective then scales like
+        ``1 / fast_weight_noise`` until the guide has learned their (near-deterministic) paths.
     observation, readout, observation_options, process_noise, initial_var, seed
         As in :class:`dsident.models.PLRNN`; ``process_noise`` is the variance on ``y``.
     """
@@ -292,7 +294,7 @@ class RecurrentFWP(_ContinuousTimeEstimator):
 
     def __init__(self, latent_dim: int = 16, *, n_heads: int = 4, head_dim: int | None = None, rule: str = "delta",
                  hidden_dim: int = 64, tau: float | None = None, solver: str = "rk4", n_substeps: int = 1,
-                 fast_weight_noise: float = 1e-6, observation: Any = "gaussian", readout: str = "linear",
+                 fast_weight_noise: float = 1e-3, observation: Any = "gaussian", readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
