@@ -328,3 +328,20 @@ def test_save_refuses_to_overwrite_other_things(tmp_path):
     with pytest.raises(ValueError, match="not a saved dsident model"):
         _linear_gaussian().save(tmp_path / "file")
     assert (tmp_path / "data" / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_model_runs_on_the_gpu_like_on_the_cpu(tmp_path):
+    cpu = StateSpaceModel(PLRNN(4, seed=0), Poisson(3, 4, readout="relu"), dt=0.1).double()
+    gpu = StateSpaceModel.load(cpu.save(tmp_path / "m"), map_location="cuda")
+    assert gpu.log_process_var.is_cuda
+    a = cpu.generate(30, n_trials=2, noise=True, seed=0)
+    b = gpu.generate(30, n_trials=2, noise=True, seed=0)
+    np.testing.assert_allclose(a["x"].values, b["x"].values, rtol=1e-9)
+    x = torch.as_tensor(a["x"].values).round()
+    z = torch.as_tensor(a["z"].values)
+    torch.testing.assert_close(gpu.log_joint(x.cuda(), z.cuda()).cpu(), cpu.log_joint(x, z))
+    torch.testing.assert_close(gpu.observation.hess_log_prob(x.cuda(), z.cuda()).cpu(),
+                               cpu.observation.hess_log_prob(x, z))
+    torch.testing.assert_close(gpu.encode(x.cuda()).cpu(), cpu.encode(x))
