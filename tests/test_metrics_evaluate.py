@@ -149,7 +149,7 @@ def test_floor_pairs_consecutive_stretches():
     other = rng.normal(size=(1000, 2))
     res = floor(x, other, length=1000, n_pairs=10)
     assert res.sizes["pair"] == 5                       # 5 stretches of x + 1 of other = 6 stretches
-    assert str(res.pair_label.values[-1]) == "data#0[4000:5000] vs other#1[0:1000]"
+    assert str(res.pair_label.values[-1]) == "data#0[4000:5000] vs other#0[0:1000]"
     assert float(res.state_space_divergence[0]) == pytest.approx(state_space_divergence(x[:1000], x[1000:2000]))
     assert float(res.power_spectrum_distance[2]) == pytest.approx(power_spectrum_distance(x[2000:3000], x[3000:4000]))
     assert res.attrs["state_space_divergence_mean"] == pytest.approx(float(res.state_space_divergence.mean()))

@@ -258,18 +258,19 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
 
         name = dataset
         dataset, other = datasets.load(name, split="test"), (datasets.load(name, split="train") if other is None else other)
-    series = [("data" if name is None else "test", s) for s in _gap_free_trials(dataset)]
+    first_tag = "data" if name is None else "test"
+    series = [(f"{first_tag}#{k}", s) for k, s in enumerate(_gap_free_trials(dataset))]
     if other is not None:
-        series += [("other" if name is None else "train", s) for s in _gap_free_trials(other)]
+        series += [(f"{'other' if name is None else 'train'}#{k}", s) for k, s in enumerate(_gap_free_trials(other))]
     if length is None:
-        length = max(len(s) for tag, s in series if tag in ("data", "test"))
+        length = max(len(s) for tag, s in series if tag.startswith(first_tag))
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
         raise ValueError(f"`length` must be an integer number of samples >= 2; got {length!r}.")
     length = int(length)
     stretches = []
-    for k, (tag, s) in enumerate(series):
+    for tag, s in series:
         for j in range(len(s) // length):
-            stretches.append((f"{tag}#{k}[{j * length}:{(j + 1) * length}]", s[j * length:(j + 1) * length]))
+            stretches.append((f"{tag}[{j * length}:{(j + 1) * length}]", s[j * length:(j + 1) * length]))
     if len(stretches) < 2:
         raise ValueError(f"need at least two stretches of length={length}; the data give {len(stretches)}. "
                          "Pass a shorter `length` or a second series as `other`.")
