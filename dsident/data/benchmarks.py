@@ -26,7 +26,6 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +35,11 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from . import preprocessing as pp
 from .container import as_dataset
 from .io import load_dataset, save_dataset
-from .systems import get_system, simulate
+
+# The generators need scipy.integrate / scipy.signal; they are imported where used so that
+# `load` (which only reads files) stays fast to import.
 
 __all__ = ["DATASETS", "data_dir", "load", "make", "list_datasets", "card", "regenerate_head"]
 
@@ -81,6 +81,8 @@ def _path(name: str, split: str, folder: Path | None = None) -> Path:
 
 def _lorenz63(n_train: int = _N, n_test: int = _N, dt: float = 0.01, transient: float = 20.0,
               noise: float = 0.01, seed: int = 0) -> dict:
+    from .systems import get_system, simulate
+
     system = get_system("lorenz63")
     x0 = _perturbed_x0(system, seed)
     traj = simulate(system, n_train + n_test, dt, x0=x0, transient=transient)
@@ -100,6 +102,8 @@ def _lorenz63(n_train: int = _N, n_test: int = _N, dt: float = 0.01, transient: 
 
 def _bursting_neuron(n_train: int = _N, n_test: int = _N, dt: float = 0.5, transient: float = 1000.0,
                      seed: int = 0, n_short_trials: int = 3) -> dict:
+    from .systems import get_system, simulate
+
     system = get_system("bursting_neuron")
     x0 = np.array(system.default_x0)
     traj = simulate(system, n_train + n_test, dt, x0=x0, transient=transient)
@@ -119,6 +123,8 @@ _SHORT_NOISE_VAR = (0.17, 0.001, 3e-5)      # Schmidt et al. 2021: observation n
 
 def _bursting_short(system: Any, dt: float, seed: int, n_trials: int) -> xr.Dataset:
     """The rPLRNN paper's setting: 1000 ms at 0.5 ms, noise, drop 250 ms, z-score each trial (ddof 1)."""
+    from .systems import simulate
+
     rng = np.random.default_rng([seed, 2])
     trials, x0s, means, stds = [], [], [], []
     for _ in range(n_trials):
@@ -165,6 +171,8 @@ def _ecg(n_train: int = _N, n_test: int = _N, sampling_rate: float = 700.0, sim_
 
 def _ecg_process(raw: xr.Dataset, n_train: int, n_test: int, sampling_rate: float, smooth_sigma: float,
                  zscore_constants: tuple | None = None) -> tuple[xr.Dataset, xr.Dataset]:
+    from . import preprocessing as pp
+
     span = max(_ECG_DELAYS)
     ds = pp.resample(raw, 1.0 / sampling_rate)
     if zscore_constants is None:
@@ -190,6 +198,8 @@ def _ecg_process(raw: xr.Dataset, n_train: int, n_test: int, sampling_rate: floa
 
 def _lorenz63_spikes(n_train: int = 10_000, n_test: int = 10_000, dt: float = 0.02, n_neurons: int = 30,
                      n_held_out: int = 10, transient: float = 20.0, seed: int = 0) -> dict:
+    from .systems import get_system, simulate
+
     system = get_system("lorenz63")
     x0 = _perturbed_x0(system, seed)
     traj = simulate(system, n_train + n_test, dt, x0=x0, transient=transient)
@@ -468,6 +478,8 @@ def regenerate_head(name: str, n_steps: int = 2000) -> np.ndarray:
     -------
     ndarray of shape (n_steps, channel)
     """
+    from .systems import get_system, simulate
+
     shipped = load(name, "train")
     prov = json.loads(shipped.attrs["provenance"])
     steps = json.loads(shipped.attrs["preprocessing"])

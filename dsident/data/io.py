@@ -93,6 +93,9 @@ def save_dataset(ds: xr.Dataset, path: str | os.PathLike, *, dtype: str | None =
     try:
         out.to_netcdf(tmp, engine=engine, encoding=encoding,
                       format="NETCDF3_64BIT" if engine == "scipy" else "NETCDF4")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)           # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
