@@ -254,3 +254,98 @@ def test_bad_arguments_are_refused_with_the_value():
 def test_all_four_models_are_registered_latent_dynamics():
     for name in ("GatedNODE", "LTC", "RecurrentFWP", "ORGaNICs"):
         assert issubclass(DYNAMICS_REGISTRY[name], LatentDynamics)
+
+
+# -- analysis tools and the flip-flop task ---------------------------------------------------------
+class _CircleEcho(LatentDynamics):
+    """Test double: the next state is the current input (padded), so the latent traces the input."""
+
+    def __init__(self, latent_dim: int = 3) -> None:
+        super().__init__()
+        self.latent_dim, self.input_dim = latent_dim, 2
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def step(self, z, u=None, dt=None):
+        return torch.cat([u, torch.zeros(z.shape[0], self.latent_dim - 2, dtype=z.dtype)], dim=1)
+
+
+def test_arc_length_and_trajectory_length_against_the_circle():
+    from dsident.analysis.trajectory_length import arc_length, circle_input, trajectory_length
+
+    n = 50
+    _, circle = circle_input(n)
+    chord = 2 * math.sin(math.pi / (n - 1))
+    assert math.isclose(arc_length(circle), (n - 1) * chord, rel_tol=1e-12)
+    res = trajectory_length(_CircleEcho(), n_samples=n, warmup=1)
+    # after one lap the echo trails the input by one sample: u[n-1] (= u[0]), u[0], ..., u[n-2]
+    assert math.isclose(res.length, (n - 2) * chord, rel_tol=1e-9)
+    assert np.allclose(res.explained_variance, [0.5, 0.5], atol=0.05)
+    ltc = trajectory_length(LTC(8, 2, seed=0), n_samples=40)
+    assert ltc.length > 0 and ltc.projection.shape == (40, 2) and 0 < ltc.explained_variance.sum() <= 1 + 1e-12
+    with pytest.raises(ValueError, match="input_dim >= 2"):
+        trajectory_length(LTC(4, 1, seed=0))
+
+
+def test_vector_field_fixed_points_of_a_linear_node_match_the_linear_solve():
+    from dsident.analysis.ct_tools import vector_field_fixed_points, vector_field_grid, vector_field_jacobian
+
+    model = GatedNODE(3, n_layers=1, output_nonlinearity="identity", gated=False, tau=0.5, init="glorot",
+                      seed=3).double()
+    w = model.flow.layers[0].weight.detach().numpy()
+    b = model.flow.layers[0].bias.detach().numpy()
+    want = np.linalg.solve(np.eye(3) - w, b)                  # -z + W z + b = 0
+    starts = np.random.default_rng(0).normal(size=(10, 3)) + want
+    fps = vector_field_fixed_points(model, starts, range_filter=False)
+    assert len(fps) == 1 and np.allclose(fps.points[0], want, atol=1e-8)
+    eig_want = np.linalg.eigvals((w - np.eye(3)) / 0.5)
+    assert np.isclose(fps.spectral_abscissa[0], eig_want.real.max())
+    top = eig_want.real.max()
+    assert fps.kind[0] == ("marginal" if abs(top) <= 0.01 else ("stable" if top < 0 else "unstable"))
+    assert np.allclose(vector_field_jacobian(model, want), (w - np.eye(3)) / 0.5)
+    # the paper's range filter drops points far outside the visited states
+    far = vector_field_fixed_points(model, starts * 0.0 + 1e-3 * starts, range_filter=True)
+    assert far.info["n_out_of_range"] == (0 if np.abs(want).max() < 2e-3 else 1)
+    grid = vector_field_grid(model, n_grid=4, limits=((-1, 1), (-2, 2)), anchor=[0, 0, 0.5])
+    z = np.array([grid.axis0.values[1], grid.axis1.values[2], 0.5])
+    vel = model.vector_field(torch.as_tensor(z[None]), None)[0].detach().numpy()
+    assert np.allclose(grid.flow.values[1, 2], vel[:2]) and np.isclose(grid.speed.values[1, 2], np.linalg.norm(vel))
+
+
+@pytest.mark.parametrize("amplitude, n_bits", [("fixed", 3), ("variable", 3), ("rectangle", 2), ("disk", 2),
+                                               ("ring", 2)])
+def test_flipflop_targets_hold_the_last_pulse(amplitude, n_bits):
+    from dsident.data.flipflop import make_flipflop
+
+    ds = make_flipflop(40, n_bits=n_bits, amplitude=amplitude, seed=7)
+    u, x = ds.u.values, ds.x.values
+    assert u.shape == x.shape == (40, 100, n_bits) and ds.attrs["dt"] == 0.01
+    for trial in range(40):
+        target = np.array([2.0, 0.0]) if amplitude == "ring" else (np.ones(n_bits) if amplitude == "fixed"
+                                                                    else np.zeros(n_bits))
+        for t in range(100):
+            target = np.where(u[trial, t] != 0, u[trial, t], target)
+            assert np.array_equal(x[trial, t], target), (amplitude, trial, t)
+    pulses = u[u != 0]
+    if amplitude == "fixed":
+        assert set(np.unique(pulses)) <= {-1.0, 1.0}
+    if amplitude in ("disk", "ring"):
+        onsets = np.abs(u).sum(-1) > 0
+        radius = np.linalg.norm(u[onsets], axis=-1)
+        assert (radius > 1 - 1e-12).all() and (radius < 2 + 1e-12).all()
+        if amplitude == "ring":
+            assert np.allclose(radius, 2.0)
+    again = make_flipflop(40, n_bits=n_bits, amplitude=amplitude, seed=7)
+    assert np.array_equal(again.u.values, u)
+
+
+def test_flipflop_pulse_count_follows_the_poisson_rate():
+    from dsident.data.flipflop import make_flipflop
+
+    u = make_flipflop(300, amplitude="variable", seed=0).u.values
+    onsets = (u != 0) & (np.roll(u, 1, axis=1) != u)
+    onsets[:, 0] = u[:, 0] != 0
+    assert 10.0 < onsets.sum(axis=(1, 2)).mean() < 14.0
+    with pytest.raises(ValueError, match="amplitude"):
+        make_flipflop(2, amplitude="square")
+    with pytest.raises(ValueError, match="2-channel"):
+        make_flipflop(2, n_bits=3, amplitude="disk")

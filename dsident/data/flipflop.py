@@ -115,7 +115,7 @@ def make_flipflop(n_trials: int = 600, *, n_bits: int = 3, n_steps: int = 100, d
                 channel = int(rng.integers(n_bits))
                 val = values[i] * (2.0 if amplitude == "rectangle" and channel == 0 else 1.0)
                 channels, vals = np.array([channel]), np.array([val])
-            u[trial, onset:onset + pulse_width, channels] = vals
+            u[trial, onset:onset + pulse_width][:, channels] = vals    # a view: basic, then advanced indexing
             events[int(onset)] = (channels, vals)
         for t in range(n_steps):
             if t in events:
