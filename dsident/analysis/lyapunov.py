@@ -88,7 +88,7 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
     --------
     >>> from dsident.data.systems import get_system            # doctest: +SKIP
     >>> lyapunov_spectrum(get_system("lorenz63"), n_steps=20_000, dt=0.01)  # doctest: +SKIP
-    array([  0.90...,  0.00..., -14.5...])
+    array([  0.887,   0.008, -14.56 ])    # true values 0.905, 0, -14.57
     """
     n_steps = _positive_int(n_steps, "n_steps")
     if isinstance(transient, bool) or not isinstance(transient, (int, np.integer)) or transient < 0:
