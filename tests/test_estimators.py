@@ -220,3 +220,18 @@ def test_using_a_fitted_estimator_changes_nothing(tiny_data, dummy_engine):
     est.smooth(tiny_data)
     assert vars(est) == before
     assert all(torch.equal(state[k], v) for k, v in est.model_.state_dict().items())
+
+
+@pytest.mark.parametrize("name", ["PLRNN", "ShallowPLRNN", "GatedNODE", "LTC", "RecurrentFWP", "ORGaNICs"])
+def test_every_design_estimator_resolves_and_follows_the_contract(name):
+    cls = getattr(dsident.models, name)
+    assert issubclass(cls, LatentModelEstimator)
+    est = cls()
+    assert set(vars(est)) == set(est.get_params())          # __init__ stores its parameters only
+    assert clone(est).get_params() == est.get_params()
+    assert cls.default_method in dsident.inference.ENGINES
+
+
+def test_unknown_estimator_name_lists_the_available_ones():
+    with pytest.raises(AttributeError, match="estimators available.*PLRNN"):
+        dsident.models.NoSuchModel  # noqa: B018

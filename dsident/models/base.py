@@ -77,7 +77,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        ESTIMATOR_REGISTRY[cls.__name__] = cls
+        if not cls.__name__.startswith("_"):          # private intermediate bases stay out
+            ESTIMATOR_REGISTRY[cls.__name__] = cls
 
     # -- to be provided by subclasses ---------------------------------------------------------
     @abstractmethod
