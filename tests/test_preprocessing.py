@@ -195,3 +195,81 @@ def test_auto_embed_records_its_choice(lorenz_x):
 def test_auto_embed_needs_a_channel_for_multichannel_data():
     with pytest.raises(ValueError, match="`channel` is required"):
         pp.auto_embed(as_dataset(np.random.default_rng(0).normal(size=(100, 2))))
+
+
+# ----------------------------------------------------------------------------- ECG pipeline
+
+
+def _toy_ecg(fs, seconds):
+    """A spiky 1 Hz beat train with a slow wave: enough structure for the pipeline checks."""
+    t = np.arange(int(fs * seconds)) / fs
+    phase = (t % 1.0) - 0.3
+    return np.exp(-0.5 * (phase / 0.01) ** 2) + 0.2 * np.exp(-0.5 * ((phase - 0.3) / 0.05) ** 2)
+
+
+def test_ecg_pipeline_resamples_scores_smooths_and_embeds():
+    from dsident.data import ecg
+
+    raw = ecg.from_array(_toy_ecg(360.0, 20.0), 360.0)
+    emb = ecg.ecg_pipeline(raw)
+    steps = [s["step"] for s in _steps(emb)]
+    assert steps == ["resample", "zscore", "gaussian_smooth", "delay_embed"]
+    assert emb.attrs["dt"] == pytest.approx(1 / 700) and emb.sizes["channel"] == 5
+    x = emb["x"].values[0]
+    np.testing.assert_array_equal(x[:-68, 2], x[68:, 0][: len(x) - 68])
+    train, test = ecg.split_contiguous(emb, 5000)
+    assert train.sizes["time"] == 5000 and test.sizes["time"] == emb.sizes["time"] - 5000
+    np.testing.assert_array_equal(test["x"].values[0, 0], x[5000])
+
+
+def test_ecg_pipeline_auto_delays_are_recorded():
+    from dsident.data import ecg
+
+    emb = ecg.ecg_pipeline(ecg.from_array(_toy_ecg(700.0, 12.0), 700.0), delays="auto", max_lag=150, max_dim=5)
+    auto = _steps(emb)[-2]
+    assert auto["step"] == "auto_embed" and emb.sizes["channel"] == auto["dimension"] >= 2
+    assert "resample" not in [s["step"] for s in _steps(emb)]          # already at 700 Hz
+
+
+def test_ecg_from_array_errors():
+    from dsident.data import ecg
+
+    with pytest.raises(ValueError, match="sampling_rate"):
+        ecg.from_array(np.zeros(10), 0.0)
+    with pytest.raises(ValueError, match="one ECG lead"):
+        ecg.from_array(np.zeros((10, 2)), 100.0)
+
+
+def test_synthetic_ecg_is_reproducible_for_a_seed():
+    from dsident.data import ecg
+
+    a = ecg.synthetic_ecg(2.0, sampling_rate=200.0, seed=5)["x"].values
+    b = ecg.synthetic_ecg(2.0, sampling_rate=200.0, seed=5)["x"].values
+    np.testing.assert_array_equal(a, b)
+    assert a.shape == (1, 400, 1)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore:The inplace keyword")
+def test_wfdb_record_round_trip(tmp_path):
+    wfdb = pytest.importorskip("wfdb")
+    from dsident.data import ecg
+
+    signal = _toy_ecg(250.0, 4.0)
+    wfdb.wrsamp("rec", fs=250, units=["mV", "mV"], sig_name=["MLII", "V5"],
+                p_signal=np.stack([signal, -signal], axis=1), fmt=["16", "16"], write_dir=str(tmp_path))
+    ds = ecg.load_wfdb(tmp_path / "rec", channel="V5")
+    assert ds.attrs["dt"] == pytest.approx(1 / 250) and ds.attrs["units"] == "mV"
+    np.testing.assert_allclose(ds["x"].values[0, :, 0], -signal, atol=1e-3)      # 16-bit quantisation
+    with pytest.raises(ValueError, match="signals are"):
+        ecg.load_wfdb(tmp_path / "rec", channel="V1")
+
+
+def test_wfdb_without_the_package_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    from dsident.data import ecg
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wfdb" else real(name, *a))
+    with pytest.raises(ImportError, match=r"dsident\[ecg\]"):
+        ecg.load_wfdb("anything")
