@@ -53,6 +53,10 @@ class _LinearLyapDynamics(LatentDynamics):
     def step(self, z, u=None, dt=None):
         return z @ self.A.T
 
+    def jacobian(self, z, u=None, dt=None):
+        # analytic (the autograd fallback is the base class's concern and slow to warm up)
+        return self.A.expand(z.shape[0], -1, -1)
+
 
 class _IdentityLyapObservation(ObservationModel):
     def __init__(self, obs_dim):
