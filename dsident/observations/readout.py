@@ -210,9 +210,8 @@ class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
         self.readout = self._readout.name        # the name is what config() saves
         n, m = self.obs_dim, self.latent_dim
         if self._readout.learned_loadings:
-            # a small random start so that every latent unit is visible; init_from_data replaces it
-            g = torch.Generator().manual_seed(0)
-            self.B = nn.Parameter(torch.randn(n, m, generator=g) / np.sqrt(m))
+            # a deterministic start (channel i reads unit i); init_from_data replaces it
+            self.B = nn.Parameter(torch.eye(n, m))
             self.b = nn.Parameter(torch.zeros(n))
         else:
             if n > m:
