@@ -335,7 +335,7 @@ def max_lyapunov_rosenstein(x: Any, dt: float = 1.0, *, embedding_dim: int | Non
 
     Notes
     -----
-    On a 10 000-sample Lorenz-63 trajectory at dt = 0.01 the default settings give about 0.87
+    On a 10 000-sample Lorenz-63 trajectory at dt = 0.01 the default settings give 0.85–0.90
     (true value 0.905): the method is biased low by a few per cent, and its accuracy depends
     on the series length, the noise and the fit range (tests accept 10 %).
     """
