@@ -157,7 +157,7 @@ def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
         extra = {str(k): v for k, v in data.data_vars.items() if k not in _CORE_VARIABLES}
         data = data["x"]
     if isinstance(data, xr.DataArray):
-        data = _canonical_order(data, "data")
+        data = _canonical_order(data)
         if channel_names is None and "channel" in data.coords:
             channel_names = [str(c) for c in data.coords["channel"].values]
         if "trial" in data.coords and data.ndim == 3:
@@ -240,7 +240,7 @@ def _check_min_length(min_length: Any) -> int:
     return int(min_length)
 
 
-def _canonical_order(arr: xr.DataArray, argname: str) -> xr.DataArray:
+def _canonical_order(arr: xr.DataArray) -> xr.DataArray:
     """Put named dims in (trial, time, channel) order; unnamed dims stay positional."""
     names = [d for d in ("trial", "time", "channel") if d in arr.dims]
     if len(names) == arr.ndim:

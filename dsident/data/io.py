@@ -126,7 +126,9 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
         ds = handle.load()
     for key in list(ds.data_vars):
         if ds[key].dtype.kind == "f" and ds[key].dtype != np.float64:
-            ds[key] = ds[key].astype(np.float64)
+            # numpy cast, not DataArray.astype: the latter goes through apply_ufunc, which imports
+            # dask when installed (a second on first use)
+            ds[key] = ds[key].copy(data=ds[key].values.astype(np.float64))
     for key in ds.data_vars:
         ds[key].encoding = {}
     if validate and "x" in ds:

@@ -49,8 +49,11 @@ def _with_step(ds: xr.Dataset, step: dict) -> xr.Dataset:
 
 
 def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, channel_names: Sequence[str],
-             u_trials: list[np.ndarray] | None = None, keep_extra: bool = True) -> xr.Dataset:
-    """A canonical dataset with new x (and u) but the template's names and attrs."""
+             u_trials: list[np.ndarray] | None = None) -> xr.Dataset:
+    """A canonical dataset with new x (and u) but the template's input names and attrs.
+
+    Extra variables of the template (e.g. ``z_true``) are not carried: their time axis no
+    longer matches after resampling or embedding."""
     names = [str(c) for c in template["input"].values] if u_trials is not None and "input" in template else None
     ds = as_dataset(trials, dt=dt, u=u_trials, channel_names=list(channel_names), input_names=names,
                     name=template.attrs.get("name"), min_length=1)
