@@ -156,3 +156,35 @@ def test_floor_pairs_consecutive_stretches():
     assert res.attrs["length"] == 1000
     with pytest.raises(ValueError, match="two stretches"):
         floor(x, length=4000)
+
+
+class _DrivenEvalDynamics(LatentDynamics):
+    """z' = A z + C u, for tests."""
+
+    def __init__(self, matrix, input_matrix):
+        super().__init__()
+        self.matrix, self.input_matrix = matrix, input_matrix
+        self.latent_dim, self.input_dim = len(matrix), np.shape(input_matrix)[1]
+        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
+        self.C = torch.nn.Parameter(torch.tensor(input_matrix, dtype=torch.float64))
+
+    def step(self, z, u=None, dt=None):
+        return z @ self.A.T + u @ self.C.T
+
+
+def test_inputs_drive_the_run_without_burn_in():
+    rng = np.random.default_rng(1)
+    a, c = _rotation(ANGLE, radius=0.95), np.array([[1.0], [0.0]])
+    u = rng.normal(size=(600, 1))
+    z = np.zeros((600, 2))
+    z[0] = [1.0, 0.0]
+    for t in range(1, 600):
+        z[t] = a @ z[t - 1] + c @ u[t]
+    test = dsident.as_dataset(z, u=u, dt=0.1)
+    model = StateSpaceModel(_DrivenEvalDynamics(a, c), _IdentityEvalObservation(2), dt=0.1).double()
+    res = evaluate(model, test, pe_steps=3)
+    assert json.loads(res.attrs["burn_in_steps"]) == [0]
+    # driven by the same inputs from the same start, the run reproduces the test data exactly
+    assert float(res.power_spectrum_distance) == pytest.approx(0.0, abs=1e-9)
+    assert float(res.state_space_divergence) == pytest.approx(0.0, abs=1e-9)
+    assert float(res.prediction_error) == pytest.approx(0.0, abs=1e-20)
