@@ -57,8 +57,10 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         Steps averaged over (after ``transient``).
     dt : float, optional
         Time per step, in the unit of the data's time coordinate; exponents are returned per
-        unit of time (``log``-growth per step divided by ``dt``). Required for a System;
-        defaults to ``model.dt`` for a model and to 1 (per step) for a callable.
+        unit of time (``log``-growth per step divided by ``dt``). Required for a System (it is
+        also the RK4 step); defaults to 1 (per step) for a callable. A model always steps with
+        its own ``model.dt``, which is also the default here; pass ``dt=1`` to get exponents
+        per step.
     jacobian_fn : callable ``z -> (M, M)``, optional
         Jacobian of a callable step (ignored for models and systems, which carry their own).
     n_exponents : int, optional
