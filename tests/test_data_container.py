@@ -286,3 +286,16 @@ def test_netcdf3_round_trip_is_lossless(tmp_path):
     back = load_dataset(save_dataset(ds, tmp_path / "c.nc", format="netcdf3"))
     xr.testing.assert_identical(back, ds)
     assert back["length"].dtype == np.int64 and back["trial"].dtype == np.int64
+
+
+def test_time_slice_of_a_ragged_dataset_keeps_valid_lengths():
+    """`ds.isel(time=...)` leaves `length` stale; the container recovers the window's lengths."""
+    rng = np.random.default_rng(0)
+    ds = as_dataset([rng.normal(size=(50, 2)), rng.normal(size=(30, 2))], dt=0.5)
+    sub = ds.isel(time=slice(20, 45))
+    again = as_dataset(sub, min_length=1)
+    assert again["length"].values.tolist() == [25, 10]
+    arrays = to_arrays(sub)
+    assert arrays.length.tolist() == [25, 10]
+    assert arrays.mask[1, :10].all() and not arrays.mask[1, 10:].any()
+    np.testing.assert_array_equal(arrays.x[0], ds["x"].values[0, 20:45])

@@ -153,7 +153,7 @@ def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
         if time is None and "sample_time" in data:
             time = data["sample_time"]
         if "length" in data:
-            lengths_given = np.asarray(data["length"].values)
+            lengths_given = _valid_lengths(data, dt)
         extra = {str(k): v for k, v in data.data_vars.items() if k not in _CORE_VARIABLES}
         data = data["x"]
     if isinstance(data, xr.DataArray):
@@ -222,7 +222,7 @@ def to_arrays(ds: xr.Dataset) -> Arrays:
             and "length" in ds):
         ds = as_dataset(ds)
     x = np.array(ds["x"].values, dtype=np.float64)
-    length = np.asarray(ds["length"].values, dtype=np.int64)
+    length = _valid_lengths(ds, ds.attrs.get("dt"))
     inside = np.arange(x.shape[1])[None, :] < length[:, None]          # (trial, time)
     mask = np.isfinite(x) & inside[:, :, None]
     x[~inside] = np.nan
@@ -296,6 +296,23 @@ def _as_trials(data: Any, argname: str) -> list[np.ndarray]:
         return list(arr)
     raise ValueError(f"`{argname}` must have shape (time,), (time, channel) or (trial, time, channel); "
                      f"got an array of rank {arr.ndim} with shape {arr.shape}.")
+
+
+def _valid_lengths(ds: xr.Dataset, dt: Any) -> np.ndarray:
+    """Per-trial valid lengths of ``ds``, corrected for a slice along ``time``.
+
+    ``length`` counts from the first sample of the original trials; after ``ds.isel(time=slice(a, b))``
+    xarray keeps it unchanged, so the offset ``a`` is recovered from the regular time coordinate
+    (``time[0] / dt``) and the count is clipped to the sliced window.
+    """
+    length = np.asarray(ds["length"].values, dtype=np.int64)
+    n_time = ds.sizes.get("time", 0)
+    offset = 0
+    if "time" in ds.coords and n_time and dt and "sample_time" not in ds:
+        t0 = float(ds["time"].values[0])
+        if np.isfinite(t0) and float(dt) > 0:
+            offset = max(int(round(t0 / float(dt))), 0)
+    return np.clip(length - offset, 0, n_time)
 
 
 def _cut_to_lengths(trials: list[np.ndarray], lengths: np.ndarray) -> list[np.ndarray]:
