@@ -1,0 +1,185 @@
+"""Backpropagation through time: deterministic, free-running training of any latent dynamics.
+
+Each training window starts from one latent state and the dynamics then run freely (no
+process noise, no forcing) for the whole window; the loss compares the observation model's
+prediction with the data at every observed sample:
+
+.. math::
+
+    z_1 = z_\\text{init}(x_1), \\qquad z_t = f(z_{t-1}, u_t), \\qquad
+    \\mathcal L = \\frac{1}{|\\Omega|} \\sum_{(t, n) \\in \\Omega} \\big(\\bar x_{t,n}(z_t) - x_{t,n}\\big)^2
+                  + R(\\theta),
+
+with ``Omega`` the observed (trial, time, channel) entries, ``x̄`` the observation mean and
+``R`` the dynamics' ``regularization()`` (e.g. the manifold-attractor penalty, seed 004
+eq. 3). For non-Gaussian observation models the squared error is replaced by the negative
+log-likelihood per observed entry. This is the SGD setting of the rPLRNN paper's machine-
+learning benchmarks (seed 004, section 2a: Adam, lr 1e-3, gradient clipping, best epoch).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import Tensor
+
+from ..data.container import as_dataset
+from ..observations.gaussian import Gaussian
+from .training import Batch, Windows, make_windows, split_windows, train_loop
+
+__all__ = ["fit_bptt", "free_run", "make_bptt_loss"]
+
+_INITIAL_STATES = ("auto", "invert", "learned")
+_LOSSES = ("auto", "mse", "nll")
+
+
+def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
+    """Latent trajectories of a batch run freely from their initial states.
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+    batch : Batch
+        ``x`` (B, L, N), ``mask`` (B, L, N), ``u`` (B, L, K) or None.
+    initial_state : {"invert", "learned"}
+        "invert": ``model.encode`` of the first sample of each window (the observation model's
+        pseudo-inverse; missing channels are handled by its mask). "learned": the model's
+        ``initial_mean`` for every window (trained with the rest).
+
+    Returns
+    -------
+    Tensor of shape (B, L, M)
+    """
+    n_batch, n_time, _ = batch.x.shape
+    if initial_state == "invert":
+        z = model.encode(batch.x[:, 0], batch.mask[:, 0])
+    else:
+        z = model.initial_mean.expand(n_batch, -1)
+    states = [z]
+    for t in range(1, n_time):
+        z = model.step(z, None if batch.u is None else batch.u[:, t], model.dt)
+        states.append(z)
+    return torch.stack(states, dim=1)
+
+
+def make_bptt_loss(loss: str, initial_state: str) -> Callable[[Any, Batch], Tensor]:
+    """The data term of BPTT as a ``loss_fn(model, batch)`` for :func:`~dsident.inference.training.train_loop`.
+
+    Parameters
+    ----------
+    loss : {"mse", "nll"}
+        Masked mean squared error of the observation mean, or negative log-likelihood per
+        observed entry.
+    initial_state : {"invert", "learned"}
+    """
+    def loss_fn(model: Any, batch: Batch) -> Tensor:
+        z = free_run(model, batch, initial_state)
+        n_observed = batch.mask.sum().clamp_min(1)
+        if loss == "mse":
+            residual = (model.decode(z) - batch.x) * batch.mask
+            return residual.square().sum() / n_observed
+        return -model.observation.log_prob(batch.x, z, batch.mask).sum() / n_observed
+
+    return loss_fn
+
+
+def _check_compatible(model: Any, ds: xr.Dataset) -> None:
+    n_channels = ds.sizes["channel"]
+    if n_channels != model.observation.obs_dim:
+        raise ValueError(f"`data` has {n_channels} channels but the model's observation model has "
+                         f"obs_dim={model.observation.obs_dim}.")
+    k_data = ds.sizes["input"] if "u" in ds else 0
+    k_model = getattr(model.dynamics, "input_dim", 0)
+    if k_data != k_model:
+        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
+
+
+def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool = True, n_epochs: int = 100,
+             seq_len: int | None = 200, batch_size: int = 16, lr: float = 1e-3, lr_end: float | None = None,
+             grad_clip: float | None = 10.0, val_fraction: float = 0.1, initial_state: str = "auto",
+             loss: str = "auto", device: str = "auto", checkpoint: str | os.PathLike | None = None,
+             checkpoint_every: int = 1, resume: bool = True, on_divergence: str = "warn") -> dict[str, Any]:
+    """Fit a StateSpaceModel by deterministic backpropagation through time (engine ``"bptt"``).
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+        Updated in place; at the end it holds the state with the lowest validation loss.
+    data : xarray.Dataset or anything :func:`dsident.data.as_dataset` accepts
+        ``x(trial, time, channel)`` with NaN for missing samples, optional ``u(trial, time, input)``.
+    seed : int, optional
+        Seeds the validation split and the order of the windows in each epoch.
+    progress : bool
+        Show a tqdm bar.
+    n_epochs : int, default 100
+    seq_len : int or None, default 200
+        Window length in time steps; None uses whole trials.
+    batch_size : int, default 16
+    lr : float, default 1e-3
+        Adam learning rate; ``lr_end`` (optional) decays it exponentially over the epochs.
+    grad_clip : float or None, default 10
+        Gradient-norm clipping (10 in the rPLRNN paper; its code used 3).
+    val_fraction : float in [0, 1), default 0.1
+        Share of windows held out to choose the best epoch (0: choose on the training loss).
+    initial_state : {"auto", "invert", "learned"}
+        How each window's first latent state is obtained: ``"invert"`` encodes the first sample
+        with the observation model; ``"learned"`` uses the model's trained ``initial_mean`` (as
+        for the addition problem, whose first samples are missing); ``"auto"`` picks "invert"
+        unless some window's first sample is entirely missing.
+    loss : {"auto", "mse", "nll"}
+        "auto" is the masked MSE for a Gaussian observation model, the negative log-likelihood
+        otherwise.
+    device : {"auto", "cpu", "cuda"}
+    checkpoint : path, optional
+        Training checkpoint (model, optimizer, best state, history), written every
+        ``checkpoint_every`` epochs; an existing one is resumed when ``resume`` is true.
+    on_divergence : {"warn", "raise"}
+        A non-finite loss or gradient stops training, restores the best state and warns
+        (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+
+    Returns
+    -------
+    dict
+        Per-epoch ``train_loss``, ``val_loss``, ``regularization``, ``lr``; ``best_epoch``,
+        ``best_loss``, ``diverged``, ``n_epochs_run``, ``wall_time_s`` and ``settings``.
+
+    Examples
+    --------
+    >>> from dsident import StateSpaceModel
+    >>> from dsident.dynamics import PLRNN
+    >>> from dsident.observations import Gaussian
+    >>> from dsident.data.tasks import addition_problem
+    >>> model = StateSpaceModel(PLRNN(8, input_dim=2, seed=0), Gaussian(1, 8))
+    >>> history = fit_bptt(model, addition_problem(64, 30, seed=0), n_epochs=2, seed=0, progress=False)
+    >>> len(history["train_loss"])
+    2
+    """
+    ds = as_dataset(data)
+    _check_compatible(model, ds)
+    if initial_state not in _INITIAL_STATES:
+        raise ValueError(f"`initial_state` must be one of {_INITIAL_STATES}; got initial_state={initial_state!r}.")
+    if loss not in _LOSSES:
+        raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
+    windows: Windows = make_windows(ds, seq_len)
+    if initial_state == "auto":
+        first_missing = ~windows.mask[:, 0].any(axis=1)
+        initial_state = "learned" if first_missing.any() else "invert"
+    elif initial_state == "invert" and (~windows.mask[:, 0].any(axis=1)).any():
+        raise ValueError("`initial_state='invert'` needs an observed first sample in every window; some windows "
+                         "start with all channels missing. Use initial_state='learned' or 'auto'.")
+    if loss == "auto":
+        loss = "mse" if isinstance(model.observation, Gaussian) else "nll"
+    rng = np.random.default_rng(seed)
+    train, val = split_windows(windows, val_fraction, rng)
+    settings = {"engine": "bptt", "seed": seed, "n_epochs": n_epochs, "seq_len": seq_len, "batch_size": batch_size,
+                "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "val_fraction": val_fraction,
+                "initial_state": initial_state, "loss": loss, "device": str(device),
+                "n_train_windows": len(train), "n_val_windows": 0 if val is None else len(val)}
+    loss_fn = make_bptt_loss(loss, initial_state)
+    return train_loop(model, train, val, loss_fn, n_epochs=n_epochs, batch_size=batch_size, lr=lr, lr_end=lr_end,
+                      grad_clip=grad_clip, seed=seed, progress=progress, device=device, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, resume=resume, on_divergence=on_divergence,
+                      settings=settings)
