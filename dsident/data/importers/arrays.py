@@ -1,0 +1,355 @@
+"""Plain array files into the canonical dataset: :func:`load_array`.
+
+Formats: ``.npy`` / ``.npz`` (never unpickled), ``.csv`` / ``.tsv`` / ``.txt`` (a sampling rate is
+required: text carries none), ``.h5`` / ``.hdf5`` (h5py), ``.mat`` v4–v7.2 (``scipy.io.loadmat``)
+and v7.3 (HDF5, read with h5py).
+
+Axis order
+----------
+``dims`` names the axes of the stored array in the order the *writer* saw them, from
+``("trial", "time", "channel")`` (``"trial"`` optional). For MAT files that is MATLAB's order
+(what ``size(x)`` prints in MATLAB) for both v5 and v7.3: h5py sees a v7.3 matrix with its axes
+reversed (MATLAB is column-major), and :func:`load_array` turns them back, so the same data
+saved as v5 and as v7.3 load identically. Singleton axes of MAT variables are dropped (a MATLAB
+column or row vector is one channel).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+
+from ..container import as_dataset
+from ._common import provenance, require, sampling_step
+
+__all__ = ["load_array", "ARRAY_EXTENSIONS", "PICKLE_EXTENSIONS"]
+
+ARRAY_EXTENSIONS = (".npy", ".npz", ".csv", ".tsv", ".txt", ".h5", ".hdf5", ".mat")
+#: file types that can only be read by unpickling, which dsident never does
+PICKLE_EXTENSIONS = (".pkl", ".pickle", ".joblib", ".jl", ".pt", ".pth", ".ckpt")
+
+_DIM_NAMES = ("trial", "time", "channel")
+_METADATA_KEYS = {"dt", "fs", "sampling_rate", "channel_names", "time"}
+
+
+def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequence[str] | None = None,
+               fs: float | None = None, dt: float | None = None, channel_names: Sequence[str] | None = None,
+               time_column: str | int | None = None, name: str | None = None) -> xr.Dataset:
+    """Read an array file into the canonical dataset ``x(trial, time, channel)``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file; the format follows the extension (see the module docstring).
+    key : str, optional
+        Which array: an ``.npz`` entry, an HDF5 dataset path (``"group/data"``; a group holding
+        one dataset per trial is read as ragged trials, in natural name order), or a MAT
+        variable (``"s.field"`` reaches into a struct). Needed when the file holds more than
+        one candidate; the error lists them.
+    dims : sequence of str, optional
+        Axis names of the stored array (see the module docstring). Default ``("time",)``,
+        ``("time", "channel")`` or ``("trial", "time", "channel")`` by rank. For ragged trials
+        (MAT cell arrays, HDF5 groups) it names the axes of each trial.
+    fs, dt : float, optional
+        Sampling rate (Hz) or step (s); at most one. Required for text files. Otherwise taken
+        from the file when it stores ``dt``/``fs`` (an ``.npz`` entry, an HDF5 attribute of the
+        dataset or file, a MAT variable), else 1.0 (one sample per time unit).
+    channel_names : sequence of str, optional
+        Channel names; default the csv header, else ``x0, x1, ...``.
+    time_column : str or int, optional
+        Text files: a column holding the sample times instead of data (irregular sampling is
+        kept as ``sample_time``; ``fs``/``dt`` are then optional).
+    name : str, optional
+        ``attrs["name"]``; default the file's stem.
+
+    Returns
+    -------
+    xarray.Dataset
+        Canonical dataset; NaN in the file stays NaN (masked). ``attrs["provenance"]`` records
+        the file, key, format and axis order.
+
+    Raises
+    ------
+    ValueError
+        Pickled (object) arrays, a missing or ambiguous ``key`` (the message lists what
+        exists), a ``dims`` that does not match the array, a text file without ``fs``/``dt``,
+        an unknown extension.
+    TypeError
+        Non-numeric data (strings, structs, complex numbers).
+    FileNotFoundError
+        No file at ``path``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no file at {str(path)!r}.")
+    ext = path.suffix.lower()
+    if ext in PICKLE_EXTENSIONS:
+        raise ValueError(_pickle_message(path))
+    step = sampling_step(dt, fs)
+    sample_time = None
+    if ext == ".npy":
+        trials, meta, fmt = _read_npy(path), {}, "npy"
+    elif ext == ".npz":
+        trials, meta, fmt = *_read_npz(path, key), "npz"
+    elif ext in (".csv", ".tsv", ".txt"):
+        trials, header, sample_time = _read_text(path, ext, time_column)
+        if step is None and sample_time is None:
+            sampling_step(None, None, required=True, what=f"text file {path.name!r}")
+        meta, fmt = ({"channel_names": header} if header else {}), "text"
+    elif ext in (".h5", ".hdf5"):
+        trials, meta, fmt = *_read_hdf5(path, key), "hdf5"
+    elif ext == ".mat":
+        trials, meta, fmt = _read_mat(path, key)
+    else:
+        raise ValueError(f"`path` {str(path)!r} has extension {ext!r}; load_array reads {list(ARRAY_EXTENSIONS)}.")
+    if step is None and meta.get("dt") is not None:
+        step = float(meta["dt"])
+    if channel_names is None and meta.get("channel_names"):
+        channel_names = meta["channel_names"]
+    data, order = _arrange(trials, dims)
+    prov = provenance("dsident.data.load_array", path, format=fmt, key=key, dims=order,
+                      dt=step if step is not None else "1.0 (no sampling rate in the file or the call)")
+    return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
+                      time=sample_time, min_length=1)
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _pickle_message(path: Path) -> str:
+    return (f"{str(path)!r} can only be read by unpickling, which runs arbitrary code, so dsident refuses it. "
+            "Re-save the data as plain numbers, e.g. numpy.save('data.npy', np.asarray(x, dtype=float)) or "
+            "numpy.savez('data.npz', x=x), or as NetCDF with dsident.data.save_dataset.")
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            raise ValueError(f"{str(path)!r} stores a pickled (object) array. " + _pickle_message(path)) from None
+        raise
+
+
+def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
+    with np.load(path, allow_pickle=False) as archive:
+        names = list(archive.files)
+        meta = {}
+        for k in ("dt", "fs"):
+            if k in names:
+                meta[k] = float(np.asarray(archive[k]))
+        if "fs" in meta and "dt" not in meta:
+            meta["dt"] = 1.0 / meta["fs"]
+        if "channel_names" in names:
+            meta["channel_names"] = [str(c) for c in archive["channel_names"]]
+        data_keys = [k for k in names if k not in _METADATA_KEYS]
+        key = _pick(key, data_keys, path)
+        try:
+            return archive[key], meta
+        except ValueError as err:
+            if "allow_pickle" in str(err) or "Object arrays" in str(err):
+                raise ValueError(f"entry {key!r} of {str(path)!r} is a pickled (object) array. "
+                                 + _pickle_message(path)) from None
+            raise
+
+
+def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.ndarray, list[str], Any]:
+    delimiter = "\t" if ext == ".tsv" else ("," if ext == ".csv" else None)
+    with open(path, encoding="utf-8") as fh:
+        first = fh.readline().strip()
+    fields = [f.strip().strip('"') for f in (first.split(delimiter) if delimiter else first.split())]
+    header = [] if all(_is_number(f) for f in fields) else fields
+    table = np.genfromtxt(path, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
+                          missing_values="", filling_values=np.nan, ndmin=2)
+    sample_time = None
+    if time_column is not None:
+        if isinstance(time_column, str):
+            if time_column not in header:
+                raise ValueError(f"`time_column`={time_column!r} is not a column of {path.name!r}; columns: {header}.")
+            col = header.index(time_column)
+        else:
+            col = int(time_column)
+            if not -table.shape[1] <= col < table.shape[1]:
+                raise ValueError(f"`time_column`={time_column!r} is out of range for {table.shape[1]} columns.")
+            col %= table.shape[1]
+        sample_time = table[:, col]
+        table = np.delete(table, col, axis=1)
+        if header:
+            header = [h for i, h in enumerate(header) if i != col]
+    return table, header, sample_time
+
+
+def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
+    h5py = require("h5py", "reading HDF5 files")
+    with h5py.File(path, "r") as fh:
+        datasets: list[str] = []
+        fh.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
+        candidates = [d for d in datasets if d.split("/")[-1] not in _METADATA_KEYS]
+        if key is None:
+            key = _pick(None, candidates, path)
+        if key not in fh:
+            raise ValueError(f"`key`={key!r} is not in {str(path)!r}; it holds the datasets {candidates}.")
+        obj = fh[key]
+        meta = _hdf5_meta(fh, obj)
+        if isinstance(obj, h5py.Group):
+            members = sorted((k for k, v in obj.items() if isinstance(v, h5py.Dataset)), key=_natural)
+            if not members:
+                raise ValueError(f"group {key!r} of {str(path)!r} holds no datasets.")
+            return [_numeric(obj[m][()], f"{key}/{m}") for m in members], meta
+        return _numeric(obj[()], key), meta
+
+
+def _hdf5_meta(fh: Any, obj: Any) -> dict:
+    meta: dict[str, Any] = {}
+    for source in (fh.attrs, obj.attrs):                       # the dataset's own attributes win
+        for k in ("dt", "fs", "sampling_rate"):
+            if k in source:
+                value = float(np.asarray(source[k]))
+                meta["dt"] = value if k == "dt" else 1.0 / value
+        if "channel_names" in source:
+            meta["channel_names"] = [c.decode() if isinstance(c, bytes) else str(c) for c in source["channel_names"]]
+    return meta
+
+
+def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
+    h5py = require("h5py", "reading MAT v7.3 files")
+    if h5py.is_hdf5(path):
+        return *_read_mat73(path, key), "mat-v7.3"
+    from scipy.io import loadmat
+
+    content = loadmat(path, simplify_cells=True)
+    variables = {k: v for k, v in content.items() if not k.startswith("__")}
+    meta = _mat_meta(variables)
+    candidates = [k for k in variables if k not in _METADATA_KEYS]
+    parts = _pick(key, candidates, path).replace("/", ".").split(".")
+    value: Any = variables
+    for depth, part in enumerate(parts):
+        if not isinstance(value, dict) or part not in value:
+            where = ".".join(parts[:depth]) or "the file"
+            have = sorted(value) if isinstance(value, dict) else []
+            raise ValueError(f"`key`={key!r}: {part!r} is not in {where} of {str(path)!r}; available: {have}.")
+        value = value[part]
+    return _mat_value(value, key or parts[0]), meta, "mat-v5"
+
+
+def _mat_value(value: Any, key: str) -> Any:
+    if isinstance(value, dict):
+        raise TypeError(f"MAT variable {key!r} is a struct with fields {sorted(value)}; pass key='{key}.<field>'.")
+    if isinstance(value, list) or (isinstance(value, np.ndarray) and value.dtype == object):
+        return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(value)]
+    return _numeric(np.squeeze(np.asarray(value)), key)
+
+
+def _mat_meta(variables: dict) -> dict:
+    meta: dict[str, Any] = {}
+    if "dt" in variables:
+        meta["dt"] = float(np.asarray(variables["dt"]).ravel()[0])
+    elif "fs" in variables:
+        meta["dt"] = 1.0 / float(np.asarray(variables["fs"]).ravel()[0])
+    return meta
+
+
+def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
+    import h5py
+
+    with h5py.File(path, "r") as fh:
+        variables = [k for k in fh.keys() if not k.startswith("#")]       # "#refs#" holds cell contents
+        meta: dict[str, Any] = {}
+        for k in ("dt", "fs"):
+            if k in fh and isinstance(fh[k], h5py.Dataset):
+                value = float(np.asarray(fh[k][()]).ravel()[0])
+                meta["dt"] = value if k == "dt" else 1.0 / value
+        candidates = [k for k in variables if k not in _METADATA_KEYS]
+        target = _pick(key, candidates, path).replace(".", "/")
+        if target not in fh:
+            raise ValueError(f"`key`={key!r} is not in {str(path)!r}; variables: {candidates}.")
+        obj = fh[target]
+        if isinstance(obj, h5py.Group):
+            raise TypeError(f"MAT variable {target!r} is a struct with fields {sorted(obj)}; "
+                            f"pass key='{target.replace('/', '.')}.<field>'.")
+        cls = obj.attrs.get("MATLAB_class", b"double")
+        cls = cls.decode() if isinstance(cls, bytes) else str(cls)
+        if cls == "cell":
+            # each cell is an object reference to a column-major matrix
+            refs = obj[()].T.ravel()
+            return [_numeric(np.squeeze(fh[r][()].T), f"{target}{{{i + 1}}}") for i, r in enumerate(refs)], meta
+        if cls in ("char", "struct", "function_handle") or obj.dtype.kind not in "biuf":
+            raise TypeError(f"MAT variable {target!r} has MATLAB class {cls!r}; expected a numeric array or a cell "
+                            "array of numeric arrays.")
+        return _numeric(np.squeeze(obj[()].T), target), meta   # reverse h5py's axis order back to MATLAB's
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _pick(key: str | None, candidates: list[str], path: Path) -> str:
+    if key is not None:
+        root = key.replace("/", ".").split(".")[0]
+        if root not in {c.replace("/", ".").split(".")[0] for c in candidates} and key not in candidates:
+            raise ValueError(f"`key`={key!r} is not in {str(path)!r}; it holds {candidates}.")
+        return key
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise ValueError(f"{str(path)!r} holds no data array.")
+    raise ValueError(f"{str(path)!r} holds several arrays {candidates}; choose one with `key=`.")
+
+
+def _numeric(arr: Any, where: str) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.dtype.kind == "c":
+        raise TypeError(f"array {where!r} is complex; dsident needs real-valued data.")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"array {where!r} has dtype {arr.dtype}; expected numbers.")
+    return arr.astype(np.float64)
+
+
+def _arrange(trials: Any, dims: Sequence[str] | None) -> tuple[Any, list[str]]:
+    """Put one array, or each ragged trial, into (trial, time, channel) / (time, channel) order."""
+    if isinstance(trials, list):
+        out, order = [], None
+        for i, t in enumerate(trials):
+            arr, order = _transpose(t, dims, allow_trial=False, where=f"trial {i}")
+            out.append(arr)
+        return out, ["trial", *(order or [])]
+    arr, order = _transpose(trials, dims, allow_trial=True, where="the array")
+    return arr, order
+
+
+def _transpose(arr: np.ndarray, dims: Sequence[str] | None, *, allow_trial: bool, where: str) -> tuple[np.ndarray, list[str]]:
+    if dims is None:
+        defaults = {0: None, 1: ("time",), 2: ("time", "channel"), 3: ("trial", "time", "channel")}
+        if arr.ndim not in defaults or arr.ndim == 0 or (arr.ndim == 3 and not allow_trial):
+            raise ValueError(f"{where} has shape {arr.shape}; expected 1 to {3 if allow_trial else 2} axes "
+                             "(pass `dims` to name them).")
+        dims = defaults[arr.ndim]
+    if isinstance(dims, str):
+        dims = dims.replace(",", " ").split()
+    dims = [str(d) for d in dims]
+    allowed = _DIM_NAMES if allow_trial else _DIM_NAMES[1:]
+    if len(dims) != arr.ndim or len(set(dims)) != len(dims) or not set(dims) <= set(allowed) or "time" not in dims:
+        raise ValueError(f"`dims`={list(dims)} does not fit {where} of shape {arr.shape}: give one distinct name per "
+                         f"axis from {list(allowed)}, including 'time'.")
+    wanted = [d for d in _DIM_NAMES if d in dims]
+    out = np.transpose(arr, [dims.index(d) for d in wanted])
+    if "trial" in dims and "channel" not in dims:
+        out = out[..., None]                   # (trial, time) -> one channel, not (time, channel)
+    return out, dims
+
+
+def _is_number(text: str) -> bool:
+    if text == "" or text.lower() == "nan":
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]

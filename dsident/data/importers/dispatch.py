@@ -1,0 +1,102 @@
+"""One entry point for files of any supported format: :func:`load_any`."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+from .arrays import ARRAY_EXTENSIONS, PICKLE_EXTENSIONS, _pickle_message, load_array
+from .eeg import MNE_EXTENSIONS, from_mne
+
+__all__ = ["load_any", "NEO_EXTENSIONS"]
+
+#: vendor extracellular / intracellular formats handed to Neo (`neo.io.get_io`)
+NEO_EXTENSIONS = (".nix", ".ns1", ".ns2", ".ns3", ".ns4", ".ns5", ".ns6", ".nev", ".plx", ".pl2", ".nex", ".nex5",
+                  ".smr", ".smrx", ".abf", ".axgd", ".axgx", ".ncs", ".nse", ".ntt", ".nvt", ".rhd", ".rhs",
+                  ".continuous", ".oebin", ".mcd", ".kwik", ".trc", ".dat", ".meta", ".sev", ".tev", ".tsq",
+                  ".tbk", ".xdat", ".wcp", ".ddt", ".bin")
+
+
+def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
+    """Read a data file of any supported format into the canonical dataset, by its extension.
+
+    ==================================================== =========================================
+    extension                                            reader
+    ==================================================== =========================================
+    ``.nc``                                              :func:`dsident.data.load_dataset`
+    ``.npy .npz .csv .tsv .txt .h5 .hdf5 .mat``          :func:`~dsident.data.importers.load_array`
+    ``.nwb``                                             :func:`~dsident.data.importers.from_nwb`
+    ``.fif .edf .bdf .vhdr .set ...`` (MNE)              :func:`~dsident.data.importers.from_mne`
+    ``.nix .ns5 .nev .plx .smr .abf .ncs .rhd ...`` (Neo) :func:`~dsident.data.importers.from_neo`
+    ==================================================== =========================================
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (a folder for folder-based Neo formats such as Neuralynx or OpenEphys
+        needs ``format="neo"``).
+    **options
+        Passed to the reader (e.g. ``key=``, ``fs=``, ``dims=`` for arrays; ``series=`` or
+        ``bin_size=`` for NWB; ``picks=`` for MNE; ``bin_size=`` for Neo). ``format`` (one of
+        ``"netcdf"``, ``"array"``, ``"nwb"``, ``"mne"``, ``"neo"``) overrides the extension.
+
+    Returns
+    -------
+    xarray.Dataset
+        The canonical dataset.
+
+    Raises
+    ------
+    ValueError
+        Pickle files (never read), an unknown extension (the message lists the known ones),
+        ``.nwb`` without ``series`` or ``bin_size``.
+    FileNotFoundError
+        No file at ``path``.
+    ImportError
+        The reader's optional package is missing (the message names the extra to install).
+    """
+    path = Path(path)
+    fmt = options.pop("format", None)
+    if not path.exists():
+        raise FileNotFoundError(f"no file or folder at {str(path)!r}.")
+    name = path.name.lower()
+    ext = path.suffix.lower()
+    if fmt is None:
+        fmt = _format_of(name, ext)
+    if fmt == "netcdf":
+        from ..io import load_dataset
+
+        return load_dataset(path, **options)
+    if fmt == "array":
+        return load_array(path, **options)
+    if fmt == "nwb":
+        from .nwb import from_nwb
+
+        return from_nwb(path, **options)
+    if fmt == "mne":
+        return from_mne(path, **options)
+    if fmt == "neo":
+        from .ephys import from_neo
+
+        return from_neo(path, **options)
+    raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'mne' or 'neo'.")
+
+
+def _format_of(name: str, ext: str) -> str:
+    if ext in PICKLE_EXTENSIONS:
+        raise ValueError(_pickle_message(Path(name)))
+    if ext in (".nc", ".nc4", ".netcdf"):
+        return "netcdf"
+    if ext in ARRAY_EXTENSIONS:
+        return "array"
+    if ext == ".nwb":
+        return "nwb"
+    if ext in MNE_EXTENSIONS or name.endswith(".fif.gz"):
+        return "mne"
+    if ext in NEO_EXTENSIONS:
+        return "neo"
+    known = (".nc", *ARRAY_EXTENSIONS, ".nwb", *MNE_EXTENSIONS, *NEO_EXTENSIONS)
+    raise ValueError(f"cannot tell the format of {name!r} from its extension {ext!r}; known extensions: "
+                     f"{', '.join(known)}. Pass format='array' | 'nwb' | 'mne' | 'neo' | 'netcdf'.")
