@@ -117,6 +117,19 @@ def test_ltc_fused_step_stays_inside_the_theorem_2_bounds_for_any_dt(form):
     assert not bool((ze >= lo - 1e-9).all() and (ze <= hi + 1e-9).all())
 
 
+@pytest.mark.parametrize("input_dim", [0, 3])
+def test_ltc_dedicated_fused_loop_equals_the_generic_solver(input_dim):
+    from dsident.dynamics.solvers import solver_step
+
+    model = LTC(5, input_dim, seed=8).double()
+    gen = torch.Generator().manual_seed(8)
+    z = torch.randn(4, 5, generator=gen, dtype=F64)
+    u = torch.randn(4, input_dim, generator=gen, dtype=F64) if input_dim else None
+    dt = torch.rand(4, 1, generator=gen, dtype=F64) + 0.1
+    want = solver_step(model.vector_field, z, u, dt, "fused", n_substeps=model.n_substeps)
+    assert torch.allclose(model.step(z, u, dt), want, atol=1e-13)
+
+
 @pytest.mark.parametrize("form", ["compact", "synaptic"])
 def test_ltc_liquid_time_constant_obeys_theorem_1(form):
     model = LTC(5, 2, form=form, seed=6).double()
