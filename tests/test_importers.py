@@ -1,0 +1,343 @@
+"""Tests for dsident.data.importers: every format with a tiny file written by the test itself.
+
+Formats whose optional package is missing are skipped (pynwb, mne, neo).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+
+from dsident.data import save_dataset, to_arrays
+from dsident.data.importers import from_mne, from_neo, from_nwb, load_any, load_array
+
+RNG = np.random.default_rng(0)
+DATA = RNG.standard_normal((40, 3))                      # (time, channel)
+
+
+# --------------------------------------------------------------------------- npy / npz
+
+
+def test_npy_round_trip(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, DATA)
+    ds = load_array(path, fs=100.0)
+    np.testing.assert_array_equal(ds["x"].values[0], DATA)
+    assert ds.attrs["dt"] == pytest.approx(0.01)
+    assert json.loads(ds.attrs["provenance"])["format"] == "npy"
+
+
+def test_pickled_npy_is_refused(tmp_path):
+    path = tmp_path / "obj.npy"
+    np.save(path, np.array([np.zeros(3), np.zeros(4)], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="pickled"):
+        load_array(path)
+
+
+def test_pickle_extension_is_refused(tmp_path):
+    path = tmp_path / "x.pkl"
+    path.write_bytes(b"not read")
+    for reader in (load_array, load_any):
+        with pytest.raises(ValueError, match="unpickling"):
+            reader(path)
+
+
+def test_npz_key_metadata_and_missing_key(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, a=DATA, b=DATA[:, :1], fs=50.0)
+    with pytest.raises(ValueError, match=r"several arrays \['a', 'b'\]"):
+        load_array(path)
+    with pytest.raises(ValueError, match="'nope' is not in"):
+        load_array(path, key="nope")
+    ds = load_array(path, key="b")
+    assert ds.sizes["channel"] == 1 and ds.attrs["dt"] == pytest.approx(0.02)     # fs read from the file
+
+
+def test_dims_reorders_axes(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.transpose(DATA[None].repeat(2, 0), (2, 1, 0)))   # stored (channel, time, trial)
+    ds = load_array(path, dims=("channel", "time", "trial"))
+    assert ds["x"].shape == (2, 40, 3)
+    np.testing.assert_array_equal(ds["x"].values[1], DATA)
+    with pytest.raises(ValueError, match="dims"):
+        load_array(path, dims=("channel", "time"))
+
+
+# --------------------------------------------------------------------------- csv
+
+
+def test_csv_needs_a_sampling_rate_and_reads_header_and_nan(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("a,b\n1.0,2.0\n,4.0\n5.0,6.0\n")
+    with pytest.raises(ValueError, match="`fs`"):
+        load_array(path)
+    ds = load_array(path, fs=10.0)
+    assert list(ds["channel"].values) == ["a", "b"]
+    assert np.isnan(ds["x"].values[0, 1, 0]) and ds["x"].values[0, 2, 1] == 6.0
+    assert not to_arrays(ds).mask[0, 1, 0]
+
+
+def test_csv_time_column_gives_sample_times(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("t,v\n0.0,1\n0.1,2\n0.3,3\n")
+    ds = load_array(path, time_column="t")
+    np.testing.assert_allclose(ds["sample_time"].values[0], [0.0, 0.1, 0.3])
+    assert list(ds["channel"].values) == ["v"]
+
+
+# --------------------------------------------------------------------------- HDF5
+
+
+def test_hdf5_dataset_group_of_trials_and_errors(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("rec/data", data=DATA).attrs["fs"] = 200.0
+        for i, n in enumerate((10, 12, 11)):        # names sort naturally: t2 before t10
+            fh.create_dataset(f"trials/t{[2, 10, 1][i]}", data=np.full((n, 3), float(i)))
+    with pytest.raises(ValueError, match="choose one with `key=`"):
+        load_array(path)
+    with pytest.raises(ValueError, match="'rec/nope' is not in"):
+        load_array(path, key="rec/nope")
+    ds = load_array(path, key="rec/data")
+    np.testing.assert_array_equal(ds["x"].values[0], DATA)
+    assert ds.attrs["dt"] == pytest.approx(0.005)
+    trials = load_array(path, key="trials", fs=1.0)
+    assert trials["length"].values.tolist() == [11, 10, 12]                 # t1, t2, t10
+    assert trials["x"].values[1, 0, 0] == 0.0 and trials["x"].values[2, 0, 0] == 1.0
+
+
+# --------------------------------------------------------------------------- MAT
+
+
+def _write_mat73(path, variables):
+    """A MAT v7.3 file as MATLAB writes it: HDF5 with a 512-byte header, column-major arrays."""
+    with h5py.File(path, "w", userblock_size=512) as fh:
+        refs = fh.create_group("#refs#")
+        for key, value in variables.items():
+            if isinstance(value, list):                                      # a cell array
+                ref_dtype = h5py.special_dtype(ref=h5py.Reference)
+                cell = fh.create_dataset(key, shape=(len(value), 1), dtype=ref_dtype)
+                for i, v in enumerate(value):
+                    item = refs.create_dataset(f"{key}{i}", data=np.asarray(v, dtype=np.float64).T)
+                    item.attrs["MATLAB_class"] = np.bytes_("double")
+                    cell[i, 0] = item.ref
+                cell.attrs["MATLAB_class"] = np.bytes_("cell")
+            else:
+                dset = fh.create_dataset(key, data=np.atleast_2d(np.asarray(value, dtype=np.float64)).T)
+                dset.attrs["MATLAB_class"] = np.bytes_("double")
+    header = b"MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Sat Nov 21 2026 HDF5 schema 1.00 ."
+    with open(path, "r+b") as fh:
+        fh.write(header.ljust(116, b" ") + b"\x00" * 8 + b"\x00\x02" + b"IM")
+
+
+def test_mat_v5_and_v73_give_the_same_dataset(tmp_path):
+    trials = [RNG.standard_normal((n, 2)) for n in (6, 9)]
+    v5, v73 = tmp_path / "a.mat", tmp_path / "b.mat"
+    cell = np.empty((2, 1), dtype=object)
+    cell[0, 0], cell[1, 0] = trials
+    scipy.io.savemat(v5, {"x": DATA, "trials": cell, "fs": 250.0})
+    _write_mat73(v73, {"x": DATA, "trials": trials, "fs": 250.0})
+    for key in ("x", "trials"):
+        a, b = load_array(v5, key=key), load_array(v73, key=key)
+        np.testing.assert_array_equal(a["x"].values, b["x"].values)
+        assert a.attrs["dt"] == b.attrs["dt"] == pytest.approx(0.004)
+    # MATLAB's 40 x 3 matrix is (time, channel) in both, not the (3, 40) h5py sees in v7.3
+    assert load_array(v73, key="x")["x"].shape == (1, 40, 3)
+    np.testing.assert_array_equal(load_array(v73, key="trials")["x"].values[1, :9], trials[1])
+    assert json.loads(load_array(v73, key="x").attrs["provenance"])["format"] == "mat-v7.3"
+
+
+def test_mat_struct_field_and_errors(tmp_path):
+    path = tmp_path / "s.mat"
+    scipy.io.savemat(path, {"s": {"data": DATA, "label": "trial"}, "y": DATA})
+    np.testing.assert_array_equal(load_array(path, key="s.data")["x"].values[0], DATA)
+    with pytest.raises(TypeError, match="struct"):
+        load_array(path, key="s")
+    with pytest.raises(ValueError, match="'nope' is not in"):
+        load_array(path, key="s.nope")
+    with pytest.raises(ValueError, match="several arrays"):
+        load_array(path)
+
+
+# --------------------------------------------------------------------------- load_any
+
+
+def test_load_any_dispatches_by_extension(tmp_path):
+    np.save(tmp_path / "a.npy", DATA)
+    ds = load_any(tmp_path / "a.npy", fs=10.0)
+    save_dataset(ds, tmp_path / "a.nc")
+    back = load_any(tmp_path / "a.nc")
+    np.testing.assert_allclose(back["x"].values, ds["x"].values)
+    (tmp_path / "a.xyz").write_text("?")
+    with pytest.raises(ValueError, match="known extensions"):
+        load_any(tmp_path / "a.xyz")
+    with pytest.raises(FileNotFoundError):
+        load_any(tmp_path / "missing.npy")
+
+
+@pytest.mark.parametrize("module, reader, extra", [("pynwb", from_nwb, "nwb"), ("mne", from_mne, "eeg"),
+                                                   ("neo", from_neo, "neo")])
+def test_missing_optional_package_names_the_extra(monkeypatch, tmp_path, module, reader, extra):
+    monkeypatch.setitem(sys.modules, module, None)         # makes `import module` fail
+    with pytest.raises(ImportError, match=rf"dsident\[{extra}\]"):
+        reader(tmp_path / "whatever", bin_size=0.1) if module != "mne" else reader(tmp_path / "whatever")
+
+
+# --------------------------------------------------------------------------- NWB
+
+
+@pytest.fixture()
+def nwb_file(tmp_path):
+    pynwb = pytest.importorskip("pynwb")
+    nwb = pynwb.NWBFile(session_description="test", identifier="tiny",
+                        session_start_time=datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc))
+    raw = np.arange(200, dtype=np.int16).reshape(100, 2)
+    nwb.add_acquisition(pynwb.TimeSeries(name="lfp", data=raw, unit="V", conversion=1e-3, offset=0.5,
+                                         rate=100.0, starting_time=0.0))
+    nwb.add_acquisition(pynwb.TimeSeries(name="pos", data=np.arange(5.0), unit="m",
+                                         timestamps=[0.0, 0.1, 0.25, 0.3, 0.5]))
+    nwb.add_unit_column("quality", "sorting quality")
+    nwb.add_unit(spike_times=[0.01, 0.2, 0.95], obs_intervals=[[0.0, 1.0]], quality="good")
+    nwb.add_unit(spike_times=[0.5, 0.75], obs_intervals=[[0.0, 0.5], [0.7, 1.0]], quality="mua")
+    nwb.add_trial_column("condition", "reach target")
+    nwb.add_trial(start_time=0.0, stop_time=0.5, condition="left")
+    nwb.add_trial(start_time=0.5, stop_time=1.0, condition="right")
+    path = tmp_path / "tiny.nwb"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pynwb.NWBHDF5IO(str(path), "w") as io:
+            io.write(nwb)
+    return path, raw
+
+
+def test_nwb_series_in_physical_units_cut_into_trials(nwb_file):
+    path, raw = nwb_file
+    ds = from_nwb(path, series="lfp")
+    expected = raw * 1e-3 + 0.5                            # data * conversion + offset, not raw integers
+    np.testing.assert_allclose(ds["x"].values[0], expected[:50])
+    np.testing.assert_allclose(ds["x"].values[1], expected[50:])
+    assert ds.attrs["dt"] == pytest.approx(0.01) and ds.attrs["units"] == "V"
+    assert ds["condition"].values.tolist() == ["left", "right"]
+    assert json.loads(ds.attrs["provenance"])["identifier"] == "tiny"
+
+
+def test_nwb_irregular_series_keeps_sample_times(nwb_file):
+    ds = from_nwb(nwb_file[0], series="pos", trials=False)
+    np.testing.assert_allclose(ds["sample_time"].values[0], [0.0, 0.1, 0.25, 0.3, 0.5])
+    assert ds.attrs["units"] == "m"
+
+
+def test_nwb_units_binned_with_obs_intervals(nwb_file):
+    ds = from_nwb(nwb_file[0], bin_size=0.1)
+    assert ds["x"].shape == (2, 5, 2) and list(ds["channel"].values) == ["0", "1"]
+    np.testing.assert_array_equal(ds["x"].values[0, :, 0], [1, 0, 1, 0, 0])
+    np.testing.assert_array_equal(ds["x"].values[1, :, 0], [0, 0, 0, 0, 1])
+    # unit 1 is not observed in (0.5, 0.7): its spike at 0.5 lies in a masked bin
+    x1 = ds["x"].values[1, :, 1]
+    assert np.isnan(x1[:2]).all() and x1[2:].tolist() == [1.0, 0.0, 0.0]
+    assert ds["unit_quality"].values.tolist() == ["good", "mua"]
+    picked = from_nwb(nwb_file[0], bin_size=0.1, units=[1])
+    assert list(picked["channel"].values) == ["1"]
+
+
+def test_nwb_errors(nwb_file):
+    path = nwb_file[0]
+    with pytest.raises(ValueError, match=r"not found .* holds the series \['lfp', 'pos'\]"):
+        from_nwb(path, series="spikes")
+    with pytest.raises(ValueError, match="unit mismatch"):
+        from_nwb(path, series=["lfp", "pos"], trials=False)
+    with pytest.raises(ValueError, match="exactly one of"):
+        from_nwb(path)
+    with pytest.raises(ValueError, match="unit ids"):
+        from_nwb(path, bin_size=0.1, units=[7])
+    assert load_any(path, bin_size=0.1)["x"].shape == (2, 5, 2)
+
+
+# --------------------------------------------------------------------------- MNE
+
+
+@pytest.fixture()
+def raw_eeg():
+    mne = pytest.importorskip("mne")
+    info = mne.create_info(["Fz", "Cz", "MEG1"], 100.0, ["eeg", "eeg", "mag"])
+    data = np.vstack([np.full(300, 2e-6), np.full(300, -1e-6), np.full(300, 1e-12)])
+    raw = mne.io.RawArray(data, info, verbose="error")
+    raw.set_annotations(mne.Annotations(onset=[1.0], duration=[0.5], description=["BAD_blink"]))
+    return mne, raw
+
+
+def test_mne_raw_bad_annotations_become_nan(raw_eeg, tmp_path):
+    mne, raw = raw_eeg
+    ds = from_mne(raw, picks="eeg", units="uV")
+    x = ds["x"].values[0]
+    assert x.shape == (300, 2) and ds.attrs["dt"] == pytest.approx(0.01)
+    assert np.isnan(x[100:150]).all() and np.isfinite(x[:100]).all() and np.isfinite(x[150:]).all()
+    np.testing.assert_allclose(x[0], [2.0, -1.0])                       # microvolts
+    assert ds.attrs["units"] == "uV" and ds["channel_type"].values.tolist() == ["eeg", "eeg"]
+    path = tmp_path / "rec_raw.fif"
+    raw.save(path, verbose="error")
+    back = load_any(path, picks="eeg")
+    np.testing.assert_allclose(back["x"].values, ds["x"].values * 1e-6)
+
+
+def test_mne_unit_mismatch_and_epochs(raw_eeg):
+    mne, raw = raw_eeg
+    with pytest.raises(ValueError, match="unit mismatch"):
+        from_mne(raw)
+    assert from_mne(raw, allow_mixed_units=True).sizes["channel"] == 3
+    data = RNG.standard_normal((4, 2, 50))                              # MNE: (epoch, channel, time)
+    epochs = mne.EpochsArray(data, mne.create_info(["a", "b"], 200.0, "eeg"), tmin=-0.1, verbose="error",
+                             events=np.array([[i * 100, 0, 1 + i % 2] for i in range(4)]),
+                             event_id={"go": 1, "stop": 2})
+    ds = from_mne(epochs)
+    np.testing.assert_allclose(ds["x"].values, np.transpose(data, (0, 2, 1)))
+    assert ds["event"].values.tolist() == [1, 2, 1, 2] and ds.attrs["tmin"] == pytest.approx(-0.1)
+
+
+# --------------------------------------------------------------------------- Neo
+
+
+@pytest.fixture()
+def neo_block():
+    neo = pytest.importorskip("neo")
+    pq = pytest.importorskip("quantities")
+    block = neo.Block(name="session")
+    for i in range(2):
+        seg = neo.Segment(name=f"trial{i}")
+        seg.analogsignals.append(neo.AnalogSignal(
+            np.full((100, 2), i + 1.0), units="mV" if i == 0 else "V", sampling_rate=1 * pq.kHz,
+            t_start=i * pq.s, name="lfp", array_annotations={"channel_names": np.array(["c0", "c1"])}))
+        seg.spiketrains.append(neo.SpikeTrain([0.01, 0.05, 0.1] * pq.s + i * pq.s, t_start=i * pq.s,
+                                              t_stop=(i + 0.1) * pq.s, name="u0"))
+        seg.spiketrains.append(neo.SpikeTrain([0.02] * pq.s + i * pq.s, t_start=i * pq.s,
+                                              t_stop=(i + 0.05) * pq.s, name="u1"))
+        block.segments.append(seg)
+    return block
+
+
+def test_neo_analog_rescaled_to_one_unit(neo_block):
+    ds = from_neo(neo_block)
+    assert ds.attrs["units"] == "mV" and list(ds["channel"].values) == ["c0", "c1"]
+    np.testing.assert_allclose(ds["x"].values[:, 0, 0], [1.0, 2000.0])   # 2 V = 2000 mV
+    np.testing.assert_allclose(from_neo(neo_block, units="uV")["x"].values[:, 0, 0], [1e3, 2e6])
+    np.testing.assert_allclose(ds["trial_start"].values, [0.0, 1.0])
+    with pytest.raises(ValueError, match="unit mismatch"):
+        from_neo(neo_block, units="Hz")
+    with pytest.raises(ValueError, match="no AnalogSignal named 'eeg'"):
+        from_neo(neo_block, signal="eeg")
+
+
+def test_neo_spike_trains_binned_per_segment(neo_block):
+    ds = from_neo(neo_block, bin_size=0.02)
+    x = ds["x"].values
+    assert x.shape == (2, 5, 2) and list(ds["channel"].values) == ["u0", "u1"]
+    np.testing.assert_array_equal(x[:, :, 0], [[1, 0, 1, 0, 0]] * 2)          # the spike at t_stop is dropped
+    assert json.loads(ds.attrs["provenance"])["spikes_at_stop"] == 2
+    np.testing.assert_array_equal(x[:, :2, 1], [[0, 1]] * 2)
+    assert np.isnan(x[:, 2:, 1]).all()                                      # past u1's t_stop
