@@ -307,7 +307,7 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
             reg = model.dynamics.regularization()
             loss = data_loss + reg
             if not torch.isfinite(loss):
-                diverged(f"The training loss became {float(loss)} at epoch {epoch}.")
+                diverged(f"The training loss became {float(loss.detach())} at epoch {epoch}.")
                 stop = True
                 break
             optimizer.zero_grad(set_to_none=True)
