@@ -1,0 +1,64 @@
+"""Tests for dsident.plotting_spikes (figures built without pyplot; PNG written when asked)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dsident.data.spikes import bin_spikes
+from dsident.plotting_spikes import plot_latents_by_condition, plot_psth, plot_raster_rates
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture()
+def spikes():
+    units = [np.sort(RNG.uniform(0, 4.0, size=n)) for n in (30, 12, 25)]
+    trials = {"start_time": np.arange(4.0), "stop_time": np.arange(4.0) + 1.0,
+              "condition": np.array(["a", "b", "a", "b"])}
+    return bin_spikes(units, 0.05, 0.0, 3.5, trials=trials, obs_intervals=[None, [[0.0, 2.0]], None])
+
+
+def test_raster_beside_rates(spikes, tmp_path):
+    rates = np.full(spikes["x"].shape, 0.5)
+    fig = plot_raster_rates(spikes, rates, trial=0, held_out=[2], save=tmp_path / "raster.png")
+    assert (tmp_path / "raster.png").stat().st_size > 1000
+    raster, image = fig.axes[0], fig.axes[1]
+    # one tick per non-empty bin of trial 0
+    n_ticks = sum(len(c.get_segments()) for c in raster.collections if hasattr(c, "get_segments"))
+    assert n_ticks == int((np.nan_to_num(spikes["x"].values[0]) > 0).sum())
+    np.testing.assert_allclose(image.images[0].get_array(), rates[0].T)
+    with pytest.raises(ValueError, match="rates"):
+        plot_raster_rates(spikes, rates[:, :5])
+    with pytest.raises(ValueError, match="trial"):
+        plot_raster_rates(spikes, trial=9)
+
+
+def test_psth_observed_and_predicted(spikes):
+    rates = np.nan_to_num(spikes["x"].values) + 0.1
+    fig = plot_psth(spikes, "condition", rates=rates, neurons=[0, 2], smooth_sd=0.0)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 4                                   # 2 conditions × (observed, predicted)
+    observed_a = np.nanmean(spikes["x"].values[[0, 2], :, 0], axis=0)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), observed_a)
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), np.nanmean(rates[[0, 2], :, 0], axis=0))
+    with pytest.raises(ValueError, match="neurons"):
+        plot_psth(spikes, "condition", neurons=[5])
+    with pytest.raises(ValueError, match="conditions"):
+        plot_psth(spikes, "nope")
+
+
+@pytest.mark.parametrize("dims", [(0, 1), (0, 1, 2)])
+def test_latents_by_condition(dims):
+    z = RNG.standard_normal((4, 20, 3))
+    labels = np.array([0, 1, 0, 1])
+    fig = plot_latents_by_condition(z, labels, dims=dims)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 4 + 2 * 2                            # trials + (mean, start marker) per condition
+    mean0 = z[[0, 2]].mean(axis=0)
+    thick = [line for line in ax.lines if line.get_linewidth() == 2.0]
+    np.testing.assert_allclose(np.asarray(thick[0].get_data_3d() if len(dims) == 3 else thick[0].get_data())[0],
+                               mean0[:, 0])
+    with pytest.raises(ValueError, match="conditions"):
+        plot_latents_by_condition(z, labels[:3])
+    with pytest.raises(ValueError, match="dims"):
+        plot_latents_by_condition(z, labels, dims=(0,))
