@@ -63,9 +63,10 @@ class LTC(ODEStepMixin, LatentDynamics):
     (:meth:`time_constant_bounds`); Theorem 2 bounds the state to ``[min(0, A), max(0, A)]``
     (:meth:`state_bounds`), and the fused step keeps that bound for any ``dt``.
 
-    Initialisation follows the reference code (``mu ~ U(0.3, 0.8)``, ``sigma ~ U(3, 8)``,
-    ``w ~ U(0.01, 1)``, reversal potentials ``+-1``, leak reversal ``U(-0.2, 0.2)``, ``g_leak = 1``,
-    ``C = 0.5``), with ``sigma`` divided by ``sqrt(M)`` in the compact form.
+    The synaptic form is initialised as the reference code does (``mu ~ U(0.3, 0.8)``,
+    ``sigma ~ U(3, 8)``, ``w ~ U(0.01, 1)``, reversal potentials ``+-1``, leak reversal
+    ``U(-0.2, 0.2)``, ``g_leak = 1``, ``C = 0.5``, input map ``u * 1 + 0``). The compact form
+    starts from ``W ~ N(0, 1/M)``, ``U ~ N(0, 1/K)``, ``c = 0``, ``g = 1``, ``tau = 1`` and ``A = +-1``.
 
     All Jacobians are analytic.
 
