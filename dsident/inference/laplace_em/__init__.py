@@ -11,3 +11,11 @@ __all__ = ["PLRNNParams", "params_from_model", "params_to_model", "check_laplace
            "solve_block_tridiag", "block_tridiag_to_dense",
            "Chain", "make_chain", "chain_to_trials", "LaplacePosterior", "RectifiedMoments", "log_joint",
            "precision_blocks", "posterior_mode", "laplace_estep", "rectified_moments"]
+from .em import chain_from_dataset, fit_laplace_em, make_smoother, prior_from_dynamics  # noqa: E402
+from .lds_init import fit_lds, pca_init  # noqa: E402
+from .mstep import (RidgePrior, SufficientStats, expected_stats, manifold_prior, mstep, mstep_gaussian_obs,  # noqa: E402
+                    mstep_glm_obs, mstep_latent, no_prior)
+
+__all__ += ["fit_laplace_em", "chain_from_dataset", "make_smoother", "prior_from_dynamics", "fit_lds", "pca_init",
+            "RidgePrior", "SufficientStats", "expected_stats", "manifold_prior", "mstep", "mstep_gaussian_obs",
+            "mstep_glm_obs", "mstep_latent", "no_prior"]

@@ -331,6 +331,8 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
         D, E, v = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
         z = solve_factored(factor_block_tridiag(D, E), v)
         n_solves = 1
+        if linear_dynamics and params.readout != "relu" and params.likelihood == "gaussian":
+            return z, ModeInfo(1, True, "linear-Gaussian: one exact solve")
     else:
         z = np.array(z_init, dtype=float)
         if z.shape != (n, M):
