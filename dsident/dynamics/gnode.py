@@ -14,6 +14,8 @@ from torch import Tensor, nn
 from .base import LatentDynamics
 from .solvers import ODEStepMixin, check_method
 
+__all__ = ["GatedNODE", "FlowMLP"]
+
 _ACTIVATIONS = ("identity", "relu", "tanh", "sigmoid")
 _INITS = ("critical", "glorot", "kaiming")
 

@@ -26,6 +26,9 @@ from .gnode import _check_choice, _check_positive_int
 from .solvers import ODEStepMixin, check_dt, check_method
 
 
+__all__ = ["LTC"]
+
+
 def _inv_softplus(y: float) -> float:
     return y + math.log(-math.expm1(-y))
 

@@ -15,6 +15,8 @@ from .base import LatentDynamics
 from .gnode import _check_choice, _check_positive_int
 from .solvers import ODEStepMixin, check_method
 
+__all__ = ["ORGaNICs", "divisive_normalization"]
+
 _SQRT_EPS = 1e-12   # a+ = sqrt(relu(a) + eps): keeps the gradient finite at a = 0
 
 

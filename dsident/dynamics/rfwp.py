@@ -30,6 +30,8 @@ from .base import LatentDynamics
 from .gnode import _check_choice, _check_positive_int
 from .solvers import ODEStepMixin, check_method
 
+__all__ = ["RecurrentFWP", "RULES"]
+
 RULES = ("delta", "hebb", "oja")
 
 

@@ -40,7 +40,10 @@ StepField = Callable[[Tensor, "Tensor | None"], Tensor]
 #: A vector field for :func:`integrate`: ``f(t, z (B, M)) -> dz/dt (B, M)``; ``t`` is a float or (B, 1).
 TimeField = Callable[[Any, Tensor], Tensor]
 
-#: method name -> (order, fixed-step?) ; the error for an unknown name lists these keys.
+__all__ = ["SOLVERS", "integrate", "solver_step", "solver_step_jacobian", "SplitVectorField",
+           "ODEStepMixin", "check_method", "check_dt"]
+
+#: method name -> properties (convergence order, adaptive step?); an unknown name gets an error listing these keys.
 SOLVERS: dict[str, dict[str, Any]] = {
     "euler": {"order": 1, "adaptive": False},
     "rk4": {"order": 4, "adaptive": False},
