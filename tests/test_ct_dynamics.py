@@ -362,3 +362,20 @@ def test_flipflop_pulse_count_follows_the_poisson_rate():
         make_flipflop(2, amplitude="square")
     with pytest.raises(ValueError, match="2-channel"):
         make_flipflop(2, n_bits=3, amplitude="disk")
+
+
+def test_ltc_fused_step_bound_holds_for_hypothesis_drawn_steps_and_states():
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    model = LTC(4, 1, form="compact", seed=9).double()
+    lo, hi = model.state_bounds()
+
+    @hypothesis.settings(max_examples=40, deadline=None)
+    @hypothesis.given(dt=st.floats(1e-4, 1e3), seed=st.integers(0, 2 ** 16), u_scale=st.floats(0.0, 50.0))
+    def check(dt, seed, u_scale):
+        gen = torch.Generator().manual_seed(seed)
+        z = lo + (hi - lo) * torch.rand(3, 4, generator=gen, dtype=F64)
+        z = model.step(z, u_scale * torch.randn(3, 1, generator=gen, dtype=F64), dt)
+        assert bool((z >= lo - 1e-12).all() and (z <= hi + 1e-12).all())
+
+    check()
