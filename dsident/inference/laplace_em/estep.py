@@ -397,11 +397,13 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     released to the side where the one-sided derivative of the log joint points up. The search
     stops when no entry violates its state and no kink entry wants to move: a local maximum
     (the mode may lie on kinks, z_ti = 0, which a pure flip iteration can never reach).
-    The best point seen (highest log joint) is returned.
+    The best point seen (highest log joint) is returned; the search also ends when five
+    solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
     best_z, best_f = z, f_cur
     seen: set[bytes] = set()
+    stall, patience = 0, 5
     while n_solves < max_iter:
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
@@ -412,8 +414,12 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         z = solve_factored(factor_block_tridiag(D, E), v)
         n_solves += 1
         fz = f(z)
-        if fz > best_f:
-            best_z, best_f = z, fz
+        if fz > best_f + tol * max(1.0, abs(best_f)):
+            best_z, best_f, stall = z, fz, 0
+        else:
+            stall += 1
+            if stall >= patience:
+                return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves")
         viol = free & ((z > 0) != on)
         new = state.copy()
         if viol.any():
@@ -481,6 +487,9 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     -------
     LaplacePosterior
     """
+    if chain.s.shape[1] != params.input_dim:
+        raise ValueError(f"the parameters take {params.input_dim} inputs but the chain has {chain.s.shape[1]} "
+                         "(pass u to make_chain)")
     z, info = posterior_mode(params, chain, z_init, linear_dynamics=linear_dynamics, flip=flip,
                              max_iter=max_iter, tol=tol)
     D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
