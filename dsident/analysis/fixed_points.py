@@ -87,7 +87,8 @@ class FixedPoints:
              "kind": (("cycle",), np.asarray(self.kind, dtype=str).reshape(n))},
             coords={"cycle": np.arange(n), "phase": np.arange(k), "latent": np.arange(m)},
             attrs={"period": self.period, "method": self.method,
-                   **{key: value for key, value in self.info.items() if isinstance(value, (int, float, str))}},
+                   **{key: int(value) if isinstance(value, bool) else value
+                      for key, value in self.info.items() if isinstance(value, (int, float, str))}},
         )
         return ds
 
@@ -245,7 +246,8 @@ def _simulate_regions(p: PLRNNParams, n_trajectories: int, n_steps: int, rng: np
 
 
 def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_steps: int, n_random: int,
-            max_iter: int, rng: np.random.Generator, scale: float) -> tuple[list[np.ndarray], int, int]:
+            max_iter: int, max_candidates: int, rng: np.random.Generator, scale: float
+            ) -> tuple[list[np.ndarray], int, int, bool]:
     m = p.A.shape[0]
     visited = _simulate_regions(p, n_trajectories, n_steps, rng, scale)
     # candidate k-tuples: consecutive windows of visited patterns (a cycle visits its regions in order)
@@ -254,10 +256,16 @@ def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_s
     candidates = np.concatenate([candidates, rng.random((n_random, period, m)) < 0.5])
     candidates = np.unique(candidates.reshape(len(candidates), -1), axis=0).reshape(-1, period, m)
     seen = {c.tobytes() for c in candidates}
-    found, n_singular, n_tried = [], 0, 0
+    found, n_singular, n_tried, truncated = [], 0, 0, False
     for _ in range(max_iter):
         if len(candidates) == 0:
             break
+        if n_tried + len(candidates) > max_candidates:      # budget: keep a random part of this round
+            keep = max(max_candidates - n_tried, 0)
+            candidates = candidates[rng.permutation(len(candidates))[:keep]]
+            truncated = True
+            if keep == 0:
+                break
         sol = _solve_cycles(p, candidates, tol)
         found.append(sol["points"])
         n_singular += sol["n_singular"]
@@ -268,12 +276,12 @@ def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_s
                  if q.tobytes() not in seen]
         seen.update(q.tobytes() for q in fresh)
         candidates = np.stack(fresh) if fresh else np.zeros((0, period, m), dtype=bool)
-    return found, n_singular, n_tried
+    return found, n_singular, n_tried, truncated
 
 
 def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enumerate: int = 2 ** 16,
-                 n_trajectories: int = 100, n_steps: int = 500, n_random: int = 1000, max_iter: int = 20,
-                 init_scale: float = 1.0, tol: float = 1e-9, seed: int | np.random.Generator | None = None
+                 n_trajectories: int = 50, n_steps: int = 300, n_random: int = 1000, max_iter: int = 20,
+                 max_candidates: int = 50_000, init_scale: float = 1.0, tol: float = 1e-9, seed: int | np.random.Generator | None = None
                  ) -> FixedPoints:
     """Exact fixed points (``period=1``) or k-cycles of a PLRNN.
 
@@ -295,6 +303,9 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         Additional random region tuples for "search".
     max_iter : int
         Rounds of the region iteration in "search".
+    max_candidates : int
+        Budget of region tuples "search" solves; when it is reached ``info["truncated"]`` is
+        True and the result may be incomplete.
     tol : float
         Relative tolerance at region borders (consistency) and for deduplication.
     seed : int or numpy Generator, optional
@@ -326,16 +337,19 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
             raise ValueError(f"enumerating 2^(M k) = 2^{m * period} region tuples is too many; "
                              "use method='search'.")
         found, n_singular, n_tried = _enumerate(p, int(period), tol)
+        truncated = False
     else:
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        found, n_singular, n_tried = _search(p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps,
-                                             n_random=n_random, max_iter=max_iter, rng=rng, scale=init_scale)
+        found, n_singular, n_tried, truncated = _search(
+            p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
+            max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale)
     sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
     points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
     stable, kind = classify_eigenvalues(eig)
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,
-                       info={"n_candidates": int(n_tried), "n_singular": int(n_singular)})
+                       info={"n_candidates": int(n_tried), "n_singular": int(n_singular),
+                             "truncated": bool(truncated)})
 
 
 def cycles(model: Any, period: int, **options: Any) -> FixedPoints:
