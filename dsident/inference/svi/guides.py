@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch.nn.functional import softplus
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .pyro_model import Batch
+from .pyro_model import Batch, normal_log_density
 
 #: smallest posterior standard deviation a guide may report (keeps log densities finite).
 MIN_SCALE = 1e-4
@@ -72,7 +72,8 @@ class Encoder(nn.Module):
     def forward(self, batch: Batch) -> Tensor:
         """Encoder features of every time step, (B, T, H); zero past each trial's end."""
         maskf = batch.mask.to(batch.x.dtype)
-        xs = (batch.x - self.x_mean) / self.x_scale * maskf
+        # where, not a product: an unobserved entry holding NaN or inf must not reach the GRU
+        xs = torch.where(batch.mask, (batch.x - self.x_mean) / self.x_scale, torch.zeros_like(batch.x))
         parts = [xs, maskf] + ([batch.u] if self.input_dim else [])
         inp = torch.cat(parts, -1)
         lengths = batch.time_mask.sum(-1)
@@ -159,10 +160,10 @@ class MarkovPosterior(pdist.TorchDistribution):
         return torch.stack(path, 1).reshape(torch.Size(sample_shape) + self.batch_shape + self.event_shape)
 
     def log_prob(self, z: Tensor) -> Tensor:
-        lp = pdist.Normal(self.loc0, self.scale0).log_prob(z[..., 0, :]).sum(-1)
+        lp = normal_log_density(z[..., 0, :], self.loc0, self.scale0.log()).sum(-1)
         if z.shape[-2] > 1:
             loc, scale = self.guide.combiner(z[..., :-1, :], self.projected[..., 1:, :])
-            terms = pdist.Normal(loc, scale).log_prob(z[..., 1:, :]).sum(-1)
+            terms = normal_log_density(z[..., 1:, :], loc, scale.log()).sum(-1)
             lp = lp + torch.where(self.time_mask[..., 1:], terms, torch.zeros_like(terms)).sum(-1)
         return lp
 
@@ -185,7 +186,7 @@ class MeanFieldPosterior(pdist.TorchDistribution):
         return self.loc + self.scale * eps
 
     def log_prob(self, z: Tensor) -> Tensor:
-        terms = pdist.Normal(self.loc, self.scale).log_prob(z).sum(-1)
+        terms = normal_log_density(z, self.loc, self.scale.log()).sum(-1)
         return torch.where(self.time_mask, terms, torch.zeros_like(terms)).sum(-1)
 
 

@@ -21,6 +21,7 @@ mask. Their values never enter the likelihood: they are replaced by zeros *and* 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyro
@@ -31,6 +32,8 @@ from pyro.distributions import constraints
 from torch import Tensor
 
 from ...model import StateSpaceModel
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,16 @@ def transition_means(model: StateSpaceModel, z_prev: Tensor, u_next: Tensor | No
     return model.dynamics.step(z_prev.reshape(b * s, m), flat_u, flat_dt).reshape(b, s, m)
 
 
+def normal_log_density(value: Tensor, loc: Tensor, log_scale: Tensor) -> Tensor:
+    """Elementwise log N(value; loc, exp(log_scale)^2).
+
+    Written out rather than through ``torch.distributions.Normal``, whose argument validation
+    raises on a non-finite mean: a diverging model must give a non-finite loss (which the
+    training loop detects and reports), not an exception from inside pyro.
+    """
+    return -0.5 * ((value - loc) * torch.exp(-log_scale)) ** 2 - log_scale - _HALF_LOG_2PI
+
+
 class LatentPathPrior(pdist.TorchDistribution):
     """The state-space model's prior over whole latent paths, one path per trial.
 
@@ -116,12 +129,11 @@ class LatentPathPrior(pdist.TorchDistribution):
     def log_prob(self, z: Tensor) -> Tensor:
         """log p(z) for paths ``z`` of shape (B, T, M); returns (B,)."""
         model, batch = self.model, self.batch
-        initial = pdist.Normal(model.initial_mean, (0.5 * model.log_initial_var).exp())
-        lp = initial.log_prob(z[:, 0]).sum(-1)
+        lp = normal_log_density(z[:, 0], model.initial_mean, 0.5 * model.log_initial_var).sum(-1)
         if z.shape[1] > 1:
             u_next = None if batch.u is None else batch.u[:, 1:]
             loc = transition_means(model, z[:, :-1], u_next, batch.dt)
-            trans = pdist.Normal(loc, (0.5 * model.log_process_var).exp()).log_prob(z[:, 1:]).sum(-1)
+            trans = normal_log_density(z[:, 1:], loc, 0.5 * model.log_process_var).sum(-1)
             # Steps past a trial's end are not part of the model: zero them with where, not
             # a product, so a non-finite value there cannot leak into the gradient.
             lp = lp + torch.where(batch.time_mask[:, 1:], trans, torch.zeros_like(trans)).sum(-1)
@@ -162,7 +174,10 @@ def observation_log_prob(model: StateSpaceModel, z: Tensor, batch: Batch) -> Ten
     Tensor of shape (B,)
     """
     mask = batch.mask & batch.time_mask[..., None]
-    lp = model.observation.log_prob(batch.x, z, mask)
+    # Unobserved entries are zeroed as well as masked, so that no observation model can see
+    # (or differentiate through) whatever value they held.
+    x = torch.where(mask, batch.x, torch.zeros_like(batch.x))
+    lp = model.observation.log_prob(x, z, mask)
     # A time step with no observed entry contributes nothing, whatever the observation model
     # does with an all-False mask row.
     return torch.where(mask.any(-1), lp, torch.zeros_like(lp)).sum(-1)

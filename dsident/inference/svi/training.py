@@ -95,10 +95,13 @@ def _kl_scale(step: int, kl_anneal: int, kl_start: float) -> float:
 def _elbo_sum(model: StateSpaceModel, guide: Guide, batch: Batch, kl_scale: float,
               generator: torch.Generator) -> torch.Tensor:
     """ELBO of a batch, summed over its windows (one reparameterized sample per window)."""
-    loss = Trace_ELBO(max_plate_nesting=1).differentiable_loss(
-        lambda: svi_model(model, batch, kl_scale),
-        lambda: guide.pyro_guide(batch, kl_scale, generator),
-    )
+    with warnings.catch_warnings():
+        # a non-finite ELBO is detected and reported by the training loop, once, in our words
+        warnings.filterwarnings("ignore", message="Encountered NaN", category=UserWarning)
+        loss = Trace_ELBO(max_plate_nesting=1).differentiable_loss(
+            lambda: svi_model(model, batch, kl_scale),
+            lambda: guide.pyro_guide(batch, kl_scale, generator),
+        )
     return -loss
 
 
@@ -425,7 +428,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
                 if clip_norm is not None:
                     record["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, clip_norm))
                 optimizer.step()
-            scheduler.step()
+                scheduler.step()
             for key in ("step", "loss", "elbo", "kl_scale", "lr", "grad_norm"):
                 history[key].append(record[key])
             step += 1
