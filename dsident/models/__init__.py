@@ -21,11 +21,13 @@ import pkgutil
 from typing import Any
 
 from .base import ESTIMATOR_REGISTRY, LatentModelEstimator
+from .continuous import LTC, GatedNODE, LatentFeatureObservation, ORGaNICs, RecurrentFWP
 from .plrnn import PLRNN, ShallowPLRNN
 
-__all__ = ["LatentModelEstimator", "ESTIMATOR_REGISTRY", "PLRNN", "ShallowPLRNN"]
+__all__ = ["LatentModelEstimator", "ESTIMATOR_REGISTRY", "PLRNN", "ShallowPLRNN", "GatedNODE", "LTC",
+           "RecurrentFWP", "ORGaNICs", "LatentFeatureObservation"]
 
-_LOADED_HERE = {"base", "plrnn"}
+_LOADED_HERE = {"base", "plrnn", "continuous"}
 
 
 def _discover() -> dict[str, str]:
