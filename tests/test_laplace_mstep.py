@@ -1,0 +1,64 @@
+"""Closed-form M-step: recovers known parameters from simulated data given the true latents."""
+import numpy as np
+
+from dsident.inference.laplace_em import (LaplacePosterior, PLRNNParams, expected_stats, make_chain, manifold_prior,
+                                          mstep)
+from dsident.inference.laplace_em.estep import ModeInfo
+
+
+def _simulate(T=20000, seed=0):
+    rng = np.random.default_rng(seed)
+    M, N, K = 3, 4, 1
+    W = np.array([[0.0, 0.2, -0.3], [0.25, 0.0, 0.1], [-0.2, 0.3, 0.0]])
+    p = PLRNNParams(A=np.array([0.6, 0.5, 0.7]), W=W, h=np.array([0.3, -0.1, 0.2]), C=np.array([[0.5], [0.0], [-0.4]]),
+                    Sigma=np.array([0.2, 0.3, 0.25]), mu0=np.zeros(M), B=rng.normal(size=(N, M)),
+                    b=np.array([0.1, -0.2, 0.3, 0.0]), Gamma=np.array([0.1, 0.2, 0.05, 0.1]), readout="relu")
+    u = rng.normal(size=(T, K))
+    z = np.zeros((T, M))
+    for t in range(1, T):
+        z[t] = p.A * z[t - 1] + p.W @ np.maximum(z[t - 1], 0) + p.C @ u[t] + p.h + rng.normal(size=M) * np.sqrt(p.Sigma)
+    x = np.maximum(z, 0) @ p.B.T + p.b + rng.normal(size=(T, N)) * np.sqrt(p.Gamma)
+    return p, z, x, u
+
+
+def _point_posterior(z):
+    n, M = z.shape
+    return LaplacePosterior(z, np.zeros((n, M, M)) + 1e-14 * np.eye(M), np.zeros((n - 1, M, M)), 0.0, 0.0,
+                            ModeInfo(0, True, ""))
+
+
+def test_recovers_parameters_from_true_latents():
+    p, z, x, u = _simulate()
+    chain = make_chain(x[None], u=u[None])
+    st = expected_stats(_point_posterior(z), chain, readout="relu")
+    start = p._replace(A=np.zeros(3), W=np.zeros((3, 3)), h=np.zeros(3), C=np.zeros((3, 1)), Sigma=np.ones(3),
+                       B=np.zeros((4, 3)), b=np.zeros(4), Gamma=np.ones(4))
+    est = mstep(st, start, update_sigma=True)
+    np.testing.assert_allclose(est.A, p.A, atol=0.03)
+    np.testing.assert_allclose(est.W, p.W, atol=0.03)
+    np.testing.assert_allclose(est.h, p.h, atol=0.03)
+    np.testing.assert_allclose(est.C, p.C, atol=0.03)
+    np.testing.assert_allclose(est.Sigma, p.Sigma, rtol=0.05)
+    np.testing.assert_allclose(est.B, p.B, atol=0.03)
+    np.testing.assert_allclose(est.b, p.b, atol=0.03)
+    np.testing.assert_allclose(est.Gamma, p.Gamma, rtol=0.05)
+    assert np.all(np.diag(est.W) == 0)
+
+
+def test_regularisation_pulls_toward_manifold_prior():
+    p, z, x, u = _simulate(T=2000, seed=1)
+    chain = make_chain(x[None], u=u[None])
+    st = expected_stats(_point_posterior(z), chain, readout="relu")
+    free = mstep(st, p)
+    weak = mstep(st, p, manifold_prior(3, 2, 1e2, 1e2, 1e2))
+    strong = mstep(st, p, manifold_prior(3, 2, 1e7, 1e7, 1e7))
+    for e in (free, weak, strong):
+        assert np.all(np.isfinite(e.A))
+    # regularized units 0, 1: A -> 1, W rows -> 0, h -> 0, monotonically in the strength
+    assert np.all(np.abs(strong.A[:2] - 1) < np.abs(weak.A[:2] - 1) + 1e-12)
+    assert np.all(np.abs(weak.A[:2] - 1) <= np.abs(free.A[:2] - 1) + 1e-12)
+    np.testing.assert_allclose(strong.A[:2], 1.0, atol=1e-3)
+    np.testing.assert_allclose(strong.W[:2], 0.0, atol=1e-3)
+    np.testing.assert_allclose(strong.h[:2], 0.0, atol=1e-3)
+    # the unregularized unit's own parameters stay close to the unpenalized fit
+    assert abs(strong.A[2] - free.A[2]) < 0.1
