@@ -397,13 +397,13 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     released to the side where the one-sided derivative of the log joint points up. The search
     stops when no entry violates its state and no kink entry wants to move: a local maximum
     (the mode may lie on kinks, z_ti = 0, which a pure flip iteration can never reach).
-    The best point seen (highest log joint) is returned; the search also ends when five
+    The best point seen (highest log joint) is returned; the search also ends when three
     solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
     best_z, best_f = z, f_cur
     seen: set[bytes] = set()
-    stall, patience = 0, 5
+    stall, patience = 0, 3
     while n_solves < max_iter:
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
