@@ -1,0 +1,631 @@
+"""Teacher-forcing training for dynamical-systems reconstruction (engines ``"teacher-forcing"``, ``"gtf"``).
+
+Training windows of ``seq_len`` steps are drawn at random positions of the training trials.
+Each window starts from the data-inferred state ``ẑ_1`` and is rolled forward by the model;
+after every step the prediction ``z_t`` is pulled towards the data-inferred state ``ẑ_t``
+(:mod:`dsident.inference.forcing_alpha`):
+
+.. math::
+
+    z_t = f(\\tilde z_{t-1}, u_t), \\qquad \\tilde z_t = z_t + \\alpha_t P_t (\\hat z_t - z_t), \\qquad
+    \\mathcal L = \\frac{1}{|\\Omega|} \\sum_{(t, n) \\in \\Omega,\\, t \\ge 2}
+                  \\big(\\bar x_{t,n}(z_t) - x_{t,n}\\big)^2 + R(\\theta),
+
+with ``α_t = α`` at every step (generalized teacher forcing, ``mode="generalized"``) or
+``α_t = 1`` every ``forcing_interval``-th step and 0 otherwise (sparse teacher forcing,
+``mode="sparse"``). The loss compares the *unforced* predictions with the data, so the model
+learns to predict, while the forcing keeps the trajectory near the data and the gradients
+bounded. α = 1 every step gives one-step-ahead prediction; α = 0 gives free-running BPTT.
+
+The optimiser is RAdam with an exponentially decaying learning rate and gradient-norm
+clipping. Every ``eval_every`` epochs the model runs freely for ``eval_steps`` steps from a
+data point, and the state-space divergence D_stsp and power-spectrum distance D_H of that run
+(:mod:`dsident.metrics`) are recorded; the state with the lowest D_stsp is the one the model
+holds at the end (the reconstruction criterion, not the training loss).
+
+Shape legend: ``B`` batch (windows), ``L`` seq_len, ``N`` obs_dim, ``M`` latent_dim, ``K`` input_dim.
+
+References
+----------
+F. Hess, Z. Monfared, M. Brenner, D. Durstewitz, "Generalized teacher forcing for learning
+chaotic dynamics", ICML 2023 (GTF, the adaptive α, the clipped shallow PLRNN, the affine
+observation model with its condition-number regularizer).
+M. Mikhaeil, Z. Monfared, D. Durstewitz, "On the difficulty of learning chaotic dynamics with
+RNNs", NeurIPS 2022 (sparse teacher forcing).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import Tensor
+
+from .._version import __version__
+from ..data.container import as_dataset, to_arrays
+from ..metrics import power_spectrum_distance, state_space_divergence
+from ..observations.gaussian import Gaussian
+from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
+from .training import TrainingDivergedError, resolve_device
+
+__all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
+
+_MODES = ("generalized", "sparse")
+_LOSSES = ("auto", "mse", "nll")
+_OPTIMIZERS = {"radam": torch.optim.RAdam, "adam": torch.optim.Adam}
+#: a free run leaving mean ± this many standard deviations of the reference counts as diverged
+_DIVERGENCE_STD = 1e3
+_HISTORY_LISTS = ("epoch", "train_loss", "alpha", "lr", "grad_norm", "eval_epoch", "state_space_divergence",
+                  "power_spectrum_distance", "alpha_update_batch", "alpha_estimate", "jacobian_bound",
+                  "alpha_after_update")
+
+
+# ---------------------------------------------------------------------------------------------
+# the forced rollout and its loss
+# ---------------------------------------------------------------------------------------------
+def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Tensor | None, *,
+                   mode: str, alpha: float, forcing_interval: int) -> tuple[Tensor, Tensor]:
+    """Roll a batch forward under teacher forcing.
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+    teacher : TeacherSignal
+        Data-inferred states ``z_hat`` (B, L, M) and the forcing projectors.
+    u : Tensor of shape (B, L, K) or None
+        ``u[:, t]`` drives the step into time ``t``.
+    dt : Tensor of shape (B, L) or None
+        Per-step sampling interval (irregular sampling); None uses the model's ``dt``.
+    mode : {"generalized", "sparse"}
+    alpha : float
+        Forcing strength of generalized forcing (ignored by sparse forcing).
+    forcing_interval : int
+        τ of sparse forcing: full forcing at steps t = τ, 2τ, ... (t counted from 0 at the start).
+
+    Returns
+    -------
+    predicted : Tensor of shape (B, L - 1, M)
+        ``z_t = f(z̃_{t-1})`` for t = 1 … L-1, before forcing (what the loss compares).
+    forced : Tensor of shape (B, L, M)
+        ``z̃_t``, the states the next steps start from (``z̃_0 = ẑ_0``).
+    """
+    z = teacher.z_hat[:, 0]
+    predicted, forced = [], [z]
+    for t in range(1, teacher.z_hat.shape[1]):
+        step_dt = None if dt is None else dt[:, t, None]
+        z = model.step(z, None if u is None else u[:, t], step_dt)
+        predicted.append(z)
+        a = alpha if mode == "generalized" else (1.0 if t % forcing_interval == 0 else 0.0)
+        if a > 0.0:
+            z = teacher.force(z, t, a)
+        forced.append(z)
+    return torch.stack(predicted, dim=1), torch.stack(forced, dim=1)
+
+
+def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None = None, dt: Tensor | None = None,
+                         *, mode: str = "generalized", alpha: float = 1.0, forcing_interval: int = 1,
+                         loss: str = "mse", teacher: TeacherSignal | None = None) -> tuple[Tensor, Tensor]:
+    """The data term of teacher-forcing training on a batch of windows.
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+    x : Tensor of shape (B, L, N)
+        Observations (values at masked entries are ignored).
+    mask : bool Tensor of shape (B, L, N)
+        True = observed.
+    u, dt, mode, alpha, forcing_interval
+        See :func:`forced_rollout`.
+    loss : {"mse", "nll"}
+        Masked mean squared error of the observation mean over the observed entries of steps
+        1 … L-1, or the negative log-likelihood per observed entry.
+    teacher : TeacherSignal, optional
+        Precomputed teacher (default: :func:`~dsident.inference.forcing_alpha.make_teacher`).
+
+    Returns
+    -------
+    loss : scalar Tensor
+    forced : Tensor of shape (B, L, M)
+        The forced trajectory (for the α estimate).
+    """
+    if teacher is None:
+        teacher = make_teacher(model.observation, x, mask)
+    predicted, forced = forced_rollout(model, teacher, u, dt, mode=mode, alpha=alpha,
+                                       forcing_interval=forcing_interval)
+    target, observed = x[:, 1:], mask[:, 1:]
+    n_observed = observed.sum().clamp_min(1)
+    if loss == "mse":
+        residual = torch.where(observed, model.decode(predicted) - target, torch.zeros_like(target))
+        return residual.square().sum() / n_observed, forced
+    target = torch.where(observed, target, torch.full_like(target, float("nan")))
+    return -model.observation.log_prob(target, predicted, observed).sum() / n_observed, forced
+
+
+# ---------------------------------------------------------------------------------------------
+# penalties of the GTF paper
+# ---------------------------------------------------------------------------------------------
+def latent_l2(dynamics: Any) -> Tensor:
+    """Sum of squares of the dynamics' parameters; a parameter named ``a`` (the diagonal
+    auto-regression of the PLRNN family) is pulled towards 1 instead of 0."""
+    total = torch.zeros((), dtype=torch.float32)
+    for name, param in dynamics.named_parameters():
+        term = (1.0 - param).square().sum() if name == "a" else param.square().sum()
+        total = total.to(term.dtype).to(term.device) + term
+    return total
+
+
+def condition_penalty(observation: Any) -> Tensor | None:
+    """``(1 − σ_max/σ_min)²`` of learned loadings ``B`` (GTF's affine-readout regularizer), or None.
+
+    It pulls the condition number of ``B`` towards 1 so that its pseudo-inverse, which makes
+    the teacher signal, stays well posed.
+    """
+    loadings = getattr(observation, "B", None)
+    if not isinstance(loadings, torch.nn.Parameter) or not loadings.requires_grad:
+        return None
+    sv = torch.linalg.svdvals(loadings)
+    return (1.0 - sv[0] / (sv[-1] + 1e-8)).square()
+
+
+# ---------------------------------------------------------------------------------------------
+# data: random windows
+# ---------------------------------------------------------------------------------------------
+class _WindowSampler:
+    """Random windows of ``seq_len`` steps from the trials of a dataset (tensors on ``device``)."""
+
+    def __init__(self, ds: xr.Dataset, seq_len: int, dtype: torch.dtype, device: torch.device) -> None:
+        arrays = to_arrays(ds)
+        lengths = arrays.length.astype(int)
+        self.seq_len = int(min(seq_len, int(lengths.max())))
+        if self.seq_len < 2:
+            raise ValueError(f"training windows need at least 2 steps; the longest trial has {int(lengths.max())}.")
+        pad = self.seq_len
+        x = np.concatenate([arrays.x, np.full((arrays.x.shape[0], pad, arrays.x.shape[2]), np.nan)], axis=1)
+        self.mask = torch.as_tensor(np.isfinite(x), device=device)
+        self.x = torch.as_tensor(np.nan_to_num(x, nan=0.0), dtype=dtype, device=device)
+        self.u = None
+        if arrays.u is not None:
+            u = np.concatenate([np.nan_to_num(arrays.u, nan=0.0),
+                                np.zeros((arrays.u.shape[0], pad, arrays.u.shape[2]))], axis=1)
+            self.u = torch.as_tensor(u, dtype=dtype, device=device)
+        self.dt = None
+        if arrays.time is not None:
+            steps = np.diff(arrays.time, axis=1, prepend=np.nan)
+            steps = np.where(np.isfinite(steps) & (steps > 0), steps, arrays.dt)
+            steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
+            self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
+        # start positions: every window lies inside its trial (a short trial gives one padded window)
+        self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
+        self.cum_starts = np.cumsum(self.n_starts)
+        self.offsets = torch.arange(self.seq_len, device=device)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        """x (B, L, N), mask (B, L, N), u (B, L, K) or None, dt (B, L) or None."""
+        flat = rng.integers(0, int(self.cum_starts[-1]), size=batch_size)
+        trial = np.searchsorted(self.cum_starts, flat, side="right")
+        start = flat - np.concatenate([[0], self.cum_starts[:-1]])[trial]
+        ti = torch.as_tensor(trial, device=self.x.device)[:, None]
+        ts = torch.as_tensor(start, device=self.x.device)[:, None] + self.offsets[None]
+        u = None if self.u is None else self.u[ti, ts]
+        dt = None if self.dt is None else self.dt[ti, ts]
+        return self.x[ti, ts], self.mask[ti, ts], u, dt
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation: a free run scored by D_stsp and D_H
+# ---------------------------------------------------------------------------------------------
+class _FreeRunScorer:
+    """D_stsp and D_H of a free run against a reference stretch of data (numpy, float64)."""
+
+    def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int) -> None:
+        arrays = to_arrays(ds)
+        trial = int(np.argmax(arrays.length))
+        observed = arrays.mask[trial].all(-1).nonzero()[0]
+        if observed.size == 0:
+            raise ValueError("the evaluation data have no fully observed sample to start the free run from.")
+        start = int(observed[0])
+        stop = min(start + eval_steps, int(arrays.length[trial]))
+        self.reference = arrays.x[trial, start:stop]
+        self.x0 = arrays.x[trial, start]
+        self.u = None if arrays.u is None else np.nan_to_num(arrays.u[trial, start:stop], nan=0.0)
+        self.burn_in = 0 if self.u is not None else int(burn_in)
+        ref = self.reference[np.isfinite(self.reference).all(-1)]
+        self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
+
+    def score(self, model: Any, seed: int) -> tuple[float, float]:
+        """(D_stsp, D_H) of a free run; (inf, nan) when it diverges, D_stsp NaN when none of
+        its points falls on the reference's grid (e.g. a fixed point outside the attractor)."""
+        n_ref = self.reference.shape[0]
+        kwargs: dict[str, Any] = {"x0": self.x0, "seed": seed}
+        if self.u is not None:
+            kwargs["u"] = self.u
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)       # divergence is reported through the score
+            run = model.generate(self.burn_in + n_ref, **kwargs)
+        gen = np.asarray(run["x"].values[0, self.burn_in:], dtype=float)
+        if int(run.attrs.get("diverged", 0)) or not np.all(np.isfinite(gen)) \
+                or np.any(np.abs(gen - self.mean) > _DIVERGENCE_STD * self.std):
+            return math.inf, math.nan
+        d_stsp = float(state_space_divergence(self.reference, gen))
+        try:
+            d_h = float(power_spectrum_distance(self.reference, gen))
+        except ValueError:                 # a reference with gaps has no spectrum
+            d_h = math.nan
+        return d_stsp, d_h
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+# ---------------------------------------------------------------------------------------------
+def _state_copy(model: torch.nn.Module) -> dict[str, Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _write_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    # temporary file + rename: a crash never leaves a half-written checkpoint
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a corrupt or foreign file must say what it is
+        raise ValueError(f"`checkpoint` file {str(path)!r} could not be read as a dsident training checkpoint: "
+                         f"{err}") from err
+    if not isinstance(payload, dict) or payload.get("format") != "dsident-training-checkpoint":
+        raise ValueError(f"`checkpoint` file {str(path)!r} is not a dsident training checkpoint.")
+    if payload.get("engine") != "teacher-forcing":
+        raise ValueError(f"`checkpoint` file {str(path)!r} was written by engine {payload.get('engine')!r}, "
+                         "not 'teacher-forcing'.")
+    return payload
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {name}={value!r}.")
+    return int(value)
+
+
+def _nonnegative(name: str, value: Any, *, positive: bool = False, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        kind = "a positive number" if positive else "a number >= 0"
+        raise ValueError(f"`{name}` must be {kind}{' or None' if allow_none else ''}; got {name}={value!r}.")
+    return float(value)
+
+
+def _check_compatible(model: Any, ds: xr.Dataset) -> None:
+    if ds.sizes["channel"] != model.observation.obs_dim:
+        raise ValueError(f"`data` has {ds.sizes['channel']} channels but the model's observation model has "
+                         f"obs_dim={model.observation.obs_dim}.")
+    k_data = ds.sizes["input"] if "u" in ds else 0
+    if k_data != model.input_dim:
+        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={model.input_dim}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine
+# ---------------------------------------------------------------------------------------------
+def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progress: bool = True,
+                        mode: str = "generalized", alpha: float | str = "adaptive", alpha_initial: float = 1.0,
+                        alpha_method: str = "product_bound", alpha_decay: float = 0.99, alpha_update_every: int = 5,
+                        forcing_interval: int = 16, seq_len: int = 200, batch_size: int = 16,
+                        batches_per_epoch: int = 50, n_epochs: int = 100, lr: float = 1e-3,
+                        lr_end: float | None = 1e-5, optimizer: str = "radam", grad_clip: float | None = 10.0,
+                        latent_reg: float = 0.0,
+                        obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
+                        eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
+                        device: str = "auto", checkpoint: str | os.PathLike | None = None,
+                        checkpoint_every: int | None = None, resume: bool = True,
+                        on_divergence: str = "warn") -> dict[str, Any]:
+    """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+        Any dynamics and observation model. Updated in place; at the end it holds the state
+        whose free run had the lowest D_stsp (the last state when ``eval_every=0``).
+    data : xarray.Dataset or anything :func:`dsident.data.as_dataset` accepts
+        ``x(trial, time, channel)`` (NaN = missing: masked out of the loss and of the teacher),
+        optional inputs ``u(trial, time, input)`` and irregular ``sample_time``.
+    seed : int, optional
+        Seeds the windows drawn in every epoch and the teacher noise (a resumed run draws the
+        same windows it would have drawn).
+    progress : bool
+        Show a tqdm bar (loss, α, last D_stsp).
+    mode : {"generalized", "sparse"}
+        Generalized forcing ``z̃ = z + α P (ẑ − z)`` at every step, or sparse forcing (α = 1
+        every ``forcing_interval`` steps, free running in between).
+    alpha : float in [0, 1] or "adaptive"
+        Generalized forcing strength. "adaptive" starts at ``alpha_initial`` and follows the
+        Jacobian bound of :func:`~dsident.inference.forcing_alpha.estimate_alpha`, evaluated
+        along the forced trajectory every ``alpha_update_every`` batches; it falls towards a
+        lower estimate by ``alpha_decay`` per update and rises to a higher one at once.
+    alpha_method : {"product_bound", "batch_maximum"}
+        See :func:`~dsident.inference.forcing_alpha.norm_bound`.
+    forcing_interval : int, default 16
+        τ of sparse forcing.
+    seq_len : int, default 200
+        Window length L in time steps (shortened to the longest trial if needed).
+    batch_size : int, default 16
+    batches_per_epoch : int, default 50
+        Windows drawn per epoch = ``batch_size · batches_per_epoch``.
+    n_epochs : int, default 100
+    lr, lr_end : float
+        Learning rate, decayed exponentially to ``lr_end`` at the last epoch (None: constant).
+    optimizer : {"radam", "adam"}, default "radam"
+        RAdam (the GTF code's choice) rectifies Adam's early steps, which acts as a warm-up
+        over roughly the first thousand updates; for short budgets (a few thousand updates)
+        Adam learns faster.
+    grad_clip : float or None, default 10
+        Maximum gradient 2-norm.
+    latent_reg : float, default 0
+        Weight of an L2 penalty on the dynamics' parameters (``a`` pulled towards 1), as in
+        the GTF code's latent-model regularization.
+    obs_reg : float, default 1e-6
+        Weight of the condition-number penalty ``(1 − σ_max/σ_min)²`` on learned loadings
+        ``B`` (the GTF paper's affine observation model); no effect with fixed loadings.
+    teacher_noise : float, default 0
+        Standard deviation of Gaussian noise added to the training windows (a regularizer of
+        the sparse-forcing papers), in units of the data.
+    loss : {"auto", "mse", "nll"}
+        "auto": masked MSE for Gaussian observations, negative log-likelihood otherwise.
+    eval_every : int, default 5
+        Score a free run every this many epochs (and after the last); 0 never (the final
+        state is kept).
+    eval_steps : int, default 10000
+        Length of the scored free run (after a burn-in of a quarter of it, none with inputs);
+        it is compared with the first ``eval_steps`` samples of ``eval_data``.
+    eval_data : Dataset, optional
+        Reference data for the scoring (default: the training data; its longest trial).
+    device : {"auto", "cpu", "cuda"}
+    checkpoint : path, optional
+        Training checkpoint (model, optimizer, α, best state, history), written every
+        ``checkpoint_every`` epochs (default ``eval_every``, or 10) and at the end; with
+        ``resume`` an existing one is continued.
+    resume : bool, default True
+    on_divergence : {"warn", "raise"}
+        A non-finite loss or gradient stops training, restores the best state, and warns
+        (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+
+    Returns
+    -------
+    dict
+        Per epoch: ``epoch``, ``train_loss``, ``alpha`` (at the end of the epoch), ``lr``,
+        ``grad_norm`` (mean pre-clipping norm). Per evaluation: ``eval_epoch``,
+        ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
+        D_stsp NaN for a run that never enters the data's range).
+        The α schedule: ``alpha_update_batch``, ``alpha_estimate``, ``jacobian_bound``,
+        ``alpha_after_update``. Then ``best_epoch``, ``best_state_space_divergence``,
+        ``diverged``, ``n_epochs_run``, ``wall_time_s``, ``settings``, ``package_version``
+        (and ``resumed_from_epoch`` after a resume).
+
+    Notes
+    -----
+    The defaults are those of the GTF code (RAdam, batch 16, windows of 200, 50 batches per
+    epoch, adaptive α from 1 with the product bound, re-estimated every 5 batches) with a faster
+    α decay and fewer epochs. For chaotic benchmarks the recommended model is the clipped
+    shallow PLRNN with an identity readout and ``latent_dim`` = number of channels
+    (``dsident.models.ShallowPLRNN(latent_dim=N, hidden_dim=..., clip=True)``); see
+    ``docs/teacher_forcing.md`` for measured settings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dsident import StateSpaceModel
+    >>> from dsident.dynamics import ShallowPLRNN
+    >>> from dsident.observations import Gaussian
+    >>> t = np.arange(400) * 0.1
+    >>> data = np.stack([np.sin(t), np.cos(t)], -1)
+    >>> model = StateSpaceModel(ShallowPLRNN(2, 16, clip=True, seed=0), Gaussian(2, 2, readout="identity"))
+    >>> history = fit_teacher_forcing(model, data, n_epochs=2, batches_per_epoch=5, seq_len=50, eval_every=0,
+    ...                               seed=0, progress=False)
+    >>> len(history["train_loss"])
+    2
+    """
+    ds = as_dataset(data)
+    _check_compatible(model, ds)
+    if mode not in _MODES:
+        raise ValueError(f"`mode` must be one of {_MODES}; got mode={mode!r}.")
+    if loss not in _LOSSES:
+        raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
+    if on_divergence not in ("warn", "raise"):
+        raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
+    if optimizer not in _OPTIMIZERS:
+        raise ValueError(f"`optimizer` must be one of {tuple(_OPTIMIZERS)}; got optimizer={optimizer!r}.")
+    adaptive = isinstance(alpha, str)
+    if adaptive and alpha != "adaptive":
+        raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
+    schedule = AlphaSchedule(initial=alpha_initial if adaptive else alpha, adaptive=adaptive and mode == "generalized",
+                             method=alpha_method, decay=alpha_decay, update_every=alpha_update_every)
+    forcing_interval = _positive_int("forcing_interval", forcing_interval)
+    seq_len = _positive_int("seq_len", seq_len, minimum=2)
+    batch_size = _positive_int("batch_size", batch_size)
+    batches_per_epoch = _positive_int("batches_per_epoch", batches_per_epoch)
+    n_epochs = _positive_int("n_epochs", n_epochs)
+    eval_every = _positive_int("eval_every", eval_every, minimum=0)
+    eval_steps = _positive_int("eval_steps", eval_steps, minimum=2)
+    checkpoint_every = (eval_every or 10) if checkpoint_every is None else _positive_int("checkpoint_every",
+                                                                                        checkpoint_every)
+    lr = _nonnegative("lr", lr, positive=True)
+    lr_end = _nonnegative("lr_end", lr_end, positive=True, allow_none=True)
+    grad_clip = _nonnegative("grad_clip", grad_clip, positive=True, allow_none=True)
+    latent_reg = _nonnegative("latent_reg", latent_reg)
+    obs_reg = _nonnegative("obs_reg", obs_reg)
+    teacher_noise = _nonnegative("teacher_noise", teacher_noise)
+    if loss == "auto":
+        loss = "mse" if isinstance(model.observation, Gaussian) else "nll"
+
+    dev = resolve_device(device)
+    original_device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    model.to(dev)
+    sampler = _WindowSampler(ds, seq_len, dtype, dev)
+    scorer = None
+    if eval_every > 0:
+        ref = ds if eval_data is None else as_dataset(eval_data)
+        _check_compatible(model, ref)
+        scorer = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4)
+    settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
+                "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
+                "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
+                "seq_len": sampler.seq_len, "batch_size": batch_size, "batches_per_epoch": batches_per_epoch,
+                "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "latent_reg": latent_reg,
+                "obs_reg": obs_reg, "teacher_noise": teacher_noise, "loss": loss, "eval_every": eval_every,
+                "eval_steps": eval_steps, "eval_data": "train" if eval_data is None else "given",
+                "device": str(dev), "optimizer": optimizer}
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = _OPTIMIZERS[optimizer](params, lr=lr)
+    gamma = 1.0 if lr_end is None or n_epochs < 2 else (lr_end / lr) ** (1.0 / (n_epochs - 1))
+    history: dict[str, Any] = {key: [] for key in _HISTORY_LISTS}
+    history.update(best_epoch=-1, best_state_space_divergence=math.inf, diverged=False, settings=settings,
+                   package_version=__version__)
+    current_alpha = schedule.initial
+    best_state: dict[str, Tensor] | None = None
+    start_epoch, n_batches_done = 0, 0
+    ckpt_path = None if checkpoint is None else Path(checkpoint)
+    if ckpt_path is not None and resume and ckpt_path.exists():
+        payload = _read_checkpoint(ckpt_path)
+        try:
+            model.load_state_dict(payload["model_state"])
+            opt.load_state_dict(payload["optimizer_state"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(f"`checkpoint` file {str(ckpt_path)!r} does not match this model: {err}") from err
+        if payload["best_state"]:
+            best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
+        for key in _HISTORY_LISTS:
+            history[key] = list(payload["history"][key])
+        history["best_epoch"] = int(payload["history"]["best_epoch"])
+        history["best_state_space_divergence"] = float(payload["history"]["best_state_space_divergence"])
+        current_alpha = float(payload["alpha"])
+        start_epoch, n_batches_done = int(payload["next_epoch"]), int(payload["n_batches_done"])
+        history["resumed_from_epoch"] = start_epoch
+
+    def save(next_epoch: int) -> None:
+        if ckpt_path is None:
+            return
+        _write_checkpoint(ckpt_path, {
+            "format": "dsident-training-checkpoint", "engine": "teacher-forcing", "next_epoch": next_epoch,
+            "n_batches_done": n_batches_done, "alpha": current_alpha,
+            "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "optimizer_state": opt.state_dict(),
+            "best_state": {} if best_state is None else {k: v.detach().cpu() for k, v in best_state.items()},
+            "history": {key: history[key] for key in (*_HISTORY_LISTS, "best_epoch", "best_state_space_divergence")},
+            "settings": {k: (v if isinstance(v, (int, float, str, type(None))) else str(v))
+                         for k, v in settings.items()},
+        })
+
+    def stop_diverged(message: str) -> None:
+        history["diverged"] = True
+        history["divergence"] = message
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        if on_divergence == "raise":
+            model.to(original_device)
+            raise TrainingDivergedError(message + " The best state seen so far was restored in the model.")
+        warnings.warn(message + f" Training stopped; the best state seen so far (epoch {history['best_epoch']}) "
+                      "was restored. Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter "
+                      "`seq_len`.", RuntimeWarning, stacklevel=3)
+
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc="teacher-forcing", dynamic_ncols=True)
+    stopped = False
+    for epoch in range(start_epoch, n_epochs):
+        current_lr = lr * gamma ** epoch
+        for group in opt.param_groups:
+            group["lr"] = current_lr
+        rng = np.random.default_rng([0 if seed is None else int(seed), epoch])
+        noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        model.train()
+        losses, norms = [], []
+        for _ in range(batches_per_epoch):
+            x, mask, u, dt = sampler.sample(batch_size, rng)
+            if teacher_noise > 0:
+                x = x + teacher_noise * torch.randn(x.shape, generator=noise_gen, dtype=x.dtype).to(dev)
+            teacher = make_teacher(model.observation, x, mask)
+            data_loss, forced = teacher_forcing_loss(model, x, mask, u, dt, mode=mode, alpha=current_alpha,
+                                                     forcing_interval=forcing_interval, loss=loss, teacher=teacher)
+            total = data_loss + model.dynamics.regularization()
+            if latent_reg > 0:
+                total = total + latent_reg * latent_l2(model.dynamics)
+            penalty = condition_penalty(model.observation) if obs_reg > 0 else None
+            if penalty is not None:
+                total = total + obs_reg * penalty
+            if not torch.isfinite(total):
+                stop_diverged(f"The training loss became {float(total.detach())} at epoch {epoch}.")
+                stopped = True
+                break
+            opt.zero_grad(set_to_none=True)
+            total.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
+            if not torch.isfinite(norm):
+                stop_diverged(f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}.")
+                stopped = True
+                break
+            opt.step()
+            n_batches_done += 1
+            losses.append(float(data_loss.detach()))
+            norms.append(float(norm))
+            if schedule.adaptive and n_batches_done % schedule.update_every == 0:
+                # the Jacobians of the steps actually taken: from the forced states z̃_0 … z̃_{L-2}
+                estimate, bound = estimate_alpha(model.dynamics, forced[:, :-1].detach(),
+                                                 None if u is None else u[:, 1:],
+                                                 model.dt if dt is None else dt[:, 1:], schedule.method)
+                current_alpha = schedule.update(current_alpha, estimate)
+                history["alpha_update_batch"].append(n_batches_done)
+                history["alpha_estimate"].append(estimate)
+                history["jacobian_bound"].append(bound)
+                history["alpha_after_update"].append(current_alpha)
+        if stopped:
+            break
+        history["epoch"].append(epoch)
+        history["train_loss"].append(float(np.mean(losses)))
+        history["alpha"].append(current_alpha if mode == "generalized" else 1.0)
+        history["lr"].append(current_lr)
+        history["grad_norm"].append(float(np.mean(norms)))
+        postfix = {"loss": f"{history['train_loss'][-1]:.4g}", "alpha": f"{current_alpha:.3f}"}
+        if scorer is not None and ((epoch + 1) % eval_every == 0 or epoch + 1 == n_epochs):
+            model.eval()
+            d_stsp, d_h = scorer.score(model, seed=0 if seed is None else int(seed))
+            history["eval_epoch"].append(epoch)
+            history["state_space_divergence"].append(d_stsp)
+            history["power_spectrum_distance"].append(d_h)
+            if math.isfinite(d_stsp) and d_stsp < history["best_state_space_divergence"]:
+                history["best_state_space_divergence"], history["best_epoch"] = d_stsp, epoch
+                best_state = _state_copy(model)
+            postfix["D_stsp"] = f"{d_stsp:.3g}"
+            postfix["D_H"] = f"{d_h:.3g}"
+        bar.update(1)
+        bar.set_postfix(postfix)
+        if (epoch + 1) % checkpoint_every == 0:
+            save(epoch + 1)
+    bar.close()
+    if not history["diverged"]:
+        # the checkpoint keeps the *last* state (a resumed run continues from it); the model gets the best
+        save(history["epoch"][-1] + 1 if history["epoch"] else start_epoch)
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        elif scorer is not None and history["eval_epoch"]:
+            warnings.warn("no scored free run was usable (each diverged or left the range of the data), so the "
+                          "model holds the last training state. Consider a clipped shallow PLRNN (clip=True), a "
+                          "larger `alpha` or more epochs.", RuntimeWarning, stacklevel=2)
+    history["n_epochs_run"] = len(history["epoch"])
+    history["wall_time_s"] = time.perf_counter() - t0
+    model.to(original_device)
+    return history

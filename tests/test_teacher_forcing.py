@@ -1,0 +1,353 @@
+"""Teacher-forcing engine (GTF / STF): the forced loss against independent routes, the α
+estimator, bounded gradients on Lorenz-63, adaptive α, best-by-D_stsp, resume and errors."""
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from dsident import StateSpaceModel, datasets
+from dsident.dynamics import PLRNN, ShallowPLRNN
+from dsident.dynamics.base import LatentDynamics
+from dsident.inference import get_engine
+from dsident.inference.forcing_alpha import (AlphaSchedule, alpha_from_norm, estimate_alpha, jacobian_norms,
+                                             make_teacher, norm_bound)
+from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, fit_teacher_forcing,
+                                               teacher_forcing_loss)
+from dsident.observations import Gaussian
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lorenz():
+    """The shipped Lorenz-63 training series (z-scored), float64 array (time, 3)."""
+    return datasets.load("lorenz63", split="train")["x"].values[0]
+
+
+def lorenz_windows(series, n_windows, length, seed=0):
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, series.shape[0] - length, size=n_windows)
+    return np.stack([series[s:s + length] for s in starts])
+
+
+def as_batch(windows, dtype=torch.float64):
+    x = torch.as_tensor(np.nan_to_num(windows), dtype=dtype)
+    return x, torch.as_tensor(np.isfinite(windows))
+
+
+def periodic_data(n_time=600, dt=0.1):
+    t = np.arange(n_time) * dt
+    return np.stack([np.sin(t), np.cos(t)], -1)
+
+
+def masked_mse(pred, target, mask):
+    resid = torch.where(mask, pred - target, torch.zeros_like(target))
+    return resid.square().sum() / mask.sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# the forced loss against independent routes
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("readout", ["identity", "linear"])
+def test_full_forcing_every_step_is_one_step_prediction(lorenz, readout):
+    dyn = ShallowPLRNN(3, 20, clip=True, seed=1).double()
+    obs = Gaussian(3, 3, readout=readout).double()
+    if readout == "linear":
+        with torch.no_grad():                     # an invertible, non-trivial affine readout
+            obs.B.copy_(torch.tensor([[1.0, 0.3, 0.0], [0.2, 0.8, -0.4], [0.0, 0.5, 1.2]]))
+            obs.b.copy_(torch.tensor([0.1, -0.2, 0.3]))
+    model = StateSpaceModel(dyn, obs)
+    x, mask = as_batch(lorenz_windows(lorenz, 4, 30))
+    # one-step prediction, computed directly: decode(f(invert(x_{t-1}))) against x_t
+    B, b = obs.B.detach(), obs.b.detach()
+    z_prev = torch.linalg.solve(B, (x[:, :-1] - b)[..., None])[..., 0]
+    pred = model.decode(dyn.step(z_prev.reshape(-1, 3)).reshape(4, 29, 3))
+    expected = masked_mse(pred, x[:, 1:], mask[:, 1:])
+    gtf, _ = teacher_forcing_loss(model, x, mask, mode="generalized", alpha=1.0)
+    stf, _ = teacher_forcing_loss(model, x, mask, mode="sparse", forcing_interval=1)
+    torch.testing.assert_close(gtf, expected)
+    torch.testing.assert_close(stf, expected)
+
+
+@pytest.mark.parametrize("latent_dim", [3, 6])
+def test_no_forcing_is_free_running_bptt(lorenz, latent_dim):
+    model = StateSpaceModel(ShallowPLRNN(latent_dim, 20, clip=True, seed=2).double(),
+                            Gaussian(3, latent_dim, readout="identity").double())
+    x, mask = as_batch(lorenz_windows(lorenz, 4, 40, seed=1))
+    # free run from the first sample: the observed units are x_0, the others start at 0
+    z = torch.zeros(4, latent_dim, dtype=torch.float64)
+    z[:, :3] = x[:, 0]
+    preds = []
+    for _ in range(39):
+        z = model.dynamics.step(z)
+        preds.append(z[:, :3])
+    expected = masked_mse(torch.stack(preds, 1), x[:, 1:], mask[:, 1:])
+    gtf, _ = teacher_forcing_loss(model, x, mask, mode="generalized", alpha=0.0)
+    stf, _ = teacher_forcing_loss(model, x, mask, mode="sparse", forcing_interval=1000)
+    torch.testing.assert_close(gtf, expected)
+    torch.testing.assert_close(stf, expected)
+
+
+def test_partial_forcing_with_missing_samples_matches_a_manual_loop(lorenz):
+    """Identity readout, M > N: only the observed units are pulled, missing entries are neither
+    forced nor scored; sparse forcing replaces them every τ steps."""
+    m, alpha, tau = 5, 0.3, 4
+    model = StateSpaceModel(ShallowPLRNN(m, 16, clip=True, seed=3).double(), Gaussian(3, m, readout="identity").double())
+    w = lorenz_windows(lorenz, 3, 25, seed=2)
+    w[0, 5, 1] = np.nan
+    w[1, 7:9, :] = np.nan
+    w[2, 10, 0] = np.nan
+    x, mask = as_batch(w)
+    for mode in ("generalized", "sparse"):
+        z = torch.zeros(3, m, dtype=torch.float64)
+        z[:, :3] = torch.where(mask[:, 0], x[:, 0], 0.0)
+        preds = []
+        for t in range(1, 25):
+            z = model.dynamics.step(z)
+            preds.append(z[:, :3])
+            a = alpha if mode == "generalized" else float(t % tau == 0)
+            pulled = (1 - a) * z[:, :3] + a * x[:, t]
+            z = torch.cat([torch.where(mask[:, t], pulled, z[:, :3]), z[:, 3:]], dim=1)
+        expected = masked_mse(torch.stack(preds, 1), x[:, 1:], mask[:, 1:])
+        got, _ = teacher_forcing_loss(model, x, mask, mode=mode, alpha=alpha, forcing_interval=tau)
+        torch.testing.assert_close(got, expected)
+
+
+def test_linear_readout_forces_the_row_space_only():
+    """Linear readout with M > N: z̃ = z + α B⁺(x − b − B z) (the teacher is the pseudo-inverse)."""
+    rng = np.random.default_rng(0)
+    n, m, alpha = 2, 4, 0.6
+    obs = Gaussian(n, m, readout="linear").double()
+    with torch.no_grad():
+        obs.B.copy_(torch.as_tensor(rng.normal(size=(n, m))))
+        obs.b.copy_(torch.as_tensor(rng.normal(size=n)))
+    model = StateSpaceModel(ShallowPLRNN(m, 16, clip=True, seed=4).double(), obs)
+    x, mask = as_batch(rng.normal(size=(3, 12, n)))
+    Bn, bn = obs.B.detach().numpy(), obs.b.detach().numpy()
+    pinv = torch.as_tensor(np.linalg.pinv(Bn))
+    z = (x[:, 0] - torch.as_tensor(bn)) @ pinv.T
+    preds = []
+    for t in range(1, 12):
+        z = model.dynamics.step(z)
+        preds.append(z)
+        z = z + alpha * (x[:, t] - torch.as_tensor(bn) - z @ torch.as_tensor(Bn).T) @ pinv.T
+    expected = masked_mse(model.decode(torch.stack(preds, 1)), x[:, 1:], mask[:, 1:])
+    got, _ = teacher_forcing_loss(model, x, mask, alpha=alpha)
+    torch.testing.assert_close(got, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# the α estimator
+# ---------------------------------------------------------------------------------------------
+def test_jacobian_bound_matches_numpy_svd_of_autograd_jacobians():
+    dyn = ShallowPLRNN(4, 12, clip=True, seed=5).double()
+    z = torch.randn(3, 7, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    norms = jacobian_norms(dyn, z)
+    expected = np.empty((3, 7))
+    for b in range(3):
+        for t in range(7):
+            jac = torch.autograd.functional.jacobian(lambda v: dyn.step(v[None])[0], z[b, t])
+            expected[b, t] = np.linalg.svd(jac.numpy(), compute_uv=False)[0]
+    np.testing.assert_allclose(norms.numpy(), expected, rtol=1e-10)
+    geo = np.exp(np.log(expected).mean(1)).max()
+    assert norm_bound(norms, "product_bound") == pytest.approx(geo, rel=1e-12)
+    assert norm_bound(norms, "batch_maximum") == pytest.approx(expected.max(), rel=1e-12)
+    alpha, bound = estimate_alpha(dyn, z)
+    assert bound == pytest.approx(geo, rel=1e-12)
+    assert alpha == pytest.approx(max(0.0, 1 - 1 / geo), rel=1e-12)
+
+
+def test_alpha_rule_and_schedule():
+    assert alpha_from_norm(0.5) == 0.0
+    assert alpha_from_norm(4.0) == pytest.approx(0.75)
+    assert alpha_from_norm(math.inf) == 1.0
+    s = AlphaSchedule(initial=0.5, decay=0.9)
+    assert s.update(0.5, 0.8) == 0.8                          # a larger estimate is taken at once
+    assert s.update(0.5, 0.1) == pytest.approx(0.9 * 0.5 + 0.1 * 0.1)
+    assert AlphaSchedule(initial=0.5, adaptive=False).update(0.5, 0.9) == 0.5
+    with pytest.raises(ValueError, match="alpha_decay"):
+        AlphaSchedule(decay=1.0)
+    with pytest.raises(ValueError, match="alpha_method"):
+        AlphaSchedule(method="spectral")
+
+
+class ScaledLorenzEuler(LatentDynamics):
+    """Euler steps of Lorenz-63 in the z-scored coordinates of the shipped data: a perfect
+    (chaotic) model of the Lorenz-63 windows, with (sigma, rho, beta) as its parameters."""
+
+    def __init__(self, latent_dim: int = 3, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), step_size: float = 0.01):
+        super().__init__()
+        self.latent_dim, self.step_size = latent_dim, step_size
+        self.mean, self.std = tuple(mean), tuple(std)
+        self.sigma = torch.nn.Parameter(torch.tensor(10.0, dtype=torch.float64))
+        self.rho = torch.nn.Parameter(torch.tensor(28.0, dtype=torch.float64))
+        self.beta = torch.nn.Parameter(torch.tensor(8 / 3, dtype=torch.float64))
+
+    def step(self, z, u=None, dt=None):
+        mean, std = torch.tensor(self.mean, dtype=z.dtype), torch.tensor(self.std, dtype=z.dtype)
+        x, y, w = (z * std + mean).unbind(-1)
+        f = torch.stack([self.sigma * (y - x), x * (self.rho - w) - y, x * y - self.beta * w], -1)
+        return z + self.step_size * f / std
+
+
+def _grad_norm(model, x, mask, alpha):
+    model.zero_grad()
+    loss, _ = teacher_forcing_loss(model, x, mask, alpha=alpha)
+    loss.backward()
+    return float(torch.sqrt(sum(p.grad.square().sum() for p in model.dynamics.parameters())))
+
+
+def test_gradients_stay_bounded_with_alpha_from_the_jacobian_bound():
+    """GTF theorem: with α = 1 − 1/G, G bounding every Jacobian on the trajectory, the gradient
+    norm does not grow with the window length; without forcing it explodes (chaos)."""
+    train = datasets.load("lorenz63", split="train")
+    zscore = json.loads(train.attrs["preprocessing"])[0]
+    dyn = ScaledLorenzEuler(mean=zscore["mean"], std=zscore["std"], step_size=train.attrs["dt"])
+    model = StateSpaceModel(dyn, Gaussian(3, 3, readout="identity").double())
+    series = train["x"].values[0]
+    norms, alphas = {}, {}
+    for length in (50, 400):
+        x, mask = as_batch(lorenz_windows(series, 16, length, seed=0))
+        teacher = make_teacher(model.observation, x, mask)
+        alphas[length], bound = estimate_alpha(dyn, teacher.z_hat[:, :-1], method="batch_maximum")
+        assert bound > 1.05                          # expanding steps: the forcing has work to do
+        norms[length] = (_grad_norm(model, x, mask, alphas[length]), _grad_norm(model, x, mask, 0.0))
+    assert alphas[400] == pytest.approx(alphas[50], abs=0.05)
+    forced_ratio = norms[400][0] / norms[50][0]
+    free_ratio = norms[400][1] / norms[50][1]
+    assert forced_ratio < 2.5
+    assert free_ratio > 20.0
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+# ---------------------------------------------------------------------------------------------
+def test_adaptive_alpha_decreases_as_the_model_learns_a_periodic_signal():
+    """An expanding initial model needs strong forcing; once it has learned the rotation of a
+    sine/cosine pair (Jacobian norms near 1) the Jacobian bound, and α with it, fall."""
+    dyn = ShallowPLRNN(2, 16, clip=True, seed=1)
+    with torch.no_grad():
+        dyn.W1.mul_(3.0)                             # start expanding: a large α estimate
+    model = StateSpaceModel(dyn, Gaussian(2, 2, readout="identity"), dt=0.1)
+    data = periodic_data()
+    states = torch.as_tensor(data[None, :100], dtype=torch.float32)
+
+    def one_step_error():
+        with torch.no_grad():
+            return float((dyn.step(states[0, :-1]) - states[0, 1:]).square().mean())
+
+    alpha_before, error_before = estimate_alpha(dyn, states)[0], one_step_error()
+    history = fit_teacher_forcing(model, data, alpha="adaptive", alpha_initial=1.0, alpha_decay=0.8,
+                                  alpha_update_every=2, seq_len=20, batch_size=8, batches_per_epoch=10,
+                                  n_epochs=4, lr=1e-2, lr_end=2e-3, optimizer="adam", eval_every=0, seed=0,
+                                  progress=False)
+    alpha_after, error_after = estimate_alpha(dyn, states)[0], one_step_error()
+    est, alphas = np.array(history["alpha_estimate"]), np.array(history["alpha_after_update"])
+    assert len(est) == len(alphas) == 4 * 10 // 2 and history["alpha_update_batch"][:2] == [2, 4]
+    assert error_after < 0.05 * error_before                # the model has learned the signal ...
+    assert alpha_before > 0.3
+    assert alpha_after < 0.5 * alpha_before                 # ... and needs less forcing
+    assert est[-3:].mean() < 0.7 * est[:3].mean()           # the logged estimates fall with it
+    assert alphas[-1] < 0.5 * alphas[0]
+    assert history["alpha"][-1] == pytest.approx(alphas[-1])
+
+
+def test_best_state_by_state_space_divergence_is_restored():
+    model = StateSpaceModel(ShallowPLRNN(2, 16, clip=True, seed=1), Gaussian(2, 2, readout="identity"), dt=0.1)
+    data = periodic_data()
+    history = fit_teacher_forcing(model, data, alpha=0.3, seq_len=30, batch_size=8, batches_per_epoch=5,
+                                  n_epochs=6, lr=1e-2, optimizer="adam", eval_every=2, eval_steps=300, seed=0,
+                                  progress=False)
+    scores = np.array(history["state_space_divergence"])
+    assert history["eval_epoch"] == [1, 3, 5]
+    assert np.isfinite(scores).sum() >= 2
+    assert history["best_state_space_divergence"] == np.nanmin(scores)
+    assert history["best_epoch"] == history["eval_epoch"][int(np.nanargmin(scores))]
+    from dsident.data import as_dataset
+    rescored, _ = _FreeRunScorer(as_dataset(data, dt=0.1), 300, burn_in=75).score(model, seed=0)
+    assert rescored == pytest.approx(np.nanmin(scores))
+
+
+def test_resume_continues_exactly(tmp_path):
+    data = periodic_data(300)
+    # a constant learning rate: the decay schedule depends on n_epochs, which differs between the calls
+    kwargs = dict(alpha="adaptive", seq_len=20, batch_size=4, batches_per_epoch=3, lr=3e-3, lr_end=None, eval_every=2,
+                  eval_steps=100, seed=3, progress=False)
+
+    def fresh():
+        return StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=2), Gaussian(2, 2, readout="identity"), dt=0.1)
+
+    straight = fresh()
+    h_straight = fit_teacher_forcing(straight, data, n_epochs=4, eval_every=2, **{k: v for k, v in kwargs.items()
+                                                                               if k != "eval_every"})
+    ckpt = tmp_path / "tf.pt"
+    first = fresh()
+    fit_teacher_forcing(first, data, n_epochs=2, checkpoint=ckpt, **kwargs)
+    resumed = fresh()
+    h_resumed = fit_teacher_forcing(resumed, data, n_epochs=4, checkpoint=ckpt, **kwargs)
+    assert h_resumed["resumed_from_epoch"] == 2
+    assert h_resumed["epoch"] == [0, 1, 2, 3]
+    np.testing.assert_allclose(h_resumed["train_loss"], h_straight["train_loss"], rtol=1e-6)
+    np.testing.assert_allclose(h_resumed["alpha_after_update"], h_straight["alpha_after_update"], rtol=1e-6)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_checkpoint_of_another_engine_is_refused(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"format": "dsident-training-checkpoint", "engine": "bptt"}, path)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, seed=0), Gaussian(2, 2, readout="identity"))
+    with pytest.raises(ValueError, match="engine 'bptt'"):
+        fit_teacher_forcing(model, periodic_data(100), n_epochs=1, checkpoint=path, progress=False)
+
+
+def test_divergence_is_detected_and_reported():
+    dyn = PLRNN(2, penalty="none", seed=0)
+    dyn.set_params(A=np.full(2, 3.0), W=np.zeros((2, 2)), h=np.zeros(2))   # |z| grows as 3^t
+    model = StateSpaceModel(dyn, Gaussian(2, 2, readout="identity"))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(TrainingDivergedError, match="not finite|became"):
+        fit_teacher_forcing(model, periodic_data(300), alpha=0.0, seq_len=200, batches_per_epoch=2, n_epochs=1,
+                            eval_every=0, on_divergence="raise", progress=False)
+    for k, v in model.state_dict().items():                 # no step was taken with a non-finite loss
+        torch.testing.assert_close(v, before[k])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = fit_teacher_forcing(model, periodic_data(300), alpha=0.0, seq_len=200, batches_per_epoch=2,
+                                      n_epochs=1, eval_every=0, progress=False)
+    assert history["diverged"] and any(issubclass(w.category, RuntimeWarning) for w in caught)
+
+
+def test_engine_registry_and_estimator_fit():
+    assert get_engine("gtf") is fit_teacher_forcing and get_engine("teacher-forcing") is fit_teacher_forcing
+    from dsident.models import ShallowPLRNN as ShallowPLRNNEstimator
+    est = ShallowPLRNNEstimator(latent_dim=2, hidden_dim=8, clip=True, seed=0)
+    est.fit(periodic_data(200), method="gtf", n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=1,
+            eval_steps=50, progress=False)
+    assert est.history_["settings"]["engine"] == "teacher-forcing"
+    assert np.isfinite(est.history_["state_space_divergence"][0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"mode": "dense"}, "`mode`"),
+    ({"alpha": 1.5}, "`alpha`"),
+    ({"alpha": "auto"}, "`alpha`"),
+    ({"seq_len": 1}, "`seq_len`"),
+    ({"lr": -1.0}, "`lr`"),
+    ({"eval_every": -1}, "`eval_every`"),
+    ({"loss": "l1"}, "`loss`"),
+])
+def test_bad_options_are_refused(kwargs, match):
+    model = StateSpaceModel(ShallowPLRNN(2, 8, seed=0), Gaussian(2, 2, readout="identity"))
+    with pytest.raises(ValueError, match=match):
+        fit_teacher_forcing(model, periodic_data(100), n_epochs=1, progress=False, **kwargs)
+
+
+def test_channel_mismatch_is_refused():
+    model = StateSpaceModel(ShallowPLRNN(3, 8, seed=0), Gaussian(3, 3, readout="identity"))
+    with pytest.raises(ValueError, match="2 channels"):
+        fit_teacher_forcing(model, periodic_data(100), n_epochs=1, progress=False)
