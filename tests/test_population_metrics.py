@@ -152,6 +152,21 @@ def test_behavior_r2_linear_readout_and_noise():
         behavior_r2(rates, behavior, rates, behavior, lag=-1)
 
 
+@pytest.mark.parametrize("n_rows, noise", [(103, 0.5), (240, 3.0), (61, 20.0)])
+def test_behavior_r2_matches_sklearn_grid_search(n_rows, noise):
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GridSearchCV
+
+    rng = np.random.default_rng(n_rows)
+    x = rng.standard_normal((1, n_rows, 6)) * rng.uniform(0.1, 3.0, size=6)
+    y = x @ rng.standard_normal((6, 2)) + noise * rng.standard_normal((1, n_rows, 2))
+    x_ev = rng.standard_normal((1, 50, 6))
+    y_ev = x_ev @ rng.standard_normal((6, 2)) + rng.standard_normal((1, 50, 2))
+    alphas = np.logspace(-2, 3, 11)
+    search = GridSearchCV(Ridge(), {"alpha": alphas}, cv=5).fit(x[0], y[0])
+    assert behavior_r2(x, y, x_ev, y_ev, alphas=alphas) == pytest.approx(search.score(x_ev[0], y_ev[0]), rel=1e-9)
+
+
 def test_offline_nlb_protocol_on_lorenz63_spikes():
     from dsident import datasets
 

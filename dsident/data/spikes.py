@@ -118,15 +118,16 @@ def bin_spikes(spike_times: Any, bin_size: float, t_start: float, t_stop: float,
     tol = _EDGE_TOLERANCE * bin_size                          # edges built by multiplication are inexact
     recorded = (bin_lo >= t_start - tol) & (bin_hi <= t_stop + tol)
 
-    counts = np.zeros((offsets[-1], len(units)))
+    counts = np.zeros((len(units), offsets[-1]))              # unit-major: each unit's row is contiguous
     at_stop = 0
     for j, spikes in enumerate(units):
         flat, n_at_stop = _flat_bin_index(spikes, starts, n_bins, offsets, bin_size)
-        counts[:, j] = np.bincount(flat, minlength=offsets[-1])
+        counts[j] = np.bincount(flat, minlength=offsets[-1])
         at_stop += n_at_stop
         observed = recorded if intervals[j] is None else recorded & _inside(bin_lo + tol, bin_hi - tol, intervals[j])
-        counts[~observed, j] = np.nan
-
+        if not observed.all():
+            counts[j, ~observed] = np.nan
+    counts = counts.T
     per_trial = [counts[offsets[i]:offsets[i + 1]] for i in range(len(starts))]
     for i, block in enumerate(per_trial):
         if not np.isfinite(block).any():

@@ -94,10 +94,12 @@ def bits_per_spike(rates: Any, spikes: Any) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)             # all-NaN neurons give NaN means
         null_rate = np.nanmean(n, axis=tuple(range(n.ndim - 1)))    # (neuron,)
-    null = np.broadcast_to(null_rate, n.shape)
-    nll_null = _nll(null[obs], n[obs], check=False)
-    nll_model = _nll(r[obs], n[obs])
-    return float((nll_null - nll_model) / (n_spikes * math.log(2.0)))
+    counts = n[obs]
+    null = np.broadcast_to(null_rate, n.shape)[obs]
+    model = _checked_rates(r[obs])
+    # NLL_null - NLL_model; the log n! terms cancel
+    gain = np.sum(null - model) - np.sum(xlogy(counts, null)) + np.sum(xlogy(counts, model))
+    return float(gain / (n_spikes * math.log(2.0)))
 
 
 def co_smoothing_bps(rates: Any, spikes: Any, held_out: Sequence[int]) -> float:
@@ -218,9 +220,11 @@ def behavior_r2(rates_train: Any, behavior_train: Any, rates_eval: Any, behavior
                 alphas: Sequence[float] | None = None, lag: int = 0, n_folds: int = 5) -> float:
     """R² of behaviour decoded from rates with ridge regression (NLB "vel R²").
 
-    A ridge regression from rates at bin ``t`` to behaviour at bin ``t + lag`` is fitted on the
-    training trials (trial and time flattened), with the penalty chosen by ``n_folds``-fold
-    cross-validation (contiguous folds, no shuffling: deterministic) over ``alphas``; the score
+    A ridge regression (scikit-learn ``Ridge``) from rates at bin ``t`` to behaviour at bin
+    ``t + lag`` is fitted on the training trials (trial and time flattened), with the penalty
+    chosen by ``n_folds``-fold cross-validation (contiguous folds, no shuffling: deterministic)
+    over ``alphas`` — the choice ``GridSearchCV(Ridge(), {"alpha": alphas}, cv=n_folds)`` makes,
+    computed from per-fold sufficient statistics so that NLB-sized data take a second; the score
     is its R² on the evaluation trials (uniform average over behaviour dimensions).
 
     Parameters
@@ -242,18 +246,55 @@ def behavior_r2(rates_train: Any, behavior_train: Any, rates_eval: Any, behavior
         R² on the evaluation trials. Rows with a NaN in rates or behaviour are dropped.
     """
     from sklearn.linear_model import Ridge
-    from sklearn.model_selection import GridSearchCV
 
     if isinstance(lag, bool) or not isinstance(lag, (int, np.integer)) or lag < 0:
         raise ValueError(f"`lag` must be an integer >= 0 (bins); got lag={lag!r}.")
-    alphas = np.logspace(-4, 0, 9) if alphas is None else np.asarray(alphas, dtype=np.float64)
+    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 2:
+        raise ValueError(f"`n_folds` must be an integer >= 2; got n_folds={n_folds!r}.")
+    alphas = np.logspace(-4, 0, 9) if alphas is None else np.asarray(alphas, dtype=np.float64).ravel()
+    if alphas.size == 0 or not (np.isfinite(alphas).all() and (alphas > 0).all()):
+        raise ValueError(f"`alphas` must be positive finite penalties; got {alphas.tolist()}.")
     xtr, ytr = _decoding_rows(rates_train, behavior_train, lag, "train")
     xev, yev = _decoding_rows(rates_eval, behavior_eval, lag, "eval")
     if xtr.shape[1] != xev.shape[1]:
         raise ValueError(f"`rates_train` has {xtr.shape[1]} neurons but `rates_eval` has {xev.shape[1]}.")
-    search = GridSearchCV(Ridge(), {"alpha": alphas}, cv=n_folds)
-    search.fit(xtr, ytr)
-    return float(search.score(xev, yev))
+    if xtr.shape[0] < n_folds:
+        raise ValueError(f"{xtr.shape[0]} training rows are fewer than `n_folds`={n_folds}.")
+    alpha = _ridge_cv_alpha(xtr, ytr, alphas, n_folds)
+    return float(Ridge(alpha=alpha).fit(xtr, ytr).score(xev, yev))
+
+
+def _ridge_cv_alpha(x: np.ndarray, y: np.ndarray, alphas: np.ndarray, n_folds: int) -> float:
+    """The penalty scikit-learn's ``GridSearchCV(Ridge(), {"alpha": alphas}, cv=n_folds)`` picks.
+
+    Same folds (contiguous, unshuffled ``KFold``), same score (mean over folds of the R²
+    averaged uniformly over outputs) and same tie rule (the first best), but every fold's ridge
+    solutions for all penalties come from one eigendecomposition of its centred Gram matrix,
+    built from sufficient statistics: 45 fits of an NLB-sized problem cost one pass over the data.
+    """
+    n = x.shape[0]
+    bounds = np.concatenate([[0], np.cumsum(np.full(n_folds, n // n_folds) + (np.arange(n_folds) < n % n_folds))])
+    total_xx, total_xy = x.T @ x, x.T @ y
+    total_x, total_y = x.sum(axis=0), y.sum(axis=0)
+    scores = np.zeros(len(alphas))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        xf, yf = x[lo:hi], y[lo:hi]
+        m = n - (hi - lo)
+        mx, my = (total_x - xf.sum(axis=0)) / m, (total_y - yf.sum(axis=0)) / m
+        gram = total_xx - xf.T @ xf - m * np.outer(mx, mx)               # centred X'X of the other folds
+        cross = total_xy - xf.T @ yf - m * np.outer(mx, my)              # centred X'y
+        eigval, eigvec = np.linalg.eigh(gram)
+        projected = eigvec.T @ cross
+        centred_x, centred_y = xf - mx, yf - my
+        ss_tot = ((yf - yf.mean(axis=0)) ** 2).sum(axis=0)
+        for k, alpha in enumerate(alphas):
+            weights = eigvec @ (projected / (eigval + alpha)[:, None])
+            ss_res = ((centred_y - centred_x @ weights) ** 2).sum(axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # r2_score's convention for a constant target: 1 if predicted exactly, else 0
+                r2 = np.where(ss_tot > 0, 1.0 - ss_res / ss_tot, np.where(ss_res == 0, 1.0, 0.0))
+            scores[k] += r2.mean() / n_folds
+    return float(alphas[int(np.argmax(scores))])
 
 
 def split_forward(data: xr.Dataset, n_forward: int) -> tuple[xr.Dataset, xr.Dataset]:
@@ -359,19 +400,24 @@ def _pair(rates: Any, spikes: Any) -> tuple[np.ndarray, np.ndarray]:
     return r, n
 
 
-def _nll(r: np.ndarray, n: np.ndarray, *, check: bool = True) -> float:
+def _nll(r: np.ndarray, n: np.ndarray) -> float:
     """Poisson NLL over matched 1-D arrays of observed bins."""
-    if check:
-        bad = ~np.isfinite(r) | (r < 0)
-        if bad.any():
-            raise ValueError(f"`rates` must be finite and >= 0 at every observed bin; {int(bad.sum())} are not "
-                             f"(e.g. {r[bad][:3].tolist()}).")
-        low = r < MIN_RATE
-        if low.any():
-            warnings.warn(f"{int(low.sum())} predicted rate(s) below {MIN_RATE} were raised to {MIN_RATE} "
-                          "(log of zero).", RuntimeWarning, stacklevel=3)
-            r = np.maximum(r, MIN_RATE)
+    r = _checked_rates(r)
     return float(np.sum(r - xlogy(n, r) + gammaln(n + 1.0)))
+
+
+def _checked_rates(r: np.ndarray) -> np.ndarray:
+    """Refuse negative or non-finite rates; raise rates below MIN_RATE to it with a warning."""
+    bad = ~np.isfinite(r) | (r < 0)
+    if bad.any():
+        raise ValueError(f"`rates` must be finite and >= 0 at every observed bin; {int(bad.sum())} are not "
+                         f"(e.g. {r[bad][:3].tolist()}).")
+    low = r < MIN_RATE
+    if low.any():
+        warnings.warn(f"{int(low.sum())} predicted rate(s) below {MIN_RATE} were raised to {MIN_RATE} "
+                      "(log of zero).", RuntimeWarning, stacklevel=3)
+        r = np.maximum(r, MIN_RATE)
+    return r
 
 
 def _indices(idx: Any, argname: str) -> np.ndarray:
