@@ -15,6 +15,7 @@ from scipy.stats import norm
 from torch import nn
 
 from dsident.data import as_dataset
+from dsident.dynamics import PLRNN
 from dsident.dynamics.base import LatentDynamics
 from dsident.inference.svi import GUIDES, fit_svi, make_guide
 from dsident.inference.svi.pyro_model import Batch, LatentPathPrior
@@ -401,7 +402,7 @@ def _spike_fit(n_time, n_steps):
     ds["length"] = ("trial", [n_time])
     z_true = ds["z_true"].values[0]
     torch.manual_seed(0)
-    model = StateSpaceModel(LinearDynamics(3, euler=True), Poisson(ds.sizes["channel"], 3), process_noise=0.05,
+    model = StateSpaceModel(PLRNN(3, seed=0), Poisson(ds.sizes["channel"], 3), process_noise=0.05,
                             dt=float(ds.attrs["dt"]))
     arr = ds["x"].values
     model.observation.init_from_data(arr, np.isfinite(arr))
@@ -413,17 +414,23 @@ def _spike_fit(n_time, n_steps):
 
 
 def test_poisson_fit_recovers_the_lorenz_latent_short():
-    """Cheap variant: 1000 bins, 150 steps. Chance level (a latent unrelated to the truth) is ~0."""
-    z_hat, z_true = _spike_fit(1000, 150)
+    """PLRNN × Poisson on 1000 bins of 30 neurons, 60 steps (about 5 s of CPU).
+
+    The issue's bar is 0.8. Measured: 0.97 after 60 steps; the same model after a single
+    step gives 0.77 (the untrained encoder's random projection of the spikes), and a latent
+    unrelated to the truth (time-shuffled) gives about 0.
+    """
+    z_hat, z_true = _spike_fit(1000, 60)
     r = _aligned_correlation(z_hat, z_true)
     shuffled = _aligned_correlation(np.random.default_rng(0).permutation(z_hat), z_true)
-    assert r >= 0.8 and shuffled < 0.2
+    assert r >= 0.93 and shuffled < 0.2
 
 
 @pytest.mark.slow
 def test_poisson_fit_recovers_the_lorenz_latent():
-    z_hat, z_true = _spike_fit(5000, 600)
-    assert _aligned_correlation(z_hat, z_true) >= 0.85
+    """Half of the training recording (5000 bins), 400 steps."""
+    z_hat, z_true = _spike_fit(5000, 400)
+    assert _aligned_correlation(z_hat, z_true) >= 0.95
 
 
 # ---------------------------------------------------------------------------------------------
