@@ -10,7 +10,7 @@ from scipy.stats import poisson
 
 from dsident.data import as_dataset
 from dsident.metrics.population import (
-    behavior_r2, bits_per_spike, co_smoothing_bps, forward_prediction_bps, held_out_mask, poisson_nll, psth,
+    behavior_r2, bits_per_spike, chop_trials, co_smoothing_bps, forward_prediction_bps, held_out_mask, poisson_nll, psth,
     psth_r2, split_forward,
 )
 
@@ -112,6 +112,11 @@ def test_split_forward_and_forward_bps():
         split_forward(ds, 29)
 
 
+def test_chop_trials_errors():
+    with pytest.raises(ValueError, match="n_bins"):
+        chop_trials(as_dataset(np.ones((1, 5, 2))), 6)
+
+
 def test_held_out_mask():
     ds = as_dataset(np.ones((1, 5, 4)))
     ds.attrs["held_out_neurons"] = "[1, 3]"
@@ -171,11 +176,15 @@ def test_offline_nlb_protocol_on_lorenz63_spikes():
     from dsident import datasets
 
     test = datasets.load("lorenz63_spikes", split="test").isel(time=slice(0, 2000))
+    trials = chop_trials(test, 140)                            # NLB layout: 14 trials of 140 bins
+    assert trials["x"].shape == (14, 140, 30) and trials["z_true"].shape == (14, 140, 3)
+    np.testing.assert_array_equal(trials["x"].values[3], test["x"].values[0, 420:560])
+    observed, forward = split_forward(trials, 40)
     readout = json.loads(test.attrs["provenance"])["readout"]
-    z = test["z_true"].values
-    true_rates = np.exp(z @ np.asarray(readout["C"]).T + np.asarray(readout["b"]))
-    held_out = json.loads(test.attrs["held_out_neurons"])
+    true_rates = np.exp(trials["z_true"].values @ np.asarray(readout["C"]).T + np.asarray(readout["b"]))
+    held_out = json.loads(trials.attrs["held_out_neurons"])
     assert held_out == list(range(20, 30))
-    co_true = co_smoothing_bps(true_rates, test, held_out)
-    shuffled = true_rates[:, RNG.permutation(2000)]
-    assert co_true > 0.1 > co_smoothing_bps(shuffled, test, held_out)
+    co_true = co_smoothing_bps(true_rates[:, :100], observed, held_out)
+    shuffled = true_rates[:, :100][:, RNG.permutation(100)]
+    assert co_true > 0.1 > co_smoothing_bps(shuffled, observed, held_out)
+    assert forward_prediction_bps(true_rates[:, 100:], forward) > 0.1

@@ -15,7 +15,9 @@ NaN counts are missing bins: they are dropped from every sum, never read as zero
   reference PSTH (NLB "psth R²");
 - :func:`behavior_r2` — R² of behaviour decoded from rates by ridge regression with the
   regularisation chosen by cross-validation on the training trials (NLB "vel R²");
-- :func:`split_forward` and :func:`held_out_mask` — the data splits the protocol needs.
+- :func:`chop_trials`, :func:`split_forward` and :func:`held_out_mask` — the data splits the
+  protocol needs (one long recording → trials; observed window | forward window; held-out
+  neurons masked).
 
 Reference: Pei et al. (2021), "Neural Latents Benchmark '21", NeurIPS Datasets and Benchmarks;
 definitions as in the MIT-licensed ``nlb_tools`` evaluation (re-implemented here, not copied).
@@ -32,7 +34,7 @@ import xarray as xr
 from scipy.special import gammaln, xlogy
 
 __all__ = ["poisson_nll", "bits_per_spike", "co_smoothing_bps", "forward_prediction_bps", "psth", "psth_r2",
-           "behavior_r2", "split_forward", "held_out_mask", "MIN_RATE"]
+           "behavior_r2", "chop_trials", "split_forward", "held_out_mask", "MIN_RATE"]
 
 #: rates below this (expected counts per bin) are raised to it with a warning, as in NLB
 MIN_RATE = 1e-9
@@ -295,6 +297,52 @@ def _ridge_cv_alpha(x: np.ndarray, y: np.ndarray, alphas: np.ndarray, n_folds: i
                 r2 = np.where(ss_tot > 0, 1.0 - ss_res / ss_tot, np.where(ss_res == 0, 1.0, 0.0))
             scores[k] += r2.mean() / n_folds
     return float(alphas[int(np.argmax(scores))])
+
+
+def chop_trials(data: xr.Dataset, n_bins: int) -> xr.Dataset:
+    """Cut long trials into consecutive, non-overlapping trials of ``n_bins`` bins.
+
+    Turns one long recording (such as the shipped ``lorenz63_spikes``) into the trial layout of
+    the NLB protocol. A remainder shorter than ``n_bins`` at the end of a trial is dropped.
+
+    Parameters
+    ----------
+    data : xarray.Dataset
+        Canonical dataset; other variables with dims ``(trial, time, ...)`` (e.g. ``z_true``)
+        are cut the same way.
+    n_bins : int
+        Bins per new trial (>= 2).
+
+    Returns
+    -------
+    xarray.Dataset
+        Canonical dataset with ``source_trial(trial)`` and ``source_start(trial)`` (the first
+        bin's index in the source trial); attrs carried over, ``attrs["split"]`` records the cut.
+    """
+    from ..data import as_dataset, to_arrays
+
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 2:
+        raise ValueError(f"`n_bins` must be an integer >= 2; got n_bins={n_bins!r}.")
+    arr = to_arrays(data)
+    pieces = [(i, s) for i, n in enumerate(arr.length) for s in range(0, int(n) - n_bins + 1, n_bins)]
+    if not pieces:
+        raise ValueError(f"no trial is at least `n_bins`={n_bins} long (lengths {arr.length.tolist()}).")
+    x = np.stack([arr.x[i, s:s + n_bins] for i, s in pieces])
+    ds = as_dataset(x, dt=arr.dt, channel_names=[str(c) for c in data["channel"].values],
+                    name=str(data.attrs.get("name", "data")), provenance=data.attrs.get("provenance"))
+    for key, var in data.data_vars.items():
+        if key in ("x", "length", "u", "sample_time") or var.dims[:2] != ("trial", "time"):
+            continue
+        values = np.stack([var.values[i, s:s + n_bins] for i, s in pieces])
+        ds[key] = (var.dims, values)
+        for dim in var.dims[2:]:
+            if dim in data.coords:
+                ds = ds.assign_coords({dim: data.coords[dim].values})
+    ds["source_trial"] = ("trial", np.array([i for i, _ in pieces], dtype=np.int64))
+    ds["source_start"] = ("trial", np.array([s for _, s in pieces], dtype=np.int64))
+    ds.attrs = {**data.attrs, **{k: ds.attrs[k] for k in ("dt", "name", "provenance")},
+                "split": json.dumps({"step": "chop_trials", "n_bins": int(n_bins)})}
+    return ds
 
 
 def split_forward(data: xr.Dataset, n_forward: int) -> tuple[xr.Dataset, xr.Dataset]:
