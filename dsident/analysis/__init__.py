@@ -1,5 +1,8 @@
 """Analysis of fitted dynamics: fixed points and cycles, Jacobian spectra, Lyapunov
-exponents, flow fields and nullclines.
+exponents, trajectory length, flow fields and nullclines.
+
+Every function accepts a fitted estimator, a :class:`dsident.StateSpaceModel` or a latent
+dynamics module.
 
 >>> from dsident import analysis
 >>> fps = analysis.fixed_points(model)                           # doctest: +SKIP
@@ -7,15 +10,27 @@ exponents, flow fields and nullclines.
 """
 from __future__ import annotations
 
+from .ct_tools import (ContinuousFixedPoints, spectral_abscissa, vector_field_fixed_points, vector_field_grid,
+                       vector_field_jacobian)
 from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_points, newton_fixed_points,
                            plrnn_cycles)
 from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import RosensteinResult, lyapunov_spectrum, max_lyapunov_rosenstein
 from .spectra import eigenvalue_summary, jacobian_spectrum_statistics
+from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
 
 __all__ = [
+    # fixed points and cycles (discrete-time maps; exact for the PLRNN)
     "FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points", "classify_eigenvalues",
+    # Jacobian spectra at fixed points (rPLRNN Fig. 4)
     "eigenvalue_summary", "jacobian_spectrum_statistics",
+    # flow fields and nullclines on a 2-D slice
     "flow_field", "nullclines", "zero_contour",
+    # continuous-time vector fields
+    "ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
+    "spectral_abscissa",
+    # Lyapunov exponents
     "lyapunov_spectrum", "max_lyapunov_rosenstein", "RosensteinResult",
+    # trajectory length (LTC paper)
+    "TrajectoryLength", "trajectory_length", "circle_input", "arc_length",
 ]
