@@ -142,3 +142,22 @@ def test_rectified_moments_monte_carlo():
     assert mean[0, 0] * mom.Ephi[0, 1] + cov[0, 0, 1] * mom.F[0, 1] == pytest.approx((z[:, 0] * phi[:, 1]).mean(), abs=5e-3)
     approx = mom.Ephi[0, 0] * mom.Ephi[0, 1] + mom.F[0, 0] * mom.F[0, 1] * cov[0, 0, 1]
     assert approx == pytest.approx((phi[:, 0] * phi[:, 1]).mean(), abs=1e-2)
+
+
+def test_one_sided_derivatives_at_kinks():
+    from dsident.inference.laplace_em.estep import _kink_gradients
+    p = _params(M=3, K=0, W_scale=0.4, readout="relu", seed=11)
+    rng = np.random.default_rng(11)
+    chain = make_chain(rng.normal(size=(1, 6, 2)))
+    z = rng.normal(size=(6, 3))
+    kink = rng.random((6, 3)) < 0.3
+    z[kink] = 0.0
+    g_off, g_on = _kink_gradients(p, chain, z, z > 0, kink, False)
+    h = 1e-7
+    for t, i in zip(*np.nonzero(kink)):
+        e = np.zeros_like(z)
+        e[t, i] = h
+        fwd = (log_joint(p, chain, z + e) - log_joint(p, chain, z)) / h
+        bwd = (log_joint(p, chain, z) - log_joint(p, chain, z - e)) / h
+        assert g_on[t, i] == pytest.approx(fwd, rel=1e-4, abs=1e-4)
+        assert g_off[t, i] == pytest.approx(bwd, rel=1e-4, abs=1e-4)

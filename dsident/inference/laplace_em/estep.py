@@ -255,18 +255,29 @@ def precision_blocks(params: PLRNNParams, chain: Chain, z: np.ndarray, *, linear
     WtS = p.W.T * s[None, :]
     K1 = WtS * p.A[None, :]              # Wᵀ S A
     K2 = WtS @ p.W                       # Wᵀ S W
-    dd = d_dyn * nx[:, None]             # only steps with a successor carry the transition term
-    D = dd[:, :, None] * K1[None] + K1.T[None] * dd[:, None, :] + (dd[:, :, None] * d_dyn[:, None, :]) * K2[None]
-    diag = _prior_precision(p, chain) + nx[:, None] * (p.A * s * p.A)
-    # observation curvature  G Bᵀ diag(w_t) B G
+    ends = np.nonzero(~chain.nxt)[0]     # steps without a successor carry no transition term
     B, b = _readout_matrix(p)
     w, r = _obs_weights(p, chain, z)
-    if p.likelihood == "gaussian" and chain.mask.all():
-        Ob = (B.T * w[0]) @ B
-        D += (g[:, :, None] * g[:, None, :]) * Ob[None]
-    else:
-        Bw = B[None, :, :] * w[:, :, None]                       # (n, N, M)
-        D += (g[:, :, None] * g[:, None, :]) * np.matmul(np.swapaxes(Bw, 1, 2), B)
+    const_obs = p.likelihood == "gaussian" and bool(chain.mask.all())
+    Ob = (B.T * w[0]) @ B if const_obs else None
+    same = const_obs and (p.readout == "relu") != linear_dynamics   # g == d_dyn: one product serves both
+    D = d_dyn[:, :, None] * d_dyn[:, None, :]
+    D *= (K2 + Ob)[None] if same else K2[None]
+    T1 = d_dyn[:, :, None] * K1[None]
+    D += T1
+    D += np.swapaxes(T1, 1, 2)
+    del T1
+    de = d_dyn[ends]                     # remove the transition terms at trial ends (few rows)
+    D[ends] -= (de[:, :, None] * de[:, None, :]) * K2[None] + de[:, :, None] * K1[None] + K1.T[None] * de[:, None, :]
+    if not same:
+        gg = g[:, :, None] * g[:, None, :]
+        if const_obs:
+            D += gg * Ob[None]
+        else:                            # observation curvature G Bᵀ diag(w_t) B G per step
+            Bw = B[None, :, :] * w[:, :, None]                       # (n, N, M)
+            D += gg * np.matmul(np.swapaxes(Bw, 1, 2), B)
+        del gg
+    diag = _prior_precision(p, chain) + nx[:, None] * (p.A * s * p.A)
     idx = np.arange(M)
     D[:, idx, idx] += diag
     # off-diagonal blocks -S J_t for t = 0..n-2
@@ -375,15 +386,33 @@ def _clamped_blocks(D: np.ndarray, E: np.ndarray, v: np.ndarray, free: np.ndarra
     return D, E, v * fr
 
 
-def _gradient(params: PLRNNParams, chain: Chain, z: np.ndarray, pattern: np.ndarray,
-              linear_dynamics: bool) -> np.ndarray:
-    """Gradient v - H z of the quadratic of region ``pattern`` at z, (n, M)."""
-    zd = np.where(pattern, np.abs(z) + 1.0, -np.abs(z) - 1.0)
-    D, E, v = precision_blocks(params, chain, zd, linear_dynamics=linear_dynamics)
-    Hz = np.einsum("tij,tj->ti", D, z)
-    Hz[1:] += np.einsum("tij,tj->ti", E, z[:-1])
-    Hz[:-1] += np.einsum("tji,tj->ti", E, z[1:])
-    return v - Hz
+def _kink_gradients(params: PLRNNParams, chain: Chain, z: np.ndarray, on: np.ndarray, kink: np.ndarray,
+                    linear_dynamics: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided derivatives of the log joint at z: (going negative, going positive), each (n, M).
+
+    Only the entries in ``kink`` (where z = 0) differ between the two sides: the ReLU slope of
+    the entry itself (in the next transition and, for a ReLU readout, in the observation).
+    O(n·M²), without building the Hessian blocks.
+    """
+    p = params
+    prec = _prior_precision(p, chain)
+    r = prec * (z - _prior_means(p, chain, z, linear_dynamics))         # residual of each step
+    r_next = np.zeros_like(r)
+    r_next[:-1] = r[1:] * chain.nxt[:-1, None]
+    base = -r + p.A * r_next
+    wterm = r_next @ p.W                                                # (Wᵀ r_{t+1})
+    B, _ = _readout_matrix(p)
+    oterm = ((chain.mask / p.Gamma) * (chain.x - _obs_eta(p, z))) @ B   # Bᵀ Γ⁻¹ (x - η)
+    g_off = g_on = base
+    for side_on, name in ((on, "off"), (on | kink, "on")):
+        dyn = np.ones_like(z) if linear_dynamics else side_on.astype(float)
+        obs = side_on.astype(float) if p.readout == "relu" else np.ones_like(z)
+        g = base + dyn * wterm + obs * oterm
+        if name == "off":
+            g_off = g
+        else:
+            g_on = g
+    return g_off, g_on
 
 
 def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol):
@@ -433,8 +462,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
                     new[viol] = 0
         kink = ~free
         if kink.any():
-            g_off = _gradient(params, chain, z, on, linear_dynamics)
-            g_on = _gradient(params, chain, z, on | kink, linear_dynamics)
+            g_off, g_on = _kink_gradients(params, chain, z, on, kink, linear_dynamics)
             scale = tol * (1.0 + np.abs(g_off) + np.abs(g_on))
             new[kink & (g_on > scale)] = 1
             new[kink & (g_off < -scale) & ~(g_on > scale)] = -1
