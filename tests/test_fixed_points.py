@@ -167,3 +167,13 @@ def test_bad_period_and_method_are_named():
         analysis.fixed_points(f, method="bisection")
     with pytest.raises(TypeError, match="PLRNN"):
         analysis.plrnn_cycles(ShallowPLRNN(2, 3, seed=0))
+
+
+def test_constant_input_shifts_the_fixed_point():
+    # z = 0.5 z + C u + h with W = 0: z* = 2 (h + C u)
+    f = PLRNN(2, input_dim=1, penalty="none")
+    f.set_params(A=np.array([0.5, 0.5]), W=np.zeros((2, 2)), h=np.array([-1.0, 1.0]), C=np.array([[2.0], [0.0]]))
+    np.testing.assert_allclose(analysis.fixed_points(f).points[0, 0], [-2.0, 2.0], atol=1e-12)
+    np.testing.assert_allclose(analysis.fixed_points(f, u=np.array([1.0])).points[0, 0], [2.0, 2.0], atol=1e-12)
+    with pytest.raises(ValueError, match="constant input"):
+        analysis.fixed_points(f, u=np.zeros(3))

@@ -170,3 +170,11 @@ def test_bad_arguments_are_named(kwargs, match):
 
 def test_piecewise_linear_flags():
     assert PLRNN.piecewise_linear is True and ShallowPLRNN.piecewise_linear is False
+
+
+def test_input_width_must_match_input_dim():
+    with pytest.raises(ValueError, match="input_dim=2"):
+        PLRNN(3, 2, seed=0).step(torch.zeros(1, 3), torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="input_dim=0"):
+        ShallowPLRNN(3, 4, seed=0).step(torch.zeros(1, 3), torch.zeros(1, 1))
+    assert PLRNN(3, seed=0).step(torch.zeros(1, 3), torch.zeros(1, 0)).shape == (1, 3)

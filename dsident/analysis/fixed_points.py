@@ -132,14 +132,22 @@ def _sorted_eigenvalues(matrices: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # PLRNN: exact solutions region by region
 # ----------------------------------------------------------------------------------------------
-def _as_params(model: Any) -> PLRNNParams:
+def _as_params(model: Any, u: np.ndarray | None = None) -> PLRNNParams:
+    """PLRNN parameters with a constant input folded into the bias (``h + C u``)."""
     if isinstance(model, PLRNNParams):
-        return PLRNNParams(*(np.asarray(p, dtype=float) for p in model))
-    dyn, _ = resolve_dynamics(model)
-    if not isinstance(dyn, PLRNN):
-        raise TypeError(f"exact fixed points and cycles need a PLRNN; got {type(dyn).__name__}. "
-                        "Use newton_fixed_points() for other dynamics.")
-    return dyn.params()
+        p = PLRNNParams(*(np.asarray(q, dtype=float) for q in model))
+    else:
+        dyn, _ = resolve_dynamics(model)
+        if not isinstance(dyn, PLRNN):
+            raise TypeError(f"exact fixed points and cycles need a PLRNN; got {type(dyn).__name__}. "
+                            "Use newton_fixed_points() for other dynamics.")
+        p = dyn.params()
+    if u is None:
+        return p
+    u = np.asarray(u, dtype=float).reshape(-1)
+    if u.shape != (p.C.shape[1],):
+        raise ValueError(f"`u` must be a constant input of shape ({p.C.shape[1]},); got shape {u.shape}.")
+    return p._replace(h=p.h + p.C @ u)
 
 
 def _region_maps(p: PLRNNParams, regions: np.ndarray) -> np.ndarray:
@@ -281,14 +289,14 @@ def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_s
 
 def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enumerate: int = 2 ** 16,
                  n_trajectories: int = 50, n_steps: int = 300, n_random: int = 1000, max_iter: int = 20,
-                 max_candidates: int = 50_000, init_scale: float = 1.0, tol: float = 1e-9, seed: int | np.random.Generator | None = None
-                 ) -> FixedPoints:
+                 max_candidates: int = 50_000, init_scale: float = 1.0, tol: float = 1e-9,
+                 u: np.ndarray | None = None, seed: int | np.random.Generator | None = None) -> FixedPoints:
     """Exact fixed points (``period=1``) or k-cycles of a PLRNN.
 
     Parameters
     ----------
     model : PLRNN, StateSpaceModel with PLRNN dynamics, fitted estimator, or PLRNNParams
-        Inputs are taken as zero (autonomous system).
+        Inputs are taken as zero (autonomous system) unless ``u`` is given.
     period : int, default 1
         k; only cycles of minimal period exactly k are returned.
     method : {"auto", "enumerate", "search"}
@@ -308,6 +316,8 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         True and the result may be incomplete.
     tol : float
         Relative tolerance at region borders (consistency) and for deduplication.
+    u : ndarray of shape (K,), optional
+        A constant input; the fixed points are those of ``F(z) = A z + W relu(z) + C u + h``.
     seed : int or numpy Generator, optional
         For "search" only.
 
@@ -327,7 +337,7 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         raise ValueError(f"`period` must be an integer >= 1; got period={period!r}.")
     if method not in ("auto", "enumerate", "search"):
         raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
-    p = _as_params(model)
+    p = _as_params(model, u)
     m = p.A.shape[0]
     n_tuples = 2.0 ** (m * period)
     if method == "auto":

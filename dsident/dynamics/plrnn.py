@@ -88,6 +88,15 @@ def _offdiag_mask(m: int) -> Tensor:
     return 1.0 - torch.eye(m, dtype=torch.get_default_dtype())
 
 
+def _check_input(u: Tensor | None, input_dim: int, z: Tensor) -> bool:
+    """True when an input term must be added; a width that does not match ``input_dim`` is an error."""
+    if u is None:
+        return False
+    if u.shape[-1] != input_dim:
+        raise ValueError(f"`u` must have a last dimension of size input_dim={input_dim}; got shape {tuple(u.shape)}.")
+    return input_dim > 0
+
+
 class PLRNN(LatentDynamics):
     r"""Piecewise-linear RNN with the manifold-attractor regularizer (rPLRNN).
 
@@ -261,7 +270,7 @@ class PLRNN(LatentDynamics):
         Tensor of shape (B, M)
         """
         out = z * self.a + torch.relu(z) @ self.W_offdiag.T + self.h
-        if u is not None and self.input_dim > 0:
+        if _check_input(u, self.input_dim, z):
             out = out + u @ self.C.T
         return out
 
@@ -416,7 +425,7 @@ class ShallowPLRNN(LatentDynamics):
     def step(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """One step, (B, M) -> (B, M); ``dt`` is ignored (discrete time)."""
         out = z * self.a + self._hidden(z) @ self.W1.T + self.h1
-        if u is not None and self.input_dim > 0:
+        if _check_input(u, self.input_dim, z):
             out = out + u @ self.C.T
         return out
 
