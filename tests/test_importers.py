@@ -174,6 +174,7 @@ def test_load_any_dispatches_by_extension(tmp_path):
     save_dataset(ds, tmp_path / "a.nc")
     back = load_any(tmp_path / "a.nc")
     np.testing.assert_allclose(back["x"].values, ds["x"].values)
+    assert load_any(tmp_path / "a.npy", dt=0.5).attrs["dt"] == 0.5
     (tmp_path / "a.xyz").write_text("?")
     with pytest.raises(ValueError, match="known extensions"):
         load_any(tmp_path / "a.xyz")
@@ -257,6 +258,10 @@ def test_nwb_errors(nwb_file):
     with pytest.raises(ValueError, match="unit ids"):
         from_nwb(path, bin_size=0.1, units=[7])
     assert load_any(path, bin_size=0.1)["x"].shape == (2, 5, 2)
+    assert load_any(path, dt=0.1)["x"].shape == (2, 5, 2)              # dt = bin width for Units
+    assert load_any(path, series="lfp", dt=0.01).attrs["dt"] == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="sampled at dt=0.01"):
+        load_any(path, series="lfp", dt=0.02)
 
 
 # --------------------------------------------------------------------------- MNE

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from .arrays import ARRAY_EXTENSIONS, PICKLE_EXTENSIONS, _pickle_message, load_array
@@ -41,6 +42,10 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
         Passed to the reader (e.g. ``key=``, ``fs=``, ``dims=`` for arrays; ``series=`` or
         ``bin_size=`` for NWB; ``picks=`` for MNE; ``bin_size=`` for Neo). ``format`` (one of
         ``"netcdf"``, ``"array"``, ``"nwb"``, ``"mne"``, ``"neo"``) overrides the extension.
+        ``dt`` (seconds) is understood by every format, so that one command line fits all:
+        the sampling step of array files; the bin width of NWB spikes when no ``series`` is
+        given (``bin_size``); otherwise a check — a file whose own sampling step differs
+        raises ``ValueError`` (resample it first).
 
     Returns
     -------
@@ -65,23 +70,31 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
     ext = path.suffix.lower()
     if fmt is None:
         fmt = _format_of(name, ext)
+    dt = options.pop("dt", None)
+    if fmt == "array":
+        return load_array(path, dt=dt, **options)
+    if fmt == "nwb" and dt is not None and options.get("series") is None and options.get("bin_size") is None:
+        options["bin_size"] = dt
     if fmt == "netcdf":
         from ..io import load_dataset
 
-        return load_dataset(path, **options)
-    if fmt == "array":
-        return load_array(path, **options)
-    if fmt == "nwb":
+        ds = load_dataset(path, **options)
+    elif fmt == "nwb":
         from .nwb import from_nwb
 
-        return from_nwb(path, **options)
-    if fmt == "mne":
-        return from_mne(path, **options)
-    if fmt == "neo":
+        ds = from_nwb(path, **options)
+    elif fmt == "mne":
+        ds = from_mne(path, **options)
+    elif fmt == "neo":
         from .ephys import from_neo
 
-        return from_neo(path, **options)
-    raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'mne' or 'neo'.")
+        ds = from_neo(path, **options)
+    else:
+        raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'mne' or 'neo'.")
+    if dt is not None and not np.isclose(float(ds.attrs["dt"]), float(dt), rtol=1e-9, atol=0.0):
+        raise ValueError(f"{str(path)!r} is sampled at dt={ds.attrs['dt']!r} but dt={dt!r} was asked for; "
+                         "resample it (dsident.data.preprocessing.resample) or leave `dt` out.")
+    return ds
 
 
 def _format_of(name: str, ext: str) -> str:
