@@ -105,10 +105,22 @@ def _trials_table(nwb: Any) -> dict[str, np.ndarray] | None:
         column = tab[col]
         if hasattr(column, "target"):          # a ragged column: table[col] is the index, skip it
             continue
-        values = np.asarray(column.data[:])
-        if values.ndim == 1:
-            out[col] = values.astype(str) if values.dtype.kind in "OSU" else values
+        values = _plain_column(column.data[:])
+        if values is not None:
+            out[col] = values
     return out
+
+
+def _plain_column(data: Any) -> np.ndarray | None:
+    """A 1-D column of numbers or strings; None for anything else (references, nested values)."""
+    values = np.asarray(data)
+    if values.ndim != 1:
+        return None
+    if values.dtype.kind in "biuf":
+        return values
+    if values.dtype.kind in "SU" or all(isinstance(v, (str, bytes)) for v in values):
+        return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in values], dtype=str)
+    return None
 
 
 # --------------------------------------------------------------------------- spikes
@@ -147,10 +159,9 @@ def _read_spikes(nwb: Any, path: Path | None, bin_size: float, table: dict | Non
     for col in tab.colnames:
         if col in ("spike_times", "obs_intervals") or hasattr(tab[col], "target"):
             continue
-        values = np.asarray(tab[col].data[:])
-        if values.ndim == 1 and len(values) == len(ids) and values.dtype.kind in "biufOSU":
-            values = values[pick]
-            ds[f"unit_{col}"] = ("channel", values.astype(str) if values.dtype.kind in "OSU" else values)
+        values = _plain_column(tab[col].data[:])
+        if values is not None and len(values) == len(ids):
+            ds[f"unit_{col}"] = ("channel", values[pick])
     return ds
 
 
