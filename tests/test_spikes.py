@@ -22,6 +22,7 @@ def test_counts_match_numpy_histogram_on_random_trains():
     np.testing.assert_array_equal(ds["x"].values[0], expected)
     assert ds.attrs["dt"] == 0.05 and ds.attrs["bin_size"] == 0.05
     assert ds.attrs["units"] == "spike counts per bin"
+    assert list(ds["channel"].values) == ["u0", "u1", "u2"]
 
 
 def test_spike_exactly_at_t_stop_is_not_counted_and_reported():

@@ -208,7 +208,7 @@ def _finite_float(value: Any, argname: str) -> float:
     return value
 
 
-def _as_units(spike_times: Any, unit_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str] | None]:
+def _as_units(spike_times: Any, unit_names: Sequence[str] | None) -> tuple[list[np.ndarray], list[str]]:
     if isinstance(spike_times, Mapping):
         if unit_names is None:
             unit_names = [str(k) for k in spike_times]
@@ -232,9 +232,11 @@ def _as_units(spike_times: Any, unit_names: Sequence[str] | None) -> tuple[list[
         if not np.isfinite(arr).all():
             raise ValueError(f"spike times of unit {j} contain NaN or inf; every spike time must be finite.")
         units.append(np.sort(arr))
-    if unit_names is not None and len(unit_names) != len(units):
-        raise ValueError(f"`unit_names` has {len(unit_names)} entries; expected {len(units)} (one per unit).")
-    return units, None if unit_names is None else [str(n) for n in unit_names]
+    if unit_names is None:
+        return units, [f"u{j}" for j in range(len(units))]
+    if isinstance(unit_names, str) or len(unit_names) != len(units):
+        raise ValueError(f"`unit_names` must hold one name per unit ({len(units)}); got {unit_names!r}.")
+    return units, [str(n) for n in unit_names]
 
 
 def _as_trials(trials: Any, t_start: float, t_stop: float) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
