@@ -14,8 +14,8 @@ from dsident.dynamics.base import LatentDynamics
 from dsident.inference import get_engine
 from dsident.inference.forcing_alpha import (AlphaSchedule, alpha_from_norm, estimate_alpha, jacobian_norms,
                                              make_teacher, norm_bound)
-from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, fit_teacher_forcing,
-                                               teacher_forcing_loss)
+from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, _WindowSampler,
+                                               condition_penalty, fit_teacher_forcing, teacher_forcing_loss)
 from dsident.observations import Gaussian
 
 
@@ -351,3 +351,44 @@ def test_channel_mismatch_is_refused():
     model = StateSpaceModel(ShallowPLRNN(3, 8, seed=0), Gaussian(3, 3, readout="identity"))
     with pytest.raises(ValueError, match="2 channels"):
         fit_teacher_forcing(model, periodic_data(100), n_epochs=1, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces: the affine-readout penalty, windows of irregular data, other dynamics
+# ---------------------------------------------------------------------------------------------
+def test_condition_penalty_of_learned_loadings_only():
+    obs = Gaussian(2, 3, readout="linear")
+    with torch.no_grad():
+        obs.B.copy_(torch.tensor([[3.0, 0.0, 0.0], [0.0, 0.5, 0.0]]))   # singular values 3 and 0.5
+    assert float(condition_penalty(obs).detach()) == pytest.approx((1 - 3 / 0.5) ** 2, rel=1e-5)
+    assert condition_penalty(Gaussian(2, 3, readout="identity")) is None
+
+
+def test_windows_of_irregular_data_carry_their_sampling_steps():
+    from dsident.data import as_dataset
+    rng = np.random.default_rng(0)
+    times = [np.cumsum(rng.uniform(0.05, 0.15, size=n)) for n in (60, 45)]
+    trials = [np.stack([np.sin(t), np.cos(t)], -1) for t in times]
+    ds = as_dataset(trials, time=times)
+    sampler = _WindowSampler(ds, 10, torch.float64, torch.device("cpu"))
+    x, mask, u, dt = sampler.sample(32, np.random.default_rng(1))
+    assert u is None and x.shape == (32, 10, 2) and dt.shape == (32, 10)
+    for b in range(32):                     # locate each window in its trial and compare the steps
+        trial = next(i for i in range(2) if np.any(np.all(np.isclose(trials[i], x[b, 0].numpy()), -1)))
+        start = int(np.argmin(np.abs(trials[trial] - x[b, 0].numpy()).sum(-1)))
+        np.testing.assert_allclose(dt[b, 1:].numpy(), np.diff(times[trial][start:start + 10]))
+
+
+def test_continuous_time_dynamics_train_on_irregular_samples():
+    from dsident.data import as_dataset
+    from dsident.dynamics import GatedNODE
+    rng = np.random.default_rng(0)
+    t = np.cumsum(rng.uniform(0.05, 0.15, size=300))
+    ds = as_dataset([np.stack([np.sin(t), np.cos(t)], -1)], time=[t])
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=16, gate_hidden_dim=16, seed=0), Gaussian(2, 2, readout="identity"),
+                            dt=0.1)
+    history = fit_teacher_forcing(model, ds, alpha="adaptive", seq_len=20, batch_size=8, batches_per_epoch=5,
+                                  n_epochs=3, lr=1e-2, optimizer="adam", alpha_update_every=1, eval_every=3,
+                                  eval_steps=100, seed=0, progress=False)
+    assert history["train_loss"][-1] < history["train_loss"][0]
+    assert len(history["alpha_estimate"]) == 15 and all(0 <= a <= 1 for a in history["alpha_estimate"])

@@ -62,7 +62,7 @@ _OPTIMIZERS = {"radam": torch.optim.RAdam, "adam": torch.optim.Adam}
 #: a free run leaving mean ± this many standard deviations of the reference counts as diverged
 _DIVERGENCE_STD = 1e3
 _HISTORY_LISTS = ("epoch", "train_loss", "alpha", "lr", "grad_norm", "eval_epoch", "state_space_divergence",
-                  "power_spectrum_distance", "alpha_update_batch", "alpha_estimate", "jacobian_bound",
+                  "power_spectrum_distance", "eval_time_s", "alpha_update_batch", "alpha_estimate", "jacobian_bound",
                   "alpha_after_update")
 
 
@@ -408,7 +408,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Per epoch: ``epoch``, ``train_loss``, ``alpha`` (at the end of the epoch), ``lr``,
         ``grad_norm`` (mean pre-clipping norm). Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
-        D_stsp NaN for a run that never enters the data's range).
+        D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
+        so far, resumed runs included).
         The α schedule: ``alpha_update_batch``, ``alpha_estimate``, ``jacobian_bound``,
         ``alpha_after_update``. Then ``best_epoch``, ``best_state_space_divergence``,
         ``diverged``, ``n_epochs_run``, ``wall_time_s``, ``settings``, ``package_version``
@@ -496,7 +497,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                    package_version=__version__)
     current_alpha = schedule.initial
     best_state: dict[str, Tensor] | None = None
-    start_epoch, n_batches_done = 0, 0
+    start_epoch, n_batches_done, elapsed_before = 0, 0, 0.0
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
         payload = _read_checkpoint(ckpt_path)
@@ -513,6 +514,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         history["best_state_space_divergence"] = float(payload["history"]["best_state_space_divergence"])
         current_alpha = float(payload["alpha"])
         start_epoch, n_batches_done = int(payload["next_epoch"]), int(payload["n_batches_done"])
+        elapsed_before = float(payload.get("elapsed_s", 0.0))
         history["resumed_from_epoch"] = start_epoch
 
     def save(next_epoch: int) -> None:
@@ -521,6 +523,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         _write_checkpoint(ckpt_path, {
             "format": "dsident-training-checkpoint", "engine": "teacher-forcing", "next_epoch": next_epoch,
             "n_batches_done": n_batches_done, "alpha": current_alpha,
+            "elapsed_s": time.perf_counter() - t0 + elapsed_before,
             "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "optimizer_state": opt.state_dict(),
             "best_state": {} if best_state is None else {k: v.detach().cpu() for k, v in best_state.items()},
@@ -606,6 +609,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
             history["eval_epoch"].append(epoch)
             history["state_space_divergence"].append(d_stsp)
             history["power_spectrum_distance"].append(d_h)
+            history["eval_time_s"].append(time.perf_counter() - t0 + elapsed_before)
             if math.isfinite(d_stsp) and d_stsp < history["best_state_space_divergence"]:
                 history["best_state_space_divergence"], history["best_epoch"] = d_stsp, epoch
                 best_state = _state_copy(model)
