@@ -90,6 +90,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML/YAML file giving any of these options")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                    help="hide progress bars")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per fit (default 1: small recurrent models only lose time to "
+                        "intra-op threads; run grid points in parallel with --workers instead)")
+
+
+def _threads(args: argparse.Namespace) -> None:
+    """Apply --threads (default 1) here and, through the environment, in worker processes."""
+    import os
+
+    from .experiments.runner import THREADS_ENV, apply_thread_limit
+
+    n = getattr(args, "threads", None)
+    n = 1 if n is None else int(n)
+    if n < 1:
+        raise SystemExit(f"dsident: --threads must be >= 1; got {n}.")
+    os.environ[THREADS_ENV] = str(n)
+    apply_thread_limit(n)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -112,6 +129,7 @@ def _say(text: str) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """``dsident fit DATA``: fit one model, save it, score it and draw it."""
+    _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
     from .experiments.inputs import is_path_like, load_data
@@ -251,6 +269,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
+    _threads(args)
     from .experiments.inputs import load_data
 
     s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed"])
@@ -269,6 +288,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``dsident generate MODEL_DIR --steps N``."""
+    _threads(args)
     import numpy as np
 
     from . import plotting
@@ -311,6 +331,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick]``."""
+    _threads(args)
     from .experiments.benchmark import run_benchmark
     from .experiments.sweep import make_executor
 
@@ -349,6 +370,7 @@ def _as_list(value: Any) -> list[str] | None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``dsident sweep CONFIG [--scheduler ADDRESS]``."""
+    _threads(args)
     from .experiments.sweep import run_sweep
 
     results, table = run_sweep(args.sweep_config, out=args.out, scheduler=args.scheduler,
@@ -417,6 +439,7 @@ def _build_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="size of the local process pool")
     p.add_argument("--out", help="result folder (default: the file's `out`)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch threads per grid point (default 1)")
 
 
 #: verb -> (help, parser builder, handler)

@@ -188,6 +188,7 @@ def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
     """Scores of the configuration's model before any training (its initialisation)."""
     from .inputs import load_data
     from .scoring import evaluate_model
+    from .runner import adapt_to_data
     from .untrained import untrained_model
 
     cache = out / f"untrained_{point_id(cfg)}.json"
@@ -196,7 +197,7 @@ def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
     try:
         train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"))
         test = load_data(cfg["dataset"], split="test", length=cfg.get("eval_length"))
-        model = untrained_model(cfg, train)
+        model = untrained_model(adapt_to_data(cfg, train), train)
         scores, _ = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=int(cfg.get("seed", 0)))
     except Exception as err:
         say(f"[dsident] untrained {cfg['model']} not scored: {type(err).__name__}: {err}")

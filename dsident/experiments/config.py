@@ -56,7 +56,7 @@ DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
 #: per model: the default inference method and hyperparameters
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rplrnn": {"method": "laplace-em", "model_params": {"latent_dim": 16, "reg_fraction": 0.5}},
-    "shplrnn": {"method": "teacher-forcing", "model_params": {"latent_dim": 3, "hidden_dim": 50}},
+    "shplrnn": {"method": "bptt", "model_params": {"latent_dim": 3, "hidden_dim": 100, "readout": "identity"}},
     "gnode": {"method": "svi", "model_params": {"latent_dim": 8}},
     "ltc": {"method": "svi", "model_params": {"latent_dim": 8}},
     "rfwp": {"method": "svi", "model_params": {"latent_dim": 8}},
@@ -67,7 +67,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 FIT_DEFAULTS: dict[str, dict[str, Any]] = {
     "laplace-em": {},
     "svi": {},
-    "bptt": {},
+    "bptt": {"n_epochs": 200, "seq_len": 30, "batch_size": 16, "lr": 3e-3, "lr_end": 3e-4},
     "teacher-forcing": {},
 }
 
@@ -80,11 +80,20 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {}
 PRESETS: dict[str, dict[Any, Any]] = {
     "quick": {
         # The README's main job: a real Lorenz-63 reconstruction in < 10 min on 2 CPU cores.
-        "grid": {"datasets": ["lorenz63"], "models": ["shplrnn"], "methods": ["teacher-forcing"], "seeds": 1},
-        "all": {"train_length": 20_000, "eval_length": 10_000},    # floor D_stsp 0.62 at 10 k
-        ("lorenz63", "shplrnn", "teacher-forcing"): {"model_params": {"latent_dim": 3, "hidden_dim": 50}},
+        # Measured choice: a shallow PLRNN (M = 3 = the observed channels, identity readout,
+        # H = 100 hidden units) trained by free-running BPTT on windows of 30 steps (0.3 time
+        # units, well inside one Lyapunov time, so gradients stay tame on chaotic data),
+        # Adam 3e-3 decaying to 3e-4 over 200 epochs of 20 000 samples, scored on 10 000 test
+        # samples (floor D_stsp 0.62 there).
+        "grid": {"datasets": ["lorenz63"], "models": ["shplrnn"], "methods": ["bptt"], "seeds": 1},
+        "all": {"train_length": 20_000, "eval_length": 10_000},
+        ("lorenz63", "shplrnn", "bptt"): {
+            "model_params": {"latent_dim": 3, "hidden_dim": 100, "readout": "identity"},
+            "fit_options": {"n_epochs": 200, "seq_len": 30, "batch_size": 16, "lr": 3e-3, "lr_end": 3e-4},
+        },
     },
 }
+
 
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",

@@ -36,9 +36,10 @@ def shipped_names() -> list[str]:
         return []
     lister = getattr(datasets, "list", None) or getattr(datasets, "names", None)
     try:
-        return list(lister()) if callable(lister) else list(getattr(datasets, "DATASETS", {}))
+        entries = list(lister()) if callable(lister) else list(getattr(datasets, "DATASETS", {}))
     except Exception:
         return []
+    return [str(e["name"]) if isinstance(e, dict) else str(e) for e in entries]
 
 
 def load_data(spec: Any, *, split: str = "train", dt: float | None = None,

@@ -91,9 +91,26 @@ def build_estimator(cfg: Mapping[str, Any]) -> tuple[Any, dict[str, Any], list[s
     return cls(**params), options, [f"model_params.{k}" for k in dropped_p] + [f"fit_options.{k}" for k in dropped_o]
 
 
+def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
+    """Settings that depend on the data: an identity readout needs ``latent_dim`` ≥ channels.
+
+    Only a *default* ``latent_dim`` is raised (and the change noted under ``adapted``); a value
+    the user gave is left alone so that the estimator reports the conflict itself.
+    """
+    out = dict(cfg)
+    params = dict(out.get("model_params", {}))
+    n_channels = int(data.sizes["channel"])
+    user = set(out.get("user_keys", {}).get("model_params", ()))
+    if params.get("readout") == "identity" and "latent_dim" not in user and int(params.get("latent_dim", 0)) < n_channels:
+        out.setdefault("adapted", {})["latent_dim"] = f"{params.get('latent_dim')} -> {n_channels} (identity readout)"
+        params["latent_dim"] = n_channels
+    out["model_params"] = params
+    return out
+
+
 def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False) -> tuple[Any, float, list[str]]:
     """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults)."""
-    est, options, dropped = build_estimator(cfg)
+    est, options, dropped = build_estimator(adapt_to_data(cfg, train))
     import inspect
 
     fit_params = inspect.signature(est.fit).parameters
@@ -127,6 +144,7 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     """
     from .inputs import load_data
 
+    apply_thread_limit()
     out_root = Path(out_root)
     pid = point_id(cfg)
     final = out_root / "points" / pid
@@ -140,9 +158,10 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
         test = load_data(cfg.get("test_data") or cfg["dataset"], split="test", length=cfg.get("eval_length"),
                          dt=cfg.get("dt"))
-        est, fit_time, dropped = fit_point(cfg, train, progress=progress)
+        used = adapt_to_data(cfg, train)
+        est, fit_time, dropped = fit_point(used, train, progress=progress)
         record["fit_time"] = fit_time
-        record["config"] = {**dict(cfg), "dropped_defaults": dropped}
+        record["config"] = {**used, "dropped_defaults": dropped}
         from .scoring import evaluate_model
 
         scores, raw = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
@@ -167,6 +186,31 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         shutil.rmtree(final)
     tmp.rename(final)
     return record
+
+
+#: environment variable with the number of torch threads per grid point (set by the CLI)
+THREADS_ENV = "DSIDENT_TORCH_THREADS"
+
+
+def apply_thread_limit(n_threads: int | None = None) -> None:
+    """Limit torch's intra-op threads (``n_threads`` or ``$DSIDENT_TORCH_THREADS``; nothing if neither).
+
+    The recurrent models here are small (tens to hundreds of units): intra-op threads only add
+    synchronisation, and on a shared or busy machine they thrash. Parallelism comes from running
+    grid points side by side instead. Setting the variable makes pool and Dask workers follow.
+    """
+    import os
+
+    value = n_threads if n_threads is not None else os.environ.get(THREADS_ENV)
+    if value is None or value == "":
+        return
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"the number of torch threads must be >= 1; got {value!r}.")
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def _write_netcdf(ds: xr.Dataset, path: Path) -> None:
@@ -249,7 +293,13 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
 
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
-    fn = point_function or run_point
+    if point_function is not None:
+        fn = point_function
+    elif executor is None and progress:
+        def fn(cfg: dict[str, Any], root: str) -> dict[str, Any]:  # in this process: show the engine's bar too
+            return run_point(cfg, root, progress=True)
+    else:
+        fn = run_point
     records: list[dict[str, Any] | None] = [None] * len(configs)
     todo = []
     for i, cfg in enumerate(configs):

@@ -1,0 +1,106 @@
+"""The main-job verbs of `dsident` (fit, evaluate, generate, benchmark, sweep) on tiny settings, in process."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from dsident.cli import main
+
+#: a fit that takes a second: the shallow PLRNN, one BPTT epoch on 400 samples
+TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+        "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
+
+
+def _png(path) -> bool:
+    return path.is_file() and path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fit") / "run"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+def test_fit_writes_model_config_netcdf_markdown_png(fitted):
+    cfg = json.loads((fitted / "config.json").read_text())
+    assert cfg["model"] == "shplrnn" and cfg["method"] == "bptt"
+    assert cfg["model_params"]["hidden_dim"] == 8 and cfg["fit_options"]["n_epochs"] == 1
+    assert cfg["train_length"] == 400 and "dsident_version" in cfg
+    assert (fitted / "model").is_dir()
+    metrics = xr.open_dataset(fitted / "metrics.nc", engine="h5netcdf")
+    assert "state_space_divergence" in metrics
+    assert "D_stsp" in (fitted / "fit.md").read_text()
+    assert _png(fitted / "reconstruction.png") and _png(fitted / "attractor.png")
+    assert (fitted / "history.nc").is_file()
+
+
+def test_evaluate_scores_the_saved_model(fitted, tmp_path):
+    out = tmp_path / "ev"
+    assert main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--out", str(out)]) == 0
+    ds = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert json.loads(ds.attrs["data_length"]) == [250]
+    assert "| D_stsp |" in (out / "metrics.md").read_text()
+    assert _png(out / "reconstruction.png")
+
+
+def test_generate_writes_the_requested_number_of_steps(fitted, tmp_path):
+    out = tmp_path / "gen"
+    assert main(["generate", str(fitted), "--steps", "123", "--seed", "4", "--out", str(out)]) == 0
+    gen = xr.open_dataset(out / "generated.nc", engine="h5netcdf")
+    assert gen.sizes["time"] == 123 and list(gen["channel"].values) == ["x", "y", "z"]
+    assert "123 steps, seed 4" in (out / "generated.md").read_text()
+    assert _png(out / "time_series.png")
+
+
+def test_fit_reads_a_npy_file_with_dt_and_a_toml_config(tmp_path):
+    from dsident import datasets
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :400]
+    np.save(tmp_path / "rec.npy", x)
+    conf = tmp_path / "fit.toml"
+    conf.write_text('model = "shplrnn"\nmethod = "bptt"\nlatent-dim = 4\n'
+                    '[model_params]\nhidden_dim = 6\n[fit_options]\nn_epochs = 1\nseq_len = 20\n')
+    out = tmp_path / "npyfit"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--config", str(conf), "--no-progress",
+                 "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_params"] == {**cfg["model_params"], "latent_dim": 4, "hidden_dim": 6}
+    assert cfg["dt"] == 0.01
+    assert _png(out / "reconstruction.png")       # no test split: free run vs the training data
+
+
+def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):
+    np.save(tmp_path / "rec.npy", np.zeros((50, 2)))
+    assert main(["fit", str(tmp_path / "rec.npy"), "--model", "shplrnn", "--out", str(tmp_path / "o")]) == 2
+    assert "dt" in capsys.readouterr().err
+
+
+def test_benchmark_tiny_grid_with_floor_row(tmp_path):
+    out = tmp_path / "bench"
+    args = ["benchmark", "--datasets", "lorenz63", "--models", "shplrnn", "--methods", "bptt", "--seeds", "2",
+            "--train-length", "400", "--eval-length", "300", "--param", "hidden_dim=8",
+            "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--out", str(out)]
+    assert main(args) == 0
+    res = xr.open_dataset(out / "results.nc", engine="h5netcdf")
+    assert res.sizes["point"] == 2 and set(res["status"].values) == {"done"}
+    table = (out / "results.md").read_text()
+    assert "*floor (true system, same length)*" in table and "shplrnn × bptt" in table
+    assert _png(out / "summary.png") and _png(out / "lorenz63_best.png")
+    points = sorted((out / "points").iterdir())
+    assert len(points) == 2 and all((p / "config.json").is_file() for p in points)
+
+
+def test_sweep_verb_from_a_toml_file(tmp_path):
+    out = tmp_path / "sw"
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(f'dataset = "lorenz63"\nmodel = "shplrnn"\nmethod = "bptt"\ntrain_length = 300\n'
+                    f'eval_length = 200\nout = "{out}"\n[fit_options]\nn_epochs = 1\nseq_len = 20\n'
+                    '[grid]\nhidden_dim = [4, 6]\nseed = [0]\n')
+    assert main(["sweep", str(spec), "--workers", "2", "--no-progress"]) == 0
+    res = xr.open_dataset(out / "sweep.nc", engine="h5netcdf")
+    assert sorted(res["hidden_dim"].values.tolist()) == [4.0, 6.0]
+    assert "| hidden_dim |" in (out / "sweep.md").read_text()
