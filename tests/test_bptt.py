@@ -264,3 +264,13 @@ def test_rplrnn_learns_addition_at_T50_and_vanilla_plrnn_does_not():
     # chance level (predicting the mean) is about 0.167 (seed 004, section 4.1)
     assert errors["manifold"] < 0.03
     assert errors["none"] > 0.1
+
+
+def test_checkpoint_of_another_model_and_dt_mismatch_are_refused(tmp_path):
+    data = linear_rotation_data()
+    path = tmp_path / "ckpt.pt"
+    fit_bptt(small_model(m=4), data, n_epochs=1, seq_len=20, checkpoint=path, progress=False, seed=0)
+    with pytest.raises(ValueError, match="does not fit this model"):
+        fit_bptt(small_model(m=5), data, n_epochs=2, seq_len=20, checkpoint=path, progress=False, seed=0)
+    with pytest.raises(ValueError, match="dt=0.5"):
+        fit_bptt(small_model(), as_dataset(data["x"].values, dt=0.5), n_epochs=1, progress=False)

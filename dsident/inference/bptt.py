@@ -95,6 +95,10 @@ def _check_compatible(model: Any, ds: xr.Dataset) -> None:
     k_model = getattr(model.dynamics, "input_dim", 0)
     if k_data != k_model:
         raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
+    data_dt = float(ds.attrs.get("dt", 1.0))
+    if not np.isclose(data_dt, model.dt, rtol=1e-9, atol=0.0):
+        raise ValueError(f"`data` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
+                         "model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
 
 
 def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool = True, n_epochs: int = 100,

@@ -253,8 +253,13 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
         payload = _load_checkpoint(ckpt_path, settings)
-        model.load_state_dict(payload["model_state"])
-        optimizer.load_state_dict(payload["optimizer_state"])
+        try:
+            model.load_state_dict(payload["model_state"])
+            optimizer.load_state_dict(payload["optimizer_state"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            model.to(original_device)
+            raise ValueError(f"`checkpoint` file {str(ckpt_path)!r} does not fit this model (different sizes or "
+                             f"components): {err}. Use a new checkpoint path or resume=False.") from err
         best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
         for key in ("epoch", "train_loss", "val_loss", "regularization", "lr"):
             history[key] = list(payload["history"][key])
