@@ -166,17 +166,20 @@ def test_mean_field_means_match_kalman_and_variances_are_not_larger(linear_gauss
 
 
 def test_learning_the_model_raises_the_exact_likelihood(linear_gaussian):
-    """From a wrong readout and noise level, SVI moves the parameters uphill on log p(x)."""
+    """From a wrong readout and noise level, SVI moves the parameters uphill on log p(x),
+    and its ELBO stays below the exact log-likelihood of the parameters it reached."""
     ds, build = linear_gaussian
     model = build()
     with torch.no_grad():
         model.observation.B.mul_(0.3)
         model.observation.log_var.fill_(math.log(2.0))
     before = _kalman_all(ds, model)[2]
-    fit_svi(model, ds, seed=0, device="cpu", window=25, batch_size=16, n_steps=100, lr=2e-2, kl_anneal=20,
+    truth = _kalman_all(ds, build())[2]
+    fit_svi(model, ds, seed=0, device="cpu", window=25, batch_size=16, n_steps=100, lr=3e-2, kl_anneal=20,
             eval_every=50, patience=None, progress=False, hidden_dim=16, combiner_dim=16)
     after = _kalman_all(ds, model)[2]
-    assert after > before + 0.2 * abs(before)
+    # measured: 61 % of the way from the start (-1644) to the true parameters' value (-901)
+    assert after > before + (truth - before) / 3
     assert model.smoother_.elbo(ds, n_samples=8) <= after + 1.0
 
 
@@ -416,9 +419,9 @@ def _spike_fit(n_time, n_steps):
 def test_poisson_fit_recovers_the_lorenz_latent_short():
     """PLRNN × Poisson on 1000 bins of 30 neurons, 60 steps (about 5 s of CPU).
 
-    The issue's bar is 0.8. Measured: 0.97 after 60 steps; the same model after a single
-    step gives 0.77 (the untrained encoder's random projection of the spikes), and a latent
-    unrelated to the truth (time-shuffled) gives about 0.
+    The issue's bar is 0.8; we ask for 0.93. Measured: 0.97 after 60 steps; the same model
+    after a single step gives 0.81 (the untrained encoder's random projection of the spikes),
+    and a latent unrelated to the truth (time-shuffled) gives about 0.
     """
     z_hat, z_true = _spike_fit(1000, 60)
     r = _aligned_correlation(z_hat, z_true)

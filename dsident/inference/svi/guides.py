@@ -24,6 +24,7 @@ parameter store, so several fits never share or overwrite each other's parameter
 from __future__ import annotations
 
 import math
+from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import pyro
@@ -100,6 +101,13 @@ class _Gaussian(nn.Module):
 
     def forward(self, a: Tensor) -> tuple[Tensor, Tensor]:
         return self.loc(a), softplus(self.scale(a)) + MIN_SCALE
+
+    @torch.no_grad()
+    def start_scale_at(self, scale: Tensor) -> None:
+        """Make the head's scale start at ``scale`` (M,) whatever the features (zero weights)."""
+        target = (scale.to(self.scale.bias) - MIN_SCALE).clamp(min=MIN_SCALE)
+        self.scale.weight.zero_()
+        self.scale.bias.copy_(target + torch.log(-torch.expm1(-target)))      # softplus^{-1}
 
 
 class Combiner(nn.Module):
@@ -190,10 +198,10 @@ class MeanFieldPosterior(pdist.TorchDistribution):
         return torch.where(self.time_mask, terms, torch.zeros_like(terms)).sum(-1)
 
 
-class Guide(nn.Module):
+class Guide(nn.Module, metaclass=ABCMeta):
     """Base class of the guides: an encoder plus a posterior over latent paths.
 
-    Subclasses implement :meth:`posterior`. Calling the guide as a pyro guide
+    Subclasses implement :meth:`posterior` and :meth:`start_scales_at`. Calling the guide as a pyro guide
     (:meth:`pyro_guide`) samples site ``"z"`` under the trial plate with the KL scale.
     """
 
@@ -205,15 +213,21 @@ class Guide(nn.Module):
         self.latent_dim, self.obs_dim, self.input_dim, self.hidden_dim = latent_dim, obs_dim, input_dim, hidden_dim
         self.encoder = Encoder(obs_dim, input_dim, hidden_dim, x_mean, x_scale)
 
+    @abstractmethod
     def posterior(self, batch: Batch, generator: torch.Generator | None = None) -> pdist.TorchDistribution:
         """The distribution q(z | x) of the batch's paths (batch_shape (B,), event_shape (T, M))."""
-        raise NotImplementedError(f"{type(self).__name__} must implement posterior()")
 
     def pyro_guide(self, batch: Batch, kl_scale: float = 1.0, generator: torch.Generator | None = None) -> Tensor:
         """The pyro guide matching :func:`~dsident.inference.svi.pyro_model.svi_model`."""
         with pyro.plate("trial", batch.x.shape[0], dim=-1):
             with poutine.scale(scale=kl_scale):
                 return pyro.sample("z", self.posterior(batch, generator))
+
+    @abstractmethod
+    def start_scales_at(self, transition_sd: Tensor, initial_sd: Tensor) -> None:
+        """Start the posterior scales at the prior's: ``transition_sd`` (M,) for the steps after
+        the first, ``initial_sd`` (M,) for the first, so that the first KL terms are moderate
+        even when the process noise is far from the default scale."""
 
     def marginals(self, batch: Batch, *, n_samples: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         """Posterior marginal means and variances, each (B, T, M).
@@ -258,6 +272,10 @@ class MarkovGuide(Guide):
     def posterior(self, batch: Batch, generator: torch.Generator | None = None) -> MarkovPosterior:
         return MarkovPosterior(self, self.encoder(batch), batch.time_mask, generator)
 
+    def start_scales_at(self, transition_sd: Tensor, initial_sd: Tensor) -> None:
+        self.combiner.head.start_scale_at(transition_sd)
+        self.initial[-1].start_scale_at(initial_sd)
+
     def config(self) -> dict[str, Any]:
         return {**super().config(), "combiner_dim": self.combiner_dim}
 
@@ -285,6 +303,9 @@ class MeanFieldGuide(Guide):
     def posterior(self, batch: Batch, generator: torch.Generator | None = None) -> MeanFieldPosterior:
         loc, scale = self.head(self.encoder(batch))
         return MeanFieldPosterior(loc, scale, batch.time_mask, generator)
+
+    def start_scales_at(self, transition_sd: Tensor, initial_sd: Tensor) -> None:
+        self.head.start_scale_at(transition_sd)
 
     def marginals(self, batch: Batch, *, n_samples: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         """Exact marginals: the guide's own means and variances (``n_samples`` is not used)."""

@@ -340,6 +340,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
         q = make_guide(guide, latent_dim=model.latent_dim, obs_dim=model.observation.obs_dim,
                        input_dim=int(getattr(model.dynamics, "input_dim", 0) or 0), hidden_dim=hidden_dim,
                        combiner_dim=combiner_dim, x_mean=x_mean.cpu(), x_scale=x_scale.cpu())
+    q.start_scales_at(model.process_var.detach().sqrt().cpu(), (0.5 * model.log_initial_var.detach()).exp().cpu())
     q.to(device=dev, dtype=dtype)
     params = [p for p in q.parameters() if p.requires_grad]
     if learn_model:
