@@ -26,9 +26,7 @@ __all__ = ["BlockTridiagFactor", "factor_block_tridiag", "solve_factored", "sele
 
 class _Level(NamedTuple):
     n: int                 # number of blocks at this level
-    P: np.ndarray          # (n_odd, M, M)  D_i^-1 H[i, i-1]  for odd i
-    Q: np.ndarray          # (n_odd, M, M)  D_i^-1 H[i, i+1]  (zero for a last odd block)
-    Dinv: np.ndarray       # (n_odd, M, M)  D_i^-1
+    Dinv: np.ndarray       # (n_odd, M, M)  D_i^-1  for odd i
     El: np.ndarray         # (n_odd, M, M)  H[i, i-1]
     Er: np.ndarray         # (n_odd, M, M)  H[i+1, i] (zero-padded)
 
@@ -138,7 +136,7 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
         Dn[1:] -= np.matmul(Er, Q)[:n_even - 1]
         Dn = 0.5 * (Dn + np.swapaxes(Dn, -1, -2))      # keep exact symmetry against round-off
         En = -np.matmul(Er, P)[:n_even - 1]             # new coupling between i-1 and i+1
-        levels.append(_Level(m, P, Q, Dinv, El, Er))
+        levels.append(_Level(m, Dinv, El, Er))   # P and Q are recomputed when needed (memory)
         D, E = Dn, En
     root_inv, ld = _chol_inv_logdet(D[:1])
     logdet += ld
@@ -176,7 +174,9 @@ def solve_factored(fac: BlockTridiagFactor, b: np.ndarray) -> np.ndarray:
         n_odd = lev.n // 2
         full = np.empty((lev.n,) + x.shape[1:])
         full[0::2] = x
-        full[1::2] = y - np.matmul(lev.P, x[:n_odd]) - np.matmul(lev.Q, _pad_to(x[1:], n_odd))
+        # x_i = D_i^-1 (b_i - H[i, i-1] x_{i-1} - H[i, i+1] x_{i+1})
+        full[1::2] = y - np.matmul(lev.Dinv, np.matmul(lev.El, x[:n_odd])
+                                   + np.matmul(np.swapaxes(lev.Er, -1, -2), _pad_to(x[1:], n_odd)))
         x = full
     x = x[:fac.n]
     return x[..., 0] if vec else x
@@ -202,9 +202,12 @@ def selected_inverse(fac: BlockTridiagFactor) -> tuple[np.ndarray, np.ndarray]:
         S_rl = _pad_to(So, n_odd)                        # Sigma[i+1, i-1]
         S_lr = np.swapaxes(S_rl, -1, -2)                 # Sigma[i-1, i+1]
         # Sigma[i, i-1] and Sigma[i, i+1] for odd i (from Sigma_oe = -D_oo^-1 H_oe Sigma_ee)
-        S_il = -(np.matmul(lev.P, S_ll) + np.matmul(lev.Q, S_rl))
-        S_ir = -(np.matmul(lev.P, S_lr) + np.matmul(lev.Q, S_rr))
-        S_ii = lev.Dinv - np.matmul(lev.P, np.swapaxes(S_il, -1, -2)) - np.matmul(lev.Q, np.swapaxes(S_ir, -1, -2))
+        P = np.matmul(lev.Dinv, lev.El)
+        Q = np.matmul(lev.Dinv, np.swapaxes(lev.Er, -1, -2))
+        S_il = -(np.matmul(P, S_ll) + np.matmul(Q, S_rl))
+        S_ir = -(np.matmul(P, S_lr) + np.matmul(Q, S_rr))
+        S_ii = lev.Dinv - np.matmul(P, np.swapaxes(S_il, -1, -2)) - np.matmul(Q, np.swapaxes(S_ir, -1, -2))
+        del P, Q, S_rr, S_rl, S_lr
         S_ii = 0.5 * (S_ii + np.swapaxes(S_ii, -1, -2))
         nd = np.empty((m,) + Sd.shape[1:])
         nd[0::2] = Sd

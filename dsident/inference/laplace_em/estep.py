@@ -426,13 +426,13 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     released to the side where the one-sided derivative of the log joint points up. The search
     stops when no entry violates its state and no kink entry wants to move: a local maximum
     (the mode may lie on kinks, z_ti = 0, which a pure flip iteration can never reach).
-    The best point seen (highest log joint) is returned; the search also ends when three
+    The best point seen (highest log joint) is returned; the search also ends when two
     solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
     best_z, best_f = z, f_cur
     seen: set[bytes] = set()
-    stall, patience = 0, 3
+    stall, patience = 0, 2
     while n_solves < max_iter:
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
@@ -522,6 +522,7 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
                              max_iter=max_iter, tol=tol)
     D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
     fac = factor_block_tridiag(D, E)
+    del D, E                       # the factor keeps what it needs (memory at large T)
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
     if covariance:

@@ -81,51 +81,57 @@ def expected_stats(post: LaplacePosterior, chain: Chain, *, readout: str = "relu
     """
     mu, V, L = post.mean, post.cov, post.cov_lag
     n, M = mu.shape
-    K = chain.s.shape[1]
     mom = rectified_moments(mu, V)
-    prev = np.nonzero(chain.nxt)[0]
-    cur = prev + 1
-    mp, mc, Vp, Lp = mu[prev], mu[cur], V[prev], L[prev]
-    S = chain.s[cur]
+    # transitions t -> t+1 are the pairs (mu[:-1], mu[1:]) weighted by w = 1 where both steps are
+    # in the same trial: views and weights instead of fancy-index copies (memory at large T)
+    w = chain.nxt[:-1].astype(float)
+    mp, mc, Vp = mu[:-1], mu[1:], V[:-1]
+    S = chain.s[1:]
+    wm = w[:, None]
     if linear_dynamics:
         Ep, Fp = mp, np.ones_like(mp)
-        Vz_phi = Vp.sum(0)
-        phiphi = mp.T @ mp + Vp.sum(0)
+        Vz_phi = np.einsum("t,tij->ij", w, Vp)
+        phiphi = (mp * wm).T @ mp + Vz_phi
     else:
-        Ep, Fp = mom.Ephi[prev], mom.F[prev]
-        VF = Vp * Fp[:, None, :]                       # Cov(z_i, z_j) P(z_j > 0)
-        Vz_phi = VF.sum(0)
-        phiphi = Ep.T @ Ep + (Fp[:, :, None] * VF).sum(0)
+        Ep, Fp = mom.Ephi[:-1], mom.F[:-1]
+        Vz_phi = np.einsum("t,tij,tj->ij", w, Vp, Fp)      # Σ Cov(z_i, z_j) P(z_j > 0)
+        phiphi = (Ep * wm).T @ Ep + np.einsum("t,ti,tij,tj->ij", w, Fp, Vp, Fp)
         idx = np.arange(M)
-        phiphi[idx, idx] = mom.Ephi2[prev].sum(0)      # exact same-unit second moment
-    zz = mp.T @ mp + Vp.sum(0)
-    zphi = mp.T @ Ep + Vz_phi
-    one = np.ones((len(prev), 1))
-    bb = np.block([[zz, zphi, mp.T @ S, mp.T @ one],
-                   [zphi.T, phiphi, Ep.T @ S, Ep.T @ one],
-                   [S.T @ mp, S.T @ Ep, S.T @ S, S.T @ one],
-                   [one.T @ mp, one.T @ Ep, one.T @ S, np.array([[float(len(prev))]])]])
-    zc_zp = mc.T @ mp + Lp.sum(0)
-    zc_phip = mc.T @ Ep + (Lp * Fp[:, None, :]).sum(0)
-    ab = np.concatenate([zc_zp, zc_phip, mc.T @ S, mc.sum(0)[:, None]], axis=1)
-    aa = (mc ** 2).sum(0) + np.diagonal(V[cur], axis1=1, axis2=2).sum(0)
+        phiphi[idx, idx] = w @ mom.Ephi2[:-1]             # exact same-unit second moment
+    zz = (mp * wm).T @ mp + np.einsum("t,tij->ij", w, Vp)
+    zphi = (mp * wm).T @ Ep + Vz_phi
+    n_tr = float(w.sum())
+    bb = np.block([[zz, zphi, (mp * wm).T @ S, (w @ mp)[:, None]],
+                   [zphi.T, phiphi, (Ep * wm).T @ S, (w @ Ep)[:, None]],
+                   [(S * wm).T @ mp, (S * wm).T @ Ep, (S * wm).T @ S, (w @ S)[:, None]],
+                   [(w @ mp)[None], (w @ Ep)[None], (w @ S)[None], np.array([[n_tr]])]])
+    zc_zp = (mc * wm).T @ mp + np.einsum("t,tij->ij", w, L)
+    zc_phip = (mc * wm).T @ Ep + np.einsum("t,tij,tj->ij", w, L, Fp)
+    ab = np.concatenate([zc_zp, zc_phip, (mc * wm).T @ S, (w @ mc)[:, None]], axis=1)
+    aa = w @ (mc ** 2) + w @ np.diagonal(V[1:], axis1=1, axis2=2)
     # observation statistics, per channel over observed samples
-    if readout == "relu":
-        Eg = mom.Ephi
-        Egg = Eg[:, :, None] * Eg[:, None, :] + (mom.F[:, :, None] * V * mom.F[:, None, :])
-        idx = np.arange(M)
-        Egg[:, idx, idx] = mom.Ephi2
-    else:
-        Eg = mu
-        Egg = mu[:, :, None] * mu[:, None, :] + V
     m = chain.mask.astype(float)
     N = m.shape[1]
-    if chain.mask.all():
-        Sgg = Egg.sum(0)[None].repeat(N, 0)
-        Sg = np.repeat(Eg.sum(0)[None], N, 0)
+    full = bool(chain.mask.all())
+    if readout == "relu":
+        Eg = mom.Ephi
+        if full:
+            Sgg1 = Eg.T @ Eg + np.einsum("ti,tij,tj->ij", mom.F, V, mom.F)
+        else:
+            Sgg = np.einsum("tn,ti,tj->nij", m, Eg, Eg) + np.einsum("tn,ti,tij,tj->nij", m, mom.F, V, mom.F)
+        idx = np.arange(M)
+        diag2 = m.T @ mom.Ephi2                            # (N, M) exact E[φ²] per channel
     else:
-        Sgg = np.einsum("tn,tij->nij", m, Egg)
-        Sg = m.T @ Eg
+        Eg = mu
+        if full:
+            Sgg1 = Eg.T @ Eg + V.sum(0)
+        else:
+            Sgg = np.einsum("tn,ti,tj->nij", m, Eg, Eg) + np.einsum("tn,tij->nij", m, V)
+    if full:
+        Sgg = np.repeat(Sgg1[None], N, 0)
+    if readout == "relu":
+        Sgg[:, idx, idx] = diag2
+    Sg = m.T @ Eg
     cnt = m.sum(0)
     gg = np.zeros((N, M + 1, M + 1))
     gg[:, :M, :M] = Sgg
@@ -136,7 +142,7 @@ def expected_stats(post: LaplacePosterior, chain: Chain, *, readout: str = "relu
     xg = np.concatenate([xm.T @ Eg, xm.sum(0)[:, None]], axis=1)
     xx = (xm * chain.x).sum(0)
     starts = np.nonzero(chain.start)[0]
-    return SufficientStats(bb, ab, aa, len(prev), mu[starts], chain.s[starts], gg, xg, xx, cnt)
+    return SufficientStats(bb, ab, aa, int(n_tr), mu[starts], chain.s[starts], gg, xg, xx, cnt)
 
 
 class RidgePrior(NamedTuple):
