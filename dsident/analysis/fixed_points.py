@@ -155,8 +155,12 @@ def _region_maps(p: PLRNNParams, regions: np.ndarray) -> np.ndarray:
     return np.diag(p.A)[None] + p.W[None] * regions[:, None, :].astype(float)
 
 
-def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, np.ndarray]:
-    """Solve every k-tuple of regions, (R, k, M) bool; return the consistent solutions."""
+def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, Any]:
+    """Solve every k-tuple of regions, (R, k, M) bool.
+
+    Returns ``points`` (consistent solutions, (n, k, M)), ``n_singular``, and for every
+    candidate ``regular`` (R,) and ``proposal`` (R, k, M), the regions its points lie in.
+    """
     n_cand, k, m = tuples.shape
     eye = np.eye(m)
     prod = np.broadcast_to(eye, (n_cand, m, m)).copy()
@@ -180,8 +184,8 @@ def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, n
     scale = 1.0 + np.abs(points)
     positive_ok = np.where(tuples, points > -tol * scale, points < tol * scale)
     consistent = regular & np.all(positive_ok, axis=(1, 2))
-    return {"points": points[consistent], "product": prod[consistent], "regions": points[consistent] > 0,
-            "n_singular": int((~regular).sum()), "proposal": points > 0, "regular": regular}
+    return {"points": points[consistent], "n_singular": int((~regular).sum()), "proposal": points > 0,
+            "regular": regular}
 
 
 def _has_smaller_period(points: np.ndarray, tol: float) -> bool:
@@ -198,12 +202,15 @@ def _canonical_rotation(points: np.ndarray) -> np.ndarray:
 
 
 def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Drop repeats (other rotations, shorter periods) and return points and F^k eigenvalues."""
     kept: list[np.ndarray] = []
     for pts in sol["points"]:
         if period > 1 and _has_smaller_period(pts, 1e-7):
             continue
         pts = _canonical_rotation(pts)
-        if any(np.allclose(pts, other, atol=tol, rtol=tol) for other in kept):
+        # compare with every rotation: rounding can make two copies of one cycle start at different points
+        if any(np.allclose(np.roll(pts, shift, axis=0), other, atol=tol, rtol=tol)
+               for other in kept for shift in range(period)):
             continue
         kept.append(pts)
     m = p.A.shape[0]
