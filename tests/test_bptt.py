@@ -1,6 +1,5 @@
 """BPTT engine, the shared training loop, and the addition/multiplication tasks."""
 import json
-import warnings
 
 import numpy as np
 import pytest
