@@ -449,3 +449,47 @@ def test_cuda_fit_runs_on_the_gpu_and_returns_the_model_home(small_data):
     assert np.isfinite(model.smoother_(small_data)["z"].values).all()
     auto = fit_svi(_small_model(), small_data, seed=0, **{**SMALL, "device": "auto"})
     assert auto["settings"]["device"].startswith("cuda")
+
+
+# ---------------------------------------------------------------------------------------------
+# the estimator face: every dynamics fits with method="svi"
+# ---------------------------------------------------------------------------------------------
+ESTIMATOR_ARGS = {"PLRNN": dict(latent_dim=4), "ShallowPLRNN": dict(latent_dim=4, hidden_dim=8),
+                  "GatedNODE": dict(latent_dim=4, hidden_dim=8, gate_hidden_dim=8), "LTC": dict(latent_dim=4),
+                  "RecurrentFWP": dict(latent_dim=3, n_heads=1, hidden_dim=8), "ORGaNICs": dict(latent_dim=4)}
+
+
+@pytest.fixture(scope="module")
+def lorenz_short():
+    from dsident import datasets
+
+    train = datasets.load("lorenz63", split="train").isel(time=slice(0, 300))
+    train["length"] = ("trial", [300])
+    x = train["x"].values
+    return as_dataset((x - x.mean(1, keepdims=True)) / x.std(1, keepdims=True), dt=float(train.attrs["dt"]))
+
+
+@pytest.mark.parametrize("name", list(ESTIMATOR_ARGS))
+def test_every_estimator_fits_with_svi_and_smooths(name, lorenz_short):
+    import dsident.models
+
+    est = getattr(dsident.models, name)(seed=0, **ESTIMATOR_ARGS[name])
+    est.fit(lorenz_short, method="svi", n_steps=4, window=30, batch_size=4, eval_every=2, progress=False,
+            device="auto", hidden_dim=8, combiner_dim=8)
+    assert est.history_["engine"] == "svi" and np.isfinite(est.history_["loss"]).all()
+    post = est.smooth(lorenz_short)
+    assert post["z"].shape == (1, 300, est.model_.latent_dim) and np.isfinite(post["z_var"].values).all()
+    assert (post["z_var"].values > 0).all()
+    assert est.generate(20, seed=0)["x"].shape == (1, 20, 3)
+
+
+def test_an_svi_fitted_estimator_is_scored_by_evaluate(lorenz_short):
+    from dsident.metrics import evaluate
+    from dsident.models import PLRNN as PLRNNEstimator
+
+    est = PLRNNEstimator(latent_dim=4, seed=0).fit(lorenz_short, method="svi", n_steps=4, window=30, batch_size=4,
+                                                    eval_every=2, progress=False, hidden_dim=8, combiner_dim=8)
+    scores = evaluate(est, lorenz_short, pe_steps=5)
+    assert np.isfinite(float(scores["prediction_error"]))
+    diverged = bool(np.asarray(scores["diverged"]).any())
+    assert diverged or np.isfinite(float(scores["state_space_divergence"]))
