@@ -118,16 +118,19 @@ def bin_spikes(spike_times: Any, bin_size: float, t_start: float, t_stop: float,
     tol = _EDGE_TOLERANCE * bin_size                          # edges built by multiplication are inexact
     recorded = (bin_lo >= t_start - tol) & (bin_hi <= t_stop + tol)
 
-    counts = np.zeros((len(units), offsets[-1]))              # unit-major: each unit's row is contiguous
-    at_stop = 0
+    # one bincount over (bin, unit) pairs builds the (bin, unit) table directly, contiguous per trial
+    n_units = len(units)
+    pairs, at_stop = [], 0
     for j, spikes in enumerate(units):
         flat, n_at_stop = _flat_bin_index(spikes, starts, n_bins, offsets, bin_size)
-        counts[j] = np.bincount(flat, minlength=offsets[-1])
+        pairs.append(flat * n_units + j)
         at_stop += n_at_stop
+    counts = np.bincount(np.concatenate(pairs), minlength=offsets[-1] * n_units).astype(np.float64)
+    counts = counts.reshape(offsets[-1], n_units)
+    for j in range(n_units):
         observed = recorded if intervals[j] is None else recorded & _inside(bin_lo + tol, bin_hi - tol, intervals[j])
         if not observed.all():
-            counts[j, ~observed] = np.nan
-    counts = counts.T
+            counts[~observed, j] = np.nan
     per_trial = [counts[offsets[i]:offsets[i + 1]] for i in range(len(starts))]
     for i, block in enumerate(per_trial):
         if not np.isfinite(block).any():
@@ -231,7 +234,7 @@ def _as_units(spike_times: Any, unit_names: Sequence[str] | None) -> tuple[list[
         arr = arr.astype(np.float64).ravel()
         if not np.isfinite(arr).all():
             raise ValueError(f"spike times of unit {j} contain NaN or inf; every spike time must be finite.")
-        units.append(np.sort(arr))
+        units.append(arr if arr.size < 2 or (arr[1:] >= arr[:-1]).all() else np.sort(arr))   # sorted is typical
     if unit_names is None:
         return units, [f"u{j}" for j in range(len(units))]
     if isinstance(unit_names, str) or len(unit_names) != len(units):
