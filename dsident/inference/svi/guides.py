@@ -156,16 +156,41 @@ class MarkovPosterior(pdist.TorchDistribution):
     def rsample(self, sample_shape: torch.Size = torch.Size()) -> Tensor:
         n = torch.Size(sample_shape).numel()
         b, t, m = self.batch_shape[0], self.event_shape[0], self.event_shape[1]
-        eps = torch.randn((n, b, t, m), generator=self.generator, dtype=self.loc0.dtype,
-                          device=self.loc0.device).reshape(n * b, t, m)
-        projected = self.projected.repeat(n, 1, 1)
-        z = self.loc0.repeat(n, 1) + self.scale0.repeat(n, 1) * eps[:, 0]
+        eps = torch.randn((n, b, t, m), generator=self.generator, dtype=self.loc0.dtype, device=self.loc0.device)
+        # samples are a leading dim that broadcasts against the (B, ...) features: no copies
+        z = self.loc0 + self.scale0 * eps[:, :, 0]                  # (n, B, M)
         path = [z]
         for i in range(1, t):
-            loc, scale = self.guide.combiner(z, projected[:, i])
-            z = loc + scale * eps[:, i]
+            loc, scale = self.guide.combiner(z, self.projected[:, i])
+            z = loc + scale * eps[:, :, i]
             path.append(z)
-        return torch.stack(path, 1).reshape(torch.Size(sample_shape) + self.batch_shape + self.event_shape)
+        return torch.stack(path, 2).reshape(torch.Size(sample_shape) + self.batch_shape + self.event_shape)
+
+    @torch.no_grad()
+    def moments(self, n_samples: int) -> tuple[Tensor, Tensor]:
+        """Monte Carlo marginal means and variances (B, T, M) from ``n_samples`` paths.
+
+        The paths are never stored: each step adds to running sums (float64), so memory is
+        O(B T M) whatever ``n_samples``, and long recordings can be smoothed in one pass.
+        """
+        b, t, m = self.batch_shape[0], self.event_shape[0], self.event_shape[1]
+        kw = {"dtype": self.loc0.dtype, "device": self.loc0.device}
+        mean = torch.empty((b, t, m), dtype=torch.float64, device=self.loc0.device)
+        var = torch.empty_like(mean)
+
+        def record(i: int, z: Tensor) -> None:
+            zd = z.double()
+            mu = zd.mean(0)
+            mean[:, i] = mu
+            var[:, i] = ((zd - mu) ** 2).sum(0) / max(n_samples - 1, 1)
+
+        z = self.loc0 + self.scale0 * torch.randn((n_samples, b, m), generator=self.generator, **kw)
+        record(0, z)
+        for i in range(1, t):
+            loc, scale = self.guide.combiner(z, self.projected[:, i])
+            z = loc + scale * torch.randn((n_samples, b, m), generator=self.generator, **kw)
+            record(i, z)
+        return mean, var
 
     def log_prob(self, z: Tensor) -> Tensor:
         lp = normal_log_density(z[..., 0, :], self.loc0, self.scale0.log()).sum(-1)
@@ -201,7 +226,7 @@ class MeanFieldPosterior(pdist.TorchDistribution):
 class Guide(nn.Module, metaclass=ABCMeta):
     """Base class of the guides: an encoder plus a posterior over latent paths.
 
-    Subclasses implement :meth:`posterior` and :meth:`start_scales_at`. Calling the guide as a pyro guide
+    Subclasses implement :meth:`posterior`, :meth:`start_scales_at` and :meth:`marginals`. Calling the guide as a pyro guide
     (:meth:`pyro_guide`) samples site ``"z"`` under the trial plate with the KL scale.
     """
 
@@ -229,13 +254,12 @@ class Guide(nn.Module, metaclass=ABCMeta):
         the first, ``initial_sd`` (M,) for the first, so that the first KL terms are moderate
         even when the process noise is far from the default scale."""
 
+    @abstractmethod
     def marginals(self, batch: Batch, *, n_samples: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
         """Posterior marginal means and variances, each (B, T, M).
 
-        The default estimates them from ``n_samples`` paths (Monte Carlo).
+        Subclasses without closed-form marginals estimate them from ``n_samples`` paths.
         """
-        paths = self.posterior(batch, generator).rsample(torch.Size([n_samples]))
-        return paths.mean(0), paths.var(0, unbiased=n_samples > 1)
 
     def config(self) -> dict[str, Any]:
         """Constructor arguments (without the standardisation buffers, which the state dict holds)."""
@@ -275,6 +299,11 @@ class MarkovGuide(Guide):
     def start_scales_at(self, transition_sd: Tensor, initial_sd: Tensor) -> None:
         self.combiner.head.start_scale_at(transition_sd)
         self.initial[-1].start_scale_at(initial_sd)
+
+    def marginals(self, batch: Batch, *, n_samples: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+        """Monte Carlo marginals from ``n_samples`` ancestral paths (see :meth:`MarkovPosterior.moments`)."""
+        mean, var = self.posterior(batch, generator).moments(n_samples)
+        return mean.to(batch.x.dtype), var.to(batch.x.dtype)
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "combiner_dim": self.combiner_dim}
