@@ -276,8 +276,9 @@ class PLRNN(LatentDynamics):
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """``diag(a) + W_offdiag diag(z > 0)`` (eq. 4's ``W_Omega``), shape (B, M, M)."""
-        d = (z > 0).to(z.dtype)
-        return torch.diag(self.a) + self.W_offdiag[None] * d[:, None, :]
+        jac = self.W_offdiag[None] * (z > 0).to(z.dtype)[:, None, :]
+        jac.diagonal(dim1=-2, dim2=-1).add_(self.a)       # the diagonal of W_offdiag is zero
+        return jac
 
     # -- penalties ------------------------------------------------------------------------------
     def _unit_mask(self) -> np.ndarray:
@@ -435,4 +436,6 @@ class ShallowPLRNN(LatentDynamics):
         d = (pre + self.h2 > 0).to(z.dtype)
         if self.clip:
             d = d - (pre > 0).to(z.dtype)
-        return torch.diag(self.a) + (self.W1[None] * d[:, None, :]) @ self.W2
+        jac = (self.W1[None] * d[:, None, :]) @ self.W2
+        jac.diagonal(dim1=-2, dim2=-1).add_(self.a)
+        return jac
