@@ -177,3 +177,28 @@ def test_constant_input_shifts_the_fixed_point():
     np.testing.assert_allclose(analysis.fixed_points(f, u=np.array([1.0])).points[0, 0], [2.0, 2.0], atol=1e-12)
     with pytest.raises(ValueError, match="constant input"):
         analysis.fixed_points(f, u=np.zeros(3))
+
+
+def test_accepts_fitted_estimators_and_state_space_models_and_refuses_unfitted():
+    from dsident import StateSpaceModel
+    from dsident.observations import Gaussian
+    f = PLRNN(2, penalty="none")
+    f.set_params(A=np.array([0.5, 0.5]), W=np.zeros((2, 2)), h=np.array([1.0, -1.0]))
+    model = StateSpaceModel(f, Gaussian(2, 2, readout="identity"))
+
+    class Fitted:
+        model_ = model
+
+        def fit(self):
+            return self
+
+    class Unfitted:
+        def fit(self):
+            return self
+
+    for obj in (f, model, Fitted()):
+        res = analysis.fixed_points(obj)
+        np.testing.assert_allclose(res.points[0, 0], [2.0, -2.0], atol=1e-12)
+    assert res.to_xarray().attrs["package_version"] == res.info["package_version"]
+    with pytest.raises(TypeError, match="not fitted"):
+        analysis.fixed_points(Unfitted())

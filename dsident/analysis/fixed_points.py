@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
 from ._resolve import resolve_dynamics
@@ -55,7 +56,8 @@ class FixedPoints:
     method : str
         "enumerate", "search" or "newton".
     info : dict
-        Search settings and counts (e.g. ``n_candidates``, ``n_singular``).
+        Search settings and counts (e.g. ``n_candidates``, ``n_singular``, ``tol``, ``seed``
+        (-1: none)) and ``package_version``.
     """
 
     points: np.ndarray
@@ -366,7 +368,9 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,
                        info={"n_candidates": int(n_tried), "n_singular": int(n_singular),
-                             "truncated": bool(truncated)})
+                             "truncated": bool(truncated), "tol": float(tol),
+                             "seed": -1 if seed is None or isinstance(seed, np.random.Generator) else int(seed),
+                             "package_version": __version__})
 
 
 def cycles(model: Any, period: int, **options: Any) -> FixedPoints:
@@ -490,7 +494,8 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     return FixedPoints(points=pts[:, None, :], eigenvalues=eig, stable=stable, kind=kind, regions=None,
                        period=1, method="newton",
                        info={"n_starts": int(len(starts)), "n_converged": int(keep.sum()),
-                             "speed_threshold": float(speed_threshold)})
+                             "speed_threshold": float(speed_threshold), "tol": float(tol),
+                             "seed": -1 if seed is None else int(seed), "package_version": __version__})
 
 
 def fixed_points(model: Any, *, method: str = "auto", **options: Any) -> FixedPoints:
