@@ -16,14 +16,14 @@ from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_poin
                            plrnn_cycles)
 from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import RosensteinResult, lyapunov_spectrum, max_lyapunov_rosenstein
-from .spectra import eigenvalue_summary, jacobian_spectrum_statistics
+from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
 
 __all__ = [
     # fixed points and cycles (discrete-time maps; exact for the PLRNN)
     "FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points", "classify_eigenvalues",
     # Jacobian spectra at fixed points (rPLRNN Fig. 4)
-    "eigenvalue_summary", "jacobian_spectrum_statistics",
+    "eigenvalue_summary", "jacobian_spectrum_statistics", "jacobian_product_norms",
     # flow fields and nullclines on a 2-D slice
     "flow_field", "nullclines", "zero_contour",
     # continuous-time vector fields

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import copy
+
 import numpy as np
+import torch
 import xarray as xr
 
 from .._version import __version__
+from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, fixed_points
 
-__all__ = ["jacobian_spectrum_statistics", "eigenvalue_summary"]
+__all__ = ["jacobian_spectrum_statistics", "eigenvalue_summary", "jacobian_product_norms"]
 
 
 def eigenvalue_summary(eigenvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -95,3 +99,55 @@ def jacobian_spectrum_statistics(models: Any | Iterable[Any], *, band: float = 0
                "median_max_abs_eigenvalue": float(np.median(max_abs_all)) if n else nan,
                "band": float(band), "n_models": len(items), "package_version": __version__},
     )
+
+
+def jacobian_product_norms(model: Any, n_steps: int, *, z0: np.ndarray | None = None, u: np.ndarray | None = None,
+                           dt: float | None = None) -> xr.Dataset:
+    """Spectral norms of ``dz_t / dz_0 = J(z_{t-1}) ... J(z_0)`` along free runs (Theorems 1-2).
+
+    For the rPLRNN, Theorem 2 of seed 004 bounds these norms below by 1 (the regularized units
+    carry the gradient over any lag), while a contracting vanilla network lets them vanish:
+    the gradient diagnostic behind long-range learning.
+
+    Parameters
+    ----------
+    model : fitted estimator, StateSpaceModel or LatentDynamics
+    n_steps : int
+        Number of steps (lags 1 .. n_steps).
+    z0 : ndarray of shape (trial, M), optional
+        Initial states (default: one trial from zeros).
+    u : ndarray of shape (trial, n_steps + 1, K), optional
+        Inputs; ``u[:, t]`` drives the step into time t (index 0 unused).
+    dt : float, optional
+        Passed to ``step`` and ``jacobian`` (a StateSpaceModel's ``dt`` by default).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``norm(trial, lag)``, the 2-norm of the Jacobian product over ``lag`` steps, and
+        ``z(trial, lag, latent)`` the states reached.
+    """
+    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+        raise ValueError(f"`n_steps` must be a positive integer; got n_steps={n_steps!r}.")
+    dyn, step_dt = resolve_dynamics(model, dt)
+    m = dyn.latent_dim
+    work = copy.deepcopy(dyn).double()
+    z = torch.zeros(1, m, dtype=torch.float64) if z0 is None else torch.as_tensor(
+        np.atleast_2d(np.asarray(z0, dtype=float)))
+    if z.shape[1] != m:
+        raise ValueError(f"`z0` must have shape (trial, {m}); got {tuple(z.shape)}.")
+    uu = None if u is None else torch.as_tensor(np.asarray(u, dtype=float))
+    if uu is not None and (uu.ndim != 3 or uu.shape[0] != z.shape[0] or uu.shape[1] < n_steps + 1):
+        raise ValueError(f"`u` must have shape ({z.shape[0]}, >= {n_steps + 1}, input); got {tuple(uu.shape)}.")
+    prod = torch.eye(m, dtype=torch.float64).expand(z.shape[0], m, m)
+    norms, states = [], []
+    with torch.no_grad():
+        for t in range(1, n_steps + 1):
+            ut = None if uu is None else uu[:, t]
+            prod = work.jacobian(z, ut, step_dt) @ prod
+            z = work.step(z, ut, step_dt)
+            norms.append(torch.linalg.matrix_norm(prod, ord=2).numpy())
+            states.append(z.numpy().copy())
+    return xr.Dataset({"norm": (("trial", "lag"), np.stack(norms, axis=1)),
+                       "z": (("trial", "lag", "latent"), np.stack(states, axis=1))},
+                      coords={"lag": np.arange(1, n_steps + 1)}, attrs={"package_version": __version__})
