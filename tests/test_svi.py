@@ -187,19 +187,20 @@ def test_learning_the_model_raises_the_exact_likelihood(linear_gaussian):
 # the pyro model: prior log density, masks, KL scale
 # ---------------------------------------------------------------------------------------------
 def test_prior_log_density_matches_a_step_by_step_loop():
-    """Ragged trials, inputs and per-trial dt, against an explicit loop with scipy's normal pdf."""
+    """Ragged trials, inputs and per-step dt, against an explicit loop with scipy's normal pdf."""
     torch.manual_seed(0)
     M, K, T = 2, 1, 6
     model = StateSpaceModel(LinearDynamics(M, K, euler=True), Gaussian(2, M), process_noise=0.05, initial_var=0.5)
     with torch.no_grad():
         model.initial_mean.copy_(torch.tensor([0.3, -0.2]))
         model.dynamics.A.copy_(torch.tensor([[-0.5, 1.0], [-1.0, -0.2]]))
-    lengths, dts = np.array([6, 3]), np.array([0.1, 0.4])
+    lengths = np.array([6, 3])
+    dts = np.random.default_rng(0).uniform(0.05, 0.5, size=(2, T))      # dts[:, t]: step into t
     u = torch.randn(2, T, K)
     z = torch.randn(2, T, M)
     time_mask = torch.as_tensor(np.arange(T)[None, :] < lengths[:, None])
     batch = Batch(x=torch.zeros(2, T, 2), mask=torch.ones(2, T, 2, dtype=torch.bool), time_mask=time_mask,
-                  u=u, dt=torch.tensor(dts, dtype=torch.float32)[:, None])
+                  u=u, dt=torch.tensor(dts, dtype=torch.float32))
     got = LatentPathPrior(model, batch).log_prob(z).detach().numpy()
     A, C = model.dynamics.A.detach().numpy(), model.dynamics.C.detach().numpy()
     sd, sd0 = math.sqrt(0.05), math.sqrt(0.5)
@@ -207,7 +208,7 @@ def test_prior_log_density_matches_a_step_by_step_loop():
         zi, ui = z[i].numpy(), u[i].numpy()
         want = norm.logpdf(zi[0], [0.3, -0.2], sd0).sum()
         for t in range(1, lengths[i]):
-            loc = zi[t - 1] + dts[i] * (A @ zi[t - 1] + C @ ui[t])
+            loc = zi[t - 1] + dts[i, t] * (A @ zi[t - 1] + C @ ui[t])
             want += norm.logpdf(zi[t], loc, sd).sum()
         assert got[i] == pytest.approx(want, rel=1e-5)
 
@@ -352,6 +353,22 @@ def test_ragged_trials_with_missing_samples_and_inputs(tmp_path):
     with pytest.raises(ValueError, match="input_dim=1"):
         fit_svi(StateSpaceModel(LinearDynamics(2, input_dim=1), Gaussian(3, 2)), as_dataset(trials, dt=0.1),
                 seed=0, **SMALL)
+
+
+def test_irregular_sampling_gives_every_transition_its_own_step():
+    from dsident.inference.svi.windows import prepare_trials
+
+    times = [np.array([0.0, 0.1, 0.3, 0.35, 0.6, 1.0]), np.array([0.0, 0.2, 0.25, 0.5])]
+    rng = np.random.default_rng(3)
+    ds = as_dataset([rng.normal(size=(6, 3)), rng.normal(size=(4, 3))], time=times, dt=0.1)
+    model = StateSpaceModel(LinearDynamics(2, euler=True), Gaussian(3, 2))
+    trials = prepare_trials(ds, model, device=torch.device("cpu"), dtype=torch.float32)
+    np.testing.assert_allclose(trials.dt[0, 1:].numpy(), np.diff(times[0]), rtol=1e-6)
+    np.testing.assert_allclose(trials.dt[1, 1:4].numpy(), np.diff(times[1]), rtol=1e-6)
+    batch = trials.batch(np.array([0, 1]), np.array([2, 0]), 3)            # windows keep their own steps
+    np.testing.assert_allclose(batch.dt[0, 1:].numpy(), np.diff(times[0][2:5]), rtol=1e-6)
+    hist = fit_svi(model, ds, seed=0, **{**SMALL, "window": 6})
+    assert np.isfinite(hist["loss"]).all()
 
 
 def test_option_errors_name_the_argument(small_data):

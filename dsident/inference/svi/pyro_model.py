@@ -15,6 +15,9 @@ The whole latent path of a trial is one pyro sample site ``"z"`` whose distribut
 sees two sites per batch (``"z"`` and the observation factor ``"x"``), which keeps its
 bookkeeping negligible next to the numerical work, on CPU and GPU alike.
 
+Irregular sampling: each transition receives its own step ``dt`` (from the data's
+``sample_time``), so a continuous-time model integrates over the actual gap.
+
 Ragged trials: time steps at or after a trial's length are excluded from every term by a
 time mask; missing samples (NaN) are excluded from the observation term by the observation
 mask. Their values never enter the likelihood: they are replaced by zeros *and* masked.
@@ -50,8 +53,10 @@ class Batch:
         True for time steps inside the trial (before its length).
     u : Tensor of shape (B, T, K) or None
         External inputs (0 outside the trial).
-    dt : float or Tensor of shape (B, 1)
-        Sampling step of each trial, in the unit of the data's time coordinate.
+    dt : float or Tensor of shape (B, T)
+        Sampling step, in the unit of the data's time coordinate: one number for all, or (for
+        irregularly sampled trials) ``dt[:, t]`` = the time from sample ``t-1`` to sample ``t``
+        (column 0 is not used).
     """
 
     x: Tensor
@@ -77,7 +82,8 @@ def transition_means(model: StateSpaceModel, z_prev: Tensor, u_next: Tensor | No
         States at times ``0..S-1``.
     u_next : Tensor of shape (B, S, K) or None
         Inputs at times ``1..S`` (the input enters the transition *into* its time step).
-    dt : float or Tensor of shape (B, 1)
+    dt : float or Tensor of shape (B, S)
+        Steps into times ``1..S``; every transition gets its own (a ``(B S, 1)`` tensor for ``step``).
 
     Returns
     -------
@@ -88,7 +94,7 @@ def transition_means(model: StateSpaceModel, z_prev: Tensor, u_next: Tensor | No
     flat_u = None if u_next is None else u_next.reshape(b * s, -1)
     flat_dt = dt
     if isinstance(dt, Tensor):
-        flat_dt = dt.reshape(b, 1, 1).expand(b, s, 1).reshape(b * s, 1)
+        flat_dt = dt.reshape(b * s, 1)
     return model.dynamics.step(z_prev.reshape(b * s, m), flat_u, flat_dt).reshape(b, s, m)
 
 
@@ -132,7 +138,8 @@ class LatentPathPrior(pdist.TorchDistribution):
         lp = normal_log_density(z[:, 0], model.initial_mean, 0.5 * model.log_initial_var).sum(-1)
         if z.shape[1] > 1:
             u_next = None if batch.u is None else batch.u[:, 1:]
-            loc = transition_means(model, z[:, :-1], u_next, batch.dt)
+            dt_next = batch.dt[:, 1:] if isinstance(batch.dt, Tensor) else batch.dt
+            loc = transition_means(model, z[:, :-1], u_next, dt_next)
             trans = normal_log_density(z[:, 1:], loc, 0.5 * model.log_process_var).sum(-1)
             # Steps past a trial's end are not part of the model: zero them with where, not
             # a product, so a non-finite value there cannot leak into the gradient.
@@ -151,12 +158,10 @@ class LatentPathPrior(pdist.TorchDistribution):
                                                                            dtype=mean0.dtype, device=mean0.device)
             sd = (0.5 * model.log_process_var).exp()
             out = [z]
-            dt = batch.dt
-            if isinstance(dt, Tensor):
-                dt = dt.repeat(n // b, 1)
             for i in range(1, t):
                 u_i = None if batch.u is None else batch.u[:, i].repeat(n // b, 1)
-                z = model.dynamics.step(z, u_i, dt) + sd * torch.randn_like(z)
+                dt_i = batch.dt[:, i:i + 1].repeat(n // b, 1) if isinstance(batch.dt, Tensor) else batch.dt
+                z = model.dynamics.step(z, u_i, dt_i) + sd * torch.randn_like(z)
                 out.append(z)
         return torch.stack(out, 1).reshape(shape + self.event_shape)
 

@@ -181,8 +181,9 @@ def fit_svi(
         Any dynamics × observation model; ``dynamics.step`` must accept batches (B, M).
     data : xarray.Dataset
         ``x(trial, time, channel)`` (NaN = missing, masked), optional ``u(trial, time, input)``,
-        ``length(trial)``; ``attrs['dt']`` or a per-trial variable ``dt(trial)``, in the unit of
-        the time coordinate. Anything :func:`dsident.data.as_dataset` accepts also works.
+        ``length(trial)``; ``attrs['dt']`` in the unit of the time coordinate, or per-sample
+        times ``sample_time(trial, time)`` for irregular sampling (each transition then gets its
+        own step). Anything :func:`dsident.data.as_dataset` accepts also works.
     seed : int, optional
         Seeds the guide's initial weights, the window draws and the sampling noise; the fit is
         deterministic on a given device. None draws one (recorded in the history).

@@ -36,8 +36,9 @@ class TrialData:
     u : Tensor of shape (R, T, K) or None
     length : ndarray of shape (R,), int
         Valid time steps per trial.
-    dt : float or Tensor of shape (R,)
-        Sampling step, one number for all trials or one per trial.
+    dt : float or Tensor of shape (R, T)
+        Sampling step: one number for all, or per step (irregular sampling): ``dt[:, t]`` is
+        the time from sample ``t-1`` to sample ``t`` (column 0 and the padding hold the nominal step).
     """
 
     x: Tensor
@@ -63,7 +64,7 @@ class TrialData:
         x = self.x[tr, ti]
         mask = self.mask[tr, ti] & time_mask[..., None]
         u = None if self.u is None else self.u[tr, ti] * time_mask[..., None].to(self.x.dtype)
-        dt = self.dt if not isinstance(self.dt, Tensor) else self.dt[torch.as_tensor(trials, device=device)][:, None]
+        dt = self.dt if not isinstance(self.dt, Tensor) else self.dt[tr, ti]
         return Batch(x=x * mask.to(x.dtype), mask=mask, time_mask=time_mask, u=u, dt=dt)
 
     def full_trials(self, trials: np.ndarray | None = None) -> Batch:
@@ -82,7 +83,7 @@ def prepare_trials(ds: xr.Dataset, model: StateSpaceModel, *, device: torch.devi
     ValueError
         When the channels do not match ``model.observation.obs_dim``, inputs are missing for a
         model that takes them (or given to one that takes none, or contain NaN inside a
-        trial), or a per-trial ``dt`` is not positive.
+        trial), or ``sample_time`` does not increase within a trial.
     """
     arr = to_arrays(ds)
     n_obs = model.observation.obs_dim
@@ -105,13 +106,15 @@ def prepare_trials(ds: xr.Dataset, model: StateSpaceModel, *, device: torch.devi
         u = np.where(inside[..., None], u, 0.0)
     mask = arr.mask
     x = np.where(mask, arr.x, 0.0)
-    if "dt" in ds.data_vars and ds["dt"].dims == ("trial",):
-        dts = np.asarray(ds["dt"].values, dtype=float)
-        if not (np.isfinite(dts).all() and (dts > 0).all()):
-            raise ValueError(f"`data.dt` must be positive and finite for every trial; got {dts.tolist()}.")
-        dt: float | Tensor = torch.as_tensor(dts, dtype=dtype, device=device)
-    else:
-        dt = float(arr.dt)
+    dt: float | Tensor = float(arr.dt)
+    if getattr(arr, "time", None) is not None:
+        steps = np.diff(arr.time, axis=1, prepend=arr.time[:, :1])
+        inside = np.arange(1, steps.shape[1])[None, :] < arr.length[:, None]
+        if not (np.isfinite(steps[:, 1:][inside]).all() and (steps[:, 1:][inside] > 0).all()):
+            raise ValueError("`data.sample_time` must increase strictly within every trial.")
+        steps[:, 0] = arr.dt
+        steps[:, 1:][~inside] = arr.dt
+        dt = torch.as_tensor(steps, dtype=dtype, device=device)
     return TrialData(
         x=torch.as_tensor(x, dtype=dtype, device=device),
         mask=torch.as_tensor(mask, device=device),
@@ -139,9 +142,8 @@ def split_validation(ds: xr.Dataset, fraction: float) -> tuple[xr.Dataset, xr.Da
     for lo, hi in ((np.zeros_like(n_train), n_train), (n_train, arr.length)):
         xs = [arr.x[i, lo[i]:hi[i]] for i in range(len(lo))]
         us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
-        part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"))
-        if "dt" in ds.data_vars and ds["dt"].dims == ("trial",):
-            part["dt"] = ds["dt"].reset_coords(drop=True).assign_coords(trial=part["trial"].values)
+        ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
+        part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
         parts.append(part)
     return parts[0], parts[1]
 
