@@ -28,7 +28,7 @@ class _Level(NamedTuple):
     n: int                 # number of blocks at this level
     Dinv: np.ndarray       # (n_odd, M, M)  D_i^-1  for odd i
     El: np.ndarray         # (n_odd, M, M)  H[i, i-1]
-    Er: np.ndarray         # (n_odd, M, M)  H[i+1, i] (zero-padded)
+    Er: np.ndarray         # (k_r, M, M)    H[i+1, i] for the odd blocks that have a right neighbour
 
 
 def _pad_to(a: np.ndarray, k: int) -> np.ndarray:
@@ -123,20 +123,21 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
     while D.shape[0] > 1:
         m = D.shape[0]
         n_odd, n_even = m // 2, (m + 1) // 2
-        Do = D[1::2]                       # odd blocks i = 1, 3, ...
-        El = E[0::2][:n_odd]               # H[i, i-1] = E[i-1]
-        Er = _pad_to(E[1::2], n_odd)       # H[i+1, i] = E[i]; zero where block i is the last one
-        Dinv, ld = _chol_inv_logdet(Do)
+        k_r = n_even - 1                   # odd blocks that have a right neighbour
+        Dinv, ld = _chol_inv_logdet(D[1::2])
         logdet += ld
-        P = np.matmul(Dinv, El)                         # D_i^-1 H[i, i-1]
-        Q = np.matmul(Dinv, np.swapaxes(Er, -1, -2))    # D_i^-1 H[i, i+1]
-        Dn = D[0::2].copy()
+        El = np.ascontiguousarray(E[0::2][:n_odd])   # H[i, i-1] = E[i-1] for odd i
+        Er = np.ascontiguousarray(E[1::2])           # H[i+1, i] = E[i] for the first k_r odd i
+        P = np.matmul(Dinv, El)                                # D_i^-1 H[i, i-1]
+        Q = np.matmul(Dinv[:k_r], np.swapaxes(Er, -1, -2))     # D_i^-1 H[i, i+1]
         # Schur complement: subtract H[j,i] D_i^-1 H[i,j] from both even neighbours of odd i
-        Dn[:n_odd] -= np.matmul(np.swapaxes(El, -1, -2), P)
-        Dn[1:] -= np.matmul(Er, Q)[:n_even - 1]
-        Dn = 0.5 * (Dn + np.swapaxes(Dn, -1, -2))      # keep exact symmetry against round-off
-        En = -np.matmul(Er, P)[:n_even - 1]             # new coupling between i-1 and i+1
-        levels.append(_Level(m, Dinv, El, Er))   # P and Q are recomputed when needed (memory)
+        Dn = D[0::2] - _pad_to(np.matmul(np.swapaxes(El, -1, -2), P), n_even)
+        Dn[1:] -= np.matmul(Er, Q)
+        Dn += np.swapaxes(Dn, -1, -2)                  # keep exact symmetry against round-off
+        Dn *= 0.5
+        En = -np.matmul(Er, P[:k_r])                   # new coupling between i-1 and i+1
+        levels.append(_Level(m, Dinv, El, Er))         # P and Q are recomputed when needed (memory)
+        del P, Q
         D, E = Dn, En
     root_inv, ld = _chol_inv_logdet(D[:1])
     logdet += ld
@@ -162,21 +163,24 @@ def solve_factored(fac: BlockTridiagFactor, b: np.ndarray) -> np.ndarray:
     r = b[..., None] if vec else b
     stack = []
     for lev in fac.levels:
-        n_odd, n_even = lev.n // 2, (lev.n + 1) // 2
+        n_odd = lev.n // 2
+        k_r = lev.Er.shape[0]
         y = np.matmul(lev.Dinv, r[1::2])               # D_i^-1 b_i for odd i
         rn = r[0::2].copy()
         rn[:n_odd] -= np.matmul(np.swapaxes(lev.El, -1, -2), y)
-        rn[1:] -= np.matmul(lev.Er, y)[:n_even - 1]
+        rn[1:] -= np.matmul(lev.Er, y[:k_r])
         stack.append(y)
         r = rn
     x = np.matmul(fac.root_inv, r)
     for lev, y in zip(reversed(fac.levels), reversed(stack)):
         n_odd = lev.n // 2
+        k_r = lev.Er.shape[0]
         full = np.empty((lev.n,) + x.shape[1:])
         full[0::2] = x
         # x_i = D_i^-1 (b_i - H[i, i-1] x_{i-1} - H[i, i+1] x_{i+1})
-        full[1::2] = y - np.matmul(lev.Dinv, np.matmul(lev.El, x[:n_odd])
-                                   + np.matmul(np.swapaxes(lev.Er, -1, -2), _pad_to(x[1:], n_odd)))
+        rhs = np.matmul(lev.El, x[:n_odd])
+        rhs[:k_r] += np.matmul(np.swapaxes(lev.Er, -1, -2), x[1:])
+        full[1::2] = y - np.matmul(lev.Dinv, rhs)
         x = full
     x = x[:fac.n]
     return x[..., 0] if vec else x
@@ -203,7 +207,7 @@ def selected_inverse(fac: BlockTridiagFactor) -> tuple[np.ndarray, np.ndarray]:
         S_lr = np.swapaxes(S_rl, -1, -2)                 # Sigma[i-1, i+1]
         # Sigma[i, i-1] and Sigma[i, i+1] for odd i (from Sigma_oe = -D_oo^-1 H_oe Sigma_ee)
         P = np.matmul(lev.Dinv, lev.El)
-        Q = np.matmul(lev.Dinv, np.swapaxes(lev.Er, -1, -2))
+        Q = _pad_to(np.matmul(lev.Dinv[:lev.Er.shape[0]], np.swapaxes(lev.Er, -1, -2)), n_odd)
         S_il = -(np.matmul(P, S_ll) + np.matmul(Q, S_rl))
         S_ir = -(np.matmul(P, S_lr) + np.matmul(Q, S_rr))
         S_ii = lev.Dinv - np.matmul(P, np.swapaxes(S_il, -1, -2)) - np.matmul(Q, np.swapaxes(S_ir, -1, -2))

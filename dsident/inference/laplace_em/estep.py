@@ -35,6 +35,7 @@ __all__ = ["Chain", "make_chain", "LaplacePosterior", "RectifiedMoments", "log_j
            "posterior_mode", "laplace_estep", "rectified_moments", "chain_to_trials"]
 
 _LOG2PI = float(np.log(2.0 * np.pi))
+_CHUNK = 4096          # time steps per chunk when assembling (n, M, M) blocks
 
 
 class Chain(NamedTuple):
@@ -261,27 +262,36 @@ def precision_blocks(params: PLRNNParams, chain: Chain, z: np.ndarray, *, linear
     const_obs = p.likelihood == "gaussian" and bool(chain.mask.all())
     Ob = (B.T * w[0]) @ B if const_obs else None
     same = const_obs and (p.readout == "relu") != linear_dynamics   # g == d_dyn: one product serves both
-    D = d_dyn[:, :, None] * d_dyn[:, None, :]
-    D *= (K2 + Ob)[None] if same else K2[None]
-    T1 = d_dyn[:, :, None] * K1[None]
-    D += T1
-    D += np.swapaxes(T1, 1, 2)
-    del T1
+    K_dd = (K2 + Ob) if same else K2
+    D = np.empty((n, M, M))
+    for lo in range(0, n, _CHUNK):       # chunks over time: small temporaries, cache-friendly
+        sl = slice(lo, min(lo + _CHUNK, n))
+        dc = d_dyn[sl]
+        Dc = D[sl]
+        np.multiply(dc[:, :, None] * dc[:, None, :], K_dd[None], out=Dc)
+        T1 = dc[:, :, None] * K1[None]
+        Dc += T1
+        Dc += np.swapaxes(T1, 1, 2)
+        if not same:
+            gc = g[sl]
+            if const_obs:
+                Dc += (gc[:, :, None] * gc[:, None, :]) * Ob[None]
+            else:                        # observation curvature G Bᵀ diag(w_t) B G per step
+                Bw = B[None, :, :] * w[sl, :, None]                  # (chunk, N, M)
+                Dc += (gc[:, :, None] * gc[:, None, :]) * np.matmul(np.swapaxes(Bw, 1, 2), B)
     de = d_dyn[ends]                     # remove the transition terms at trial ends (few rows)
     D[ends] -= (de[:, :, None] * de[:, None, :]) * K2[None] + de[:, :, None] * K1[None] + K1.T[None] * de[:, None, :]
-    if not same:
-        gg = g[:, :, None] * g[:, None, :]
-        if const_obs:
-            D += gg * Ob[None]
-        else:                            # observation curvature G Bᵀ diag(w_t) B G per step
-            Bw = B[None, :, :] * w[:, :, None]                       # (n, N, M)
-            D += gg * np.matmul(np.swapaxes(Bw, 1, 2), B)
-        del gg
     diag = _prior_precision(p, chain) + nx[:, None] * (p.A * s * p.A)
     idx = np.arange(M)
     D[:, idx, idx] += diag
     # off-diagonal blocks -S J_t for t = 0..n-2
-    E = -(np.diag(s * p.A)[None] + (s[:, None] * p.W)[None] * d_dyn[:-1, None, :]) * nx[:-1, None, None]
+    E = np.empty((max(n - 1, 0), M, M))
+    SA, SW = np.diag(s * p.A), s[:, None] * p.W
+    for lo in range(0, n - 1, _CHUNK):
+        sl = slice(lo, min(lo + _CHUNK, n - 1))
+        np.multiply(SW[None], d_dyn[sl, None, :], out=E[sl])
+        E[sl] += SA[None]
+        E[sl] *= -nx[sl, None, None]
     # linear term
     c = p.h + chain.s @ p.C.T
     m0 = np.where(chain.start[:, None], p.mu0 + chain.s @ p.C.T, c)
@@ -379,10 +389,13 @@ def _clamped_blocks(D: np.ndarray, E: np.ndarray, v: np.ndarray, free: np.ndarra
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fix the entries where ``free`` is False at 0 (identity rows/columns, zero right-hand side)."""
     fr = free.astype(float)
-    D = D * (fr[:, :, None] * fr[:, None, :])
+    for lo in range(0, D.shape[0], _CHUNK):          # in place, chunked (memory at large T)
+        sl = slice(lo, lo + _CHUNK)
+        D[sl] *= fr[sl, :, None] * fr[sl, None, :]
+        if lo < E.shape[0]:
+            E[sl] *= fr[lo + 1:lo + 1 + _CHUNK, :, None] * fr[sl, None, :][:E[sl].shape[0]]
     idx = np.arange(D.shape[1])
     D[:, idx, idx] += 1.0 - fr
-    E = E * (fr[1:, :, None] * fr[:-1, None, :])
     return D, E, v * fr
 
 
@@ -528,7 +541,8 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     if covariance:
         cov, lag = selected_inverse(fac)
     else:
-        cov, lag = np.zeros((0,) + D.shape[1:]), np.zeros((0,) + D.shape[1:])
+        M = params.latent_dim
+        cov, lag = np.zeros((0, M, M)), np.zeros((0, M, M))
     return LaplacePosterior(z, cov, lag, lj, ll, info)
 
 
