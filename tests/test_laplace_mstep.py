@@ -62,3 +62,25 @@ def test_regularisation_pulls_toward_manifold_prior():
     np.testing.assert_allclose(strong.h[:2], 0.0, atol=1e-3)
     # the unregularized unit's own parameters stay close to the unpenalized fit
     assert abs(strong.A[2] - free.A[2]) < 0.1
+
+
+def test_masked_statistics_leave_out_exactly_the_missing_samples():
+    from dsident.inference.laplace_em import laplace_estep, rectified_moments
+    p, z, x, u = _simulate(T=60, seed=2)
+    chain = make_chain(x[None], u=u[None])
+    post = laplace_estep(p, chain)
+    full = expected_stats(post, chain, readout="relu")
+    mask = chain.mask.copy()
+    mask[7, 0] = False
+    masked = expected_stats(post, chain._replace(mask=mask), readout="relu")
+    np.testing.assert_allclose(masked.gg[1:], full.gg[1:], atol=1e-10)
+    mom = rectified_moments(post.mean, post.cov)
+    e = mom.Ephi[7]
+    egg = np.outer(e, e) + np.outer(mom.F[7], mom.F[7]) * post.cov[7]
+    egg[np.diag_indices(3)] = mom.Ephi2[7]
+    drop = np.zeros((4, 4))
+    drop[:3, :3], drop[:3, 3], drop[3, :3], drop[3, 3] = egg, e, e, 1.0
+    np.testing.assert_allclose(masked.gg[0], full.gg[0] - drop, atol=1e-10)
+    np.testing.assert_allclose(masked.xg[0], full.xg[0] - x[7, 0] * np.append(e, 1.0), atol=1e-10)
+    assert masked.count[0] == full.count[0] - 1
+    np.testing.assert_allclose(masked.bb, full.bb)       # latent statistics do not depend on the mask
