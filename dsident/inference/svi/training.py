@@ -327,11 +327,9 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
                         f"got {type(validation).__name__}.")
     first = next(model.parameters())
     home, dtype = first.device, first.dtype
-    model.to(dev)
     train = prepare_trials(ds, model, device=dev, dtype=dtype)
     val = train if val_ds is None else prepare_trials(as_dataset(val_ds), model, device=dev, dtype=dtype)
     window = min(window, int(train.length.max()))
-    val_windows = tiling_windows(val, window, MAX_VALIDATION_WINDOWS)
 
     # -- guide, optimiser, schedules, random streams ---------------------------------------------
     seeds = np.random.SeedSequence(seed).generate_state(4)
@@ -343,6 +341,28 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
                        combiner_dim=combiner_dim, x_mean=x_mean.cpu(), x_scale=x_scale.cpu())
     q.start_scales_at(model.process_var.detach().sqrt().cpu(), (0.5 * model.log_initial_var.detach()).exp().cpu())
     q.to(device=dev, dtype=dtype)
+    model.to(dev)
+    try:
+        return _train(model, q, train, val, dev=dev, dtype=dtype, seed=seed, progress=progress,
+                      guide=guide, window=window, batch_size=batch_size, n_steps=n_steps, lr=lr,
+                      lr_schedule=lr_schedule, lr_final=lr_final, kl_anneal=kl_anneal, kl_start=kl_start,
+                      clip_norm=clip_norm, n_particles=n_particles, validation=validation, eval_every=eval_every,
+                      patience=patience, checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                      learn_model=learn_model, smoother_samples=smoother_samples, callback=callback)
+    finally:
+        model.to(home)         # whatever happened, the model goes back where it came from
+        q.to(home)
+
+
+def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *,
+           dev: torch.device, dtype: torch.dtype, seed: int, progress: bool, guide: str, window: int,
+           batch_size: int, n_steps: int, lr: float, lr_schedule: str, lr_final: float, kl_anneal: int,
+           kl_start: float, clip_norm: float | None, n_particles: int, validation: Any, eval_every: int,
+           patience: int | None, checkpoint: Any, checkpoint_every: int, resume: bool, learn_model: bool,
+           smoother_samples: int, callback: Callable[[int, dict[str, float]], None] | None) -> dict[str, Any]:
+    """The optimisation loop of :func:`fit_svi`, on the fitting device (arguments already checked)."""
+    seeds = np.random.SeedSequence(seed).generate_state(4)
+    val_windows = tiling_windows(val, window, MAX_VALIDATION_WINDOWS)
     params = [p for p in q.parameters() if p.requires_grad]
     if learn_model:
         params += [p for p in model.parameters() if p.requires_grad]
@@ -465,8 +485,6 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
         if best["model"] is not None:
             model.load_state_dict(best["model"])
             q.load_state_dict(best["guide"])
-        model.to(home)
-        q.to(home)
 
     model.smoother_ = SVISmoother(model, q, n_samples=smoother_samples, seed=0)
     history.update({
