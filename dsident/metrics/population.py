@@ -168,14 +168,16 @@ def psth(data: Any, conditions: Any, *, smooth_sd: float = 0.0) -> xr.DataArray:
     xarray.DataArray of shape (condition, time, neuron)
         Mean over the trials of each condition; conditions in sorted order.
     """
+    if not isinstance(smooth_sd, (int, float, np.integer, np.floating)) or not np.isfinite(smooth_sd) or smooth_sd < 0:
+        raise ValueError(f"`smooth_sd` must be a finite number >= 0 (bins); got smooth_sd={smooth_sd!r}.")
     x = _values(data, "data")
+    if x.ndim != 3:
+        raise ValueError(f"`data` must have shape (trial, time, neuron); got {x.shape}.")
     labels = _labels(conditions, x.shape[0])
     keys = np.unique(labels)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)             # bins NaN in every trial stay NaN
         mean = np.stack([np.nanmean(x[labels == k], axis=0) for k in keys])
-    if smooth_sd < 0 or not np.isfinite(smooth_sd):
-        raise ValueError(f"`smooth_sd` must be a finite number >= 0 (bins); got smooth_sd={smooth_sd!r}.")
     if smooth_sd > 0:
         mean = _smooth_time(mean, smooth_sd)
     return xr.DataArray(mean, dims=("condition", "time", "neuron"), coords={"condition": keys},
