@@ -227,7 +227,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     params_to_model(best_params, model)
     model.smoother_ = make_smoother(best_params, max_iter=max_estep_iter)
     history["time_s"] = time.perf_counter() - t0
-    history["params"] = best_params
+    history["params"] = best_params._asdict()          # plain dict: JSON-able through the estimator's save
     history["settings"] = {"method": "laplace-em", "seed": seed, "n_iter_per_stage": n_iter_per_stage,
                            "anneal": list(anneal), "fix_B_after_first_stage": fix_B_after_first_stage, "tol": tol,
                            "n_iter_lds": n_iter_lds if lds_init else 0, "update_sigma": update_sigma, "flip": flip,
