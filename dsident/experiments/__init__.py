@@ -9,10 +9,11 @@
 - :mod:`~dsident.experiments.quick` — ``dsident benchmark`` and its ``--quick`` preset.
 """
 from .config import load_config_file, resolve_config, save_config
+from .inputs import load_data
 from .registry import MODEL_NAMES, available_models
 from .runner import collect_records, records_to_dataset, run_grid, run_point
 from .sweep import run_sweep
 from .tables import markdown_table
 
-__all__ = ["MODEL_NAMES", "available_models", "collect_records", "load_config_file", "markdown_table",
+__all__ = ["MODEL_NAMES", "available_models", "collect_records", "load_config_file", "load_data", "markdown_table",
            "records_to_dataset", "resolve_config", "run_grid", "run_point", "run_sweep", "save_config"]
