@@ -13,11 +13,15 @@ import importlib
 from typing import Any
 
 from .container import Arrays, as_dataset, to_arrays
+from .importers import from_mne, from_neo, from_nwb, load_any, load_array
 from .io import load_dataset, save_dataset
+from .spikes import bin_spikes
 
-_SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container"}
+_SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container", "spikes", "importers",
+               "tasks", "flipflop"}
 
-__all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset"]
+__all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset", "bin_spikes", "load_any",
+           "load_array", "from_nwb", "from_mne", "from_neo"]
 
 
 def __getattr__(name: str) -> Any:
