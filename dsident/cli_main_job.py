@@ -228,7 +228,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
 
     from . import plotting
     from .experiments.runner import _write_netcdf
-    from .experiments.scoring import evaluate_model
+    from .experiments.scoring import evaluate_model, protocol_free_run
 
     seed = int(cfg.get("seed", 0))
     t0 = time.perf_counter()
@@ -237,7 +237,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
         _write_netcdf(raw, out / "metrics.nc")
     else:
         _write_netcdf(xr.Dataset(attrs={k: v for k, v in scores.items()}), out / "metrics.nc")
-    gen = model.generate(int(test.sizes["time"]), seed=seed)
+    gen = protocol_free_run(model, test, seed=seed)
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")

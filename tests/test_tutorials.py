@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each is a fresh interpreter importing torch and pyro: ~10-50 s
+
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 
 #: tutorial -> figures it must write (relative to its output folder)

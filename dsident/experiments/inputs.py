@@ -108,10 +108,14 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
                                  f"{list(raw.data_vars)}; rename the observations to 'x'.")
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", name))
+    if dt is None and suffix in (".npy", ".csv", ".txt"):
+        # these formats cannot store the sampling step, and a guessed one silently rescales
+        # every time constant a continuous-time model learns
+        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
     loader = _data_room_array_loader()
     if loader is not None:
         try:
-            return loader(path, dt=dt)
+            return loader(path, dt=dt, name=name)
         except TypeError:
             pass  # a loader with another signature: fall back to the plain readers below
     if suffix == ".npy":

@@ -168,7 +168,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         record["scores"] = scores
         if isinstance(raw, xr.Dataset):
             _write_netcdf(raw, tmp / "metrics.nc")
-        gen = est.generate(int(test.sizes["time"]), seed=seed)
+        from .scoring import protocol_free_run
+
+        gen = protocol_free_run(est, test, seed=seed)
         if isinstance(gen, xr.Dataset):
             _write_netcdf(gen, tmp / "generated.nc")
         if keep_model and hasattr(est, "save"):
