@@ -33,7 +33,7 @@ def run(seeds: int, tau: float, latent: int, n_steps: int = 100_000) -> None:
             ds = data.isel(trial=[trial])
             est = dsident.models.PLRNN(latent_dim=latent, tau=t_value, seed=seed)
             t0 = time.perf_counter()
-            est.fit(ds, method="laplace-em", progress=False, seed=seed)
+            est.fit(ds, method="laplace-em", progress=False)
             fit_s = time.perf_counter() - t0
             gen = est.generate(n_steps, seed=seed)
             x = gen["x"].values[0]

@@ -126,8 +126,8 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
         k_r = n_even - 1                   # odd blocks that have a right neighbour
         Dinv, ld = _chol_inv_logdet(D[1::2])
         logdet += ld
-        El = np.ascontiguousarray(E[0::2][:n_odd])   # H[i, i-1] = E[i-1] for odd i
-        Er = np.ascontiguousarray(E[1::2])           # H[i+1, i] = E[i] for the first k_r odd i
+        El = E[0::2][:n_odd]               # H[i, i-1] = E[i-1] for odd i (views: no copies)
+        Er = E[1::2]                       # H[i+1, i] = E[i] for the first k_r odd i
         P = np.matmul(Dinv, El)                                # D_i^-1 H[i, i-1]
         Q = np.matmul(Dinv[:k_r], np.swapaxes(Er, -1, -2))     # D_i^-1 H[i, i+1]
         # Schur complement: subtract H[j,i] D_i^-1 H[i,j] from both even neighbours of odd i

@@ -366,6 +366,7 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
     while n_solves < max_iter:
         D, E, v = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
         z_new = solve_factored(factor_block_tridiag(D, E), v)
+        del D, E, v
         n_solves += 1
         scale = tol * max(1.0, abs(f_cur))
         # damped Newton: the best point of the halving sequence on z -> z_new by the log joint
@@ -454,6 +455,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         if not free.all():
             D, E, v = _clamped_blocks(D, E, v, free)
         z = solve_factored(factor_block_tridiag(D, E), v)
+        del D, E, v                    # free the blocks before the next assembly (memory at large T)
         n_solves += 1
         fz = f(z)
         if fz > best_f + tol * max(1.0, abs(best_f)):
