@@ -319,7 +319,8 @@ class ModeInfo(NamedTuple):
 
 def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None = None, *,
                    linear_dynamics: bool = False, flip: str = "all", max_iter: int = 50,
-                   tol: float = 1e-8, max_halvings: int = 30) -> tuple[np.ndarray, ModeInfo]:
+                   tol: float = 1e-8, max_halvings: int = 12, _factor_out: list | None = None
+                   ) -> tuple[np.ndarray, ModeInfo]:
     """Posterior mode argmax_Z log p(X, Z) (a local maximum; the log joint is piecewise quadratic).
 
     Parameters
@@ -337,6 +338,8 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
         Maximum number of block-tridiagonal solves.
     tol : float
         Relative tolerance on the log joint for the line search and Newton convergence.
+    max_halvings : int
+        Step halvings of the Newton line search (Poisson/Bernoulli).
 
     Returns
     -------
@@ -350,9 +353,13 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
     if z_init is None:
         z = np.ones((n, M))
         D, E, v = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
-        z = solve_factored(factor_block_tridiag(D, E), v)
+        fac0 = factor_block_tridiag(D, E)
+        z = solve_factored(fac0, v)
+        del D, E, v
         n_solves = 1
         if linear_dynamics and params.readout != "relu" and params.likelihood == "gaussian":
+            if _factor_out is not None:
+                _factor_out.append(fac0)
             return z, ModeInfo(1, True, "linear-Gaussian: one exact solve")
     else:
         z = np.array(z_init, dtype=float)
@@ -361,8 +368,11 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
         n_solves = 0
     f_cur = f(z)
     if params.likelihood == "gaussian":
-        return _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol)
-    alphas = 0.5 ** np.arange(0, 12)
+        z, info, fac = _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol)
+        if _factor_out is not None:
+            _factor_out.append(fac)
+        return z, info
+    alphas = 0.5 ** np.arange(0, max_halvings)
     while n_solves < max_iter:
         D, E, v = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
         z_new = solve_factored(factor_block_tridiag(D, E), v)
@@ -445,6 +455,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
     best_z, best_f = z, f_cur
+    fac = None
     seen: set[bytes] = set()
     stall, patience = 0, 2
     while n_solves < max_iter:
@@ -454,7 +465,9 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         D, E, v = precision_blocks(params, chain, zd, linear_dynamics=linear_dynamics)
         if not free.all():
             D, E, v = _clamped_blocks(D, E, v, free)
-        z = solve_factored(factor_block_tridiag(D, E), v)
+        fac = None                     # drop the previous factor before building the next (memory)
+        fac = factor_block_tridiag(D, E)
+        z = solve_factored(fac, v)
         del D, E, v                    # free the blocks before the next assembly (memory at large T)
         n_solves += 1
         fz = f(z)
@@ -463,7 +476,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         else:
             stall += 1
             if stall >= patience:
-                return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves")
+                return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves"), None
         viol = free & ((z > 0) != on)
         new = state.copy()
         if viol.any():
@@ -482,11 +495,12 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             new[kink & (g_on > scale)] = 1
             new[kink & (g_off < -scale) & ~(g_on > scale)] = -1
         if np.array_equal(new, state):
-            return z, ModeInfo(n_solves, True, "local maximum (KKT)")
+            # without kink entries the last factor is the Hessian at the mode: hand it on for reuse
+            return z, ModeInfo(n_solves, True, "local maximum (KKT)"), (fac if free.all() else None)
         if new.tobytes() in seen:
-            return best_z, ModeInfo(n_solves, False, "pattern loop detected")
+            return best_z, ModeInfo(n_solves, False, "pattern loop detected"), None
         state = new
-    return best_z, ModeInfo(n_solves, False, "max_iter reached")
+    return best_z, ModeInfo(n_solves, False, "max_iter reached"), None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,11 +547,14 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     if chain.s.shape[1] != params.input_dim:
         raise ValueError(f"the parameters take {params.input_dim} inputs but the chain has {chain.s.shape[1]} "
                          "(pass u to make_chain)")
+    reuse: list = []
     z, info = posterior_mode(params, chain, z_init, linear_dynamics=linear_dynamics, flip=flip,
-                             max_iter=max_iter, tol=tol)
-    D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
-    fac = factor_block_tridiag(D, E)
-    del D, E                       # the factor keeps what it needs (memory at large T)
+                             max_iter=max_iter, tol=tol, _factor_out=reuse)
+    fac = reuse[0] if reuse and reuse[0] is not None else None
+    if fac is None:                # the Hessian at the mode's own on/off pattern (kinks count as off)
+        D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
+        fac = factor_block_tridiag(D, E)
+        del D, E                   # the factor keeps what it needs (memory at large T)
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
     if covariance:
