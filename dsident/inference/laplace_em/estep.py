@@ -181,10 +181,10 @@ def _obs_log_prob(p: PLRNNParams, chain: Chain, eta: np.ndarray) -> float:
         from scipy.special import gammaln
         return float(np.sum(m * (x * eta - np.exp(np.minimum(eta, 700.0)) - gammaln(x + 1.0))))
     # Bernoulli with logit link: x eta - log(1 + e^eta)
-    return float(np.sum(m * (x * eta + log_ndtr_free_softplus(eta))))
+    return float(np.sum(m * (x * eta + _neg_softplus(eta))))
 
 
-def log_ndtr_free_softplus(eta: np.ndarray) -> np.ndarray:
+def _neg_softplus(eta: np.ndarray) -> np.ndarray:
     """-log(1 + exp(eta)), computed without overflow."""
     return -np.logaddexp(0.0, eta)
 
