@@ -66,19 +66,23 @@ def floor_value(name: str, length: int) -> tuple[float, float]:
     return float(np.mean(fl["state_space_divergence"])), float(np.mean(fl["power_spectrum_distance"]))
 
 
-def time_to_target(seed: int, eval_length: int, floor_stsp: float, quick: bool) -> dict:
-    """Train on Lorenz-63, scoring the test split; first time D_stsp <= 2 x floor."""
+def time_to_target(seed: int, eval_length: int, floor_stsp: float, quick: bool, n_epochs: int) -> dict:
+    """Train on Lorenz-63 for ``n_epochs``, scoring the test split; first time D_stsp <= 2 x floor."""
     name = "lorenz63"
     test = datasets.load(name, split="test").isel(time=slice(0, eval_length))
     model = build_model(name, seed)
     opts = fit_options(name, quick)
     opts["eval_every"] = 3
+    opts["n_epochs"] = n_epochs
     history = fit_teacher_forcing(model, datasets.load(name, split="train"), seed=seed, progress=False,
                                   eval_data=test, eval_steps=eval_length, **opts)
-    target = 2.0 * floor_stsp
-    hit = [t for t, d in zip(history["eval_time_s"], history["state_space_divergence"]) if d <= target]
-    return {"seed": seed, "time_s": hit[0] if hit else float("nan"), "best_stsp": history["best_state_space_divergence"],
-            "fit_s": history["wall_time_s"], "target": target}
+    def first_time(target: float) -> float:
+        hit = [t for t, d in zip(history["eval_time_s"], history["state_space_divergence"]) if d <= target]
+        return hit[0] if hit else float("nan")
+
+    return {"seed": seed, "time_s": first_time(2.0 * floor_stsp), "time3_s": first_time(3.0 * floor_stsp),
+            "best_stsp": history["best_state_space_divergence"], "fit_s": history["wall_time_s"],
+            "target": 2.0 * floor_stsp}
 
 
 def reconstruct(name: str, seed: int, eval_length: int, quick: bool) -> dict:
@@ -112,6 +116,9 @@ def main() -> None:
     parser.add_argument("--eval-length", type=int, default=10_000, help="test samples compared (T)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (the target is 2 cores)")
     parser.add_argument("--skip-time", action="store_true", help="skip the time-to-target table")
+    parser.add_argument("--time-epochs", type=int, default=150,
+                        help="epochs of the time-to-target run (its learning rate decays over them)")
+    parser.add_argument("--skip-table", action="store_true", help="skip the D_stsp / D_H table")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     seeds = list(range(args.seeds))
@@ -121,18 +128,21 @@ def main() -> None:
 
     if not args.skip_time and "lorenz63" in args.datasets:
         print("\n## Time to D_stsp <= 2 x floor on Lorenz-63 (target <= 15 min on 2 cores)\n")
-        print("| seed | target D_stsp | time (s) | best D_stsp | training time (s) |")
-        print("|---|---|---|---|---|")
+        print("| seed | target D_stsp (2x floor) | time to 2x floor (s) | time to 3x floor (s) | best D_stsp | "
+              "training time (s) |")
+        print("|---|---|---|---|---|---|")
         times = []
         for seed in seeds:
-            r = time_to_target(seed, args.eval_length, floors["lorenz63"][0], args.quick)
+            r = time_to_target(seed, args.eval_length, floors["lorenz63"][0], args.quick, args.time_epochs)
             times.append(r["time_s"])
-            print(f"| {seed} | {r['target']:.3g} | {r['time_s']:.0f} | {r['best_stsp']:.3g} | {r['fit_s']:.0f} |",
-                  flush=True)
+            print(f"| {seed} | {r['target']:.3g} | {r['time_s']:.0f} | {r['time3_s']:.0f} | {r['best_stsp']:.3g} | "
+                  f"{r['fit_s']:.0f} |", flush=True)
         ok = np.isfinite(times).all() and np.nanmedian(times) <= TIME_TARGET_S
         print(f"\nmedian time to target: {np.nanmedian(times) if np.isfinite(times).any() else float('nan'):.0f} s "
               f"({'meets' if ok else 'misses'} the 15 min target; unreached seeds count as misses)")
 
+    if args.skip_table:
+        return
     print("\n## D_stsp / D_H reached (median [min, max] over seeds; floor = true system vs itself)\n")
     print("| dataset | D_stsp | D_stsp floor | D_H | D_H floor | PE(20) | diverged | fit time (s) |")
     print("|---|---|---|---|---|---|---|---|")
