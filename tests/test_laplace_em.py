@@ -48,3 +48,16 @@ def test_non_piecewise_linear_dynamics_rejected():
     ssm = StateSpaceModel(LTC(3), Gaussian(3, 3))
     with pytest.raises(ValueError, match="piecewise-linear"):
         fit_laplace_em(ssm, _data(50), progress=False)
+
+
+def test_poisson_fit_runs_and_keeps_finite_parameters():
+    rng = np.random.default_rng(3)
+    t = np.arange(300) * 0.1
+    rate = np.exp(0.5 * np.stack([np.sin(t), np.cos(t)], -1))
+    ds = as_dataset(rng.poisson(rate).astype(float), dt=0.1)
+    est = dsident.models.PLRNN(latent_dim=3, tau=0.0, seed=0, observation="poisson")
+    est.fit(ds, method="laplace-em", progress=False, n_iter_per_stage=3, anneal=(1.0, 0.1))
+    h = est.history_
+    assert not h["diverged"]
+    assert np.all(np.isfinite(h["log_likelihood"]))
+    assert all(np.all(np.isfinite(np.asarray(v))) for v in h["params"].values() if isinstance(v, np.ndarray))

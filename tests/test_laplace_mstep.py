@@ -84,3 +84,19 @@ def test_masked_statistics_leave_out_exactly_the_missing_samples():
     np.testing.assert_allclose(masked.xg[0], full.xg[0] - x[7, 0] * np.append(e, 1.0), atol=1e-10)
     assert masked.count[0] == full.count[0] - 1
     np.testing.assert_allclose(masked.bb, full.bb)       # latent statistics do not depend on the mask
+
+
+def test_poisson_loadings_recovered_by_numerical_mstep():
+    from dsident.inference.laplace_em import mstep_glm_obs
+    rng = np.random.default_rng(4)
+    T, M, N = 5000, 2, 3
+    z = rng.normal(size=(T, M))
+    B = np.array([[0.5, -0.3], [0.2, 0.4], [-0.4, 0.1]])
+    b = np.array([0.3, -0.2, 0.5])
+    x = rng.poisson(np.exp(z @ B.T + b)).astype(float)
+    p = PLRNNParams(A=np.zeros(M), W=np.zeros((M, M)), h=np.zeros(M), C=np.zeros((M, 0)), Sigma=np.ones(M),
+                    mu0=np.zeros(M), B=np.zeros((N, M)), b=np.zeros(N), Gamma=np.ones(N), readout="linear",
+                    likelihood="poisson")
+    est = mstep_glm_obs(_point_posterior(z), make_chain(x[None]), p, n_steps=100)
+    np.testing.assert_allclose(est.B, B, atol=0.05)
+    np.testing.assert_allclose(est.b, b, atol=0.05)
