@@ -128,8 +128,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     floors = {d: _floor(d, _first(configs, d), out, say) for d in datasets}
     untrained_scores: dict[str, dict[str, dict[str, float]]] = {}
     if untrained if untrained is not None else quick:
-        for cfg in _one_per_cell(configs):
-            label = f"untrained {cfg['model']} × {cfg['method']}"
+        for cfg in _one_per_cell(configs, with_method=False):   # the start point does not depend on the method
+            label = f"untrained {cfg['model']}"
             untrained_scores.setdefault(label, {})[cfg["dataset"]] = _untrained(cfg, out, say)
     extra = {"floor (true system, same length)": floors, **untrained_scores}
     pe = int(configs[0].get("pe_steps", 20)) if configs else 20
@@ -157,10 +157,10 @@ def _first(configs: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
     return next((c for c in configs if c["dataset"] == dataset), {"eval_length": None, "pe_steps": 20})
 
 
-def _one_per_cell(configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _one_per_cell(configs: Sequence[dict[str, Any]], *, with_method: bool = True) -> list[dict[str, Any]]:
     seen, out = set(), []
     for c in configs:
-        key = (c["dataset"], c["model"], c["method"])
+        key = (c["dataset"], c["model"], c["method"] if with_method else "")
         if key not in seen:
             seen.add(key)
             out.append(c)
