@@ -6,7 +6,8 @@
   finished points skipped on a re-run;
 - :mod:`~dsident.experiments.sweep` — grids over any setting on a process pool or Dask;
 - :mod:`~dsident.experiments.tables` — the benchmark table (median ± MAD over seeds);
-- :mod:`~dsident.experiments.quick` — ``dsident benchmark`` and its ``--quick`` preset.
+- :mod:`~dsident.experiments.benchmark` — ``dsident benchmark`` and its ``--quick`` preset;
+- :mod:`~dsident.experiments.untrained` — the untrained baseline row.
 """
 from .config import load_config_file, resolve_config, save_config
 from .inputs import load_data

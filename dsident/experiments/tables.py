@@ -8,7 +8,7 @@ under the table, so a missing number always has a stated reason.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
