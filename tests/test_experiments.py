@@ -201,3 +201,27 @@ def test_sweep_table_pools_seeds(tmp_path):
     text = sweep.sweep_table(ds, ["explode"])
     assert "| False | 2/2 | 0.5 ± 0.5 |" in text      # seeds 0 and 1 → D_stsp median 0.5, MAD 0.5
     assert "| True | 0/2 |" in text and "asked to fail" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# the real pipeline on a tiny grid: fit → evaluate → save, one bad point among good ones
+# ---------------------------------------------------------------------------------------------
+
+
+def test_run_grid_with_a_real_model_records_a_bad_point_and_skips_done_ones(tmp_path):
+    tiny = {"train_length": 300, "eval_length": 200, "fit_options": {"n_epochs": 1, "seq_len": 20}}
+    good = resolve_config("lorenz63", "shplrnn", "bptt", overrides={**tiny, "model_params": {"hidden_dim": 4}})
+    bad = resolve_config("lorenz63", "shplrnn", "bptt", overrides={**tiny, "model_params": {"hiden_dim": 4}})
+    recs = runner.run_grid([good, bad], tmp_path, progress=False)
+    assert [r["status"] for r in recs] == ["done", "failed"]
+    assert "hiden_dim" in recs[1]["error"] and "hidden_dim" in recs[1]["error"]   # says what it accepts
+    assert all(np.isfinite(recs[0]["scores"][k]) for k in ("D_H", "PE"))
+    folder = tmp_path / "points" / runner.point_id(good)
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["model_params"]["hidden_dim"] == 4 and "dsident_version" in saved
+    assert (folder / "metrics.nc").is_file() and (folder / "model").is_dir()
+    gen = xr.open_dataset(folder / "generated.nc", engine="h5netcdf")
+    assert gen.sizes["time"] == 200                                 # the compared window of the protocol
+    stamp = (folder / "result.json").stat().st_mtime_ns
+    again = runner.run_grid([good], tmp_path, progress=False)
+    assert again[0]["skipped"] and (folder / "result.json").stat().st_mtime_ns == stamp
