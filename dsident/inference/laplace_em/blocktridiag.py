@@ -26,16 +26,9 @@ __all__ = ["BlockTridiagFactor", "factor_block_tridiag", "solve_factored", "sele
 
 class _Level(NamedTuple):
     n: int                 # number of blocks at this level
-    Dinv: np.ndarray       # (n_odd, M, M)  D_i^-1  for odd i
-    El: np.ndarray         # (n_odd, M, M)  H[i, i-1]
-    Er: np.ndarray         # (k_r, M, M)    H[i+1, i] for the odd blocks that have a right neighbour
-
-
-def _pad_to(a: np.ndarray, k: int) -> np.ndarray:
-    """Append zero blocks along axis 0 until ``a`` has ``k`` entries."""
-    if a.shape[0] >= k:
-        return a[:k]
-    return np.concatenate([a, np.zeros((k - a.shape[0],) + a.shape[1:])], axis=0)
+    Linv: np.ndarray       # (n_odd, M, M)  L_i^-1 for odd i, where D_i = L_i L_iᵀ (lower triangular)
+    X: np.ndarray          # (n_odd, M, M)  L_i^-1 H[i, i-1]
+    Y: np.ndarray          # (k_r, M, M)    L_i^-1 H[i, i+1] for the odd blocks with a right neighbour
 
 
 class BlockTridiagFactor(NamedTuple):
@@ -45,7 +38,7 @@ class BlockTridiagFactor(NamedTuple):
     ----------
     n : int
         Number of blocks of the original matrix.
-    levels : tuple of reduction levels (internal).
+    levels : list of reduction levels (internal).
     root_inv : ndarray (M, M)
         Inverse of the single block left after the last reduction.
     logdet : float
@@ -53,13 +46,14 @@ class BlockTridiagFactor(NamedTuple):
     """
 
     n: int
-    levels: tuple
+    levels: list
     root_inv: np.ndarray
     logdet: float
 
 
 def _chol_inv_logdet(blocks: np.ndarray) -> tuple[np.ndarray, float]:
-    """Inverse and summed log-determinant of a stack of SPD blocks (k, M, M)."""
+    """Inverse Cholesky factors ``L^-1`` (lower triangular) and summed log-determinant of a stack
+    of SPD blocks (k, M, M)."""
     try:
         L = np.linalg.cholesky(blocks)
     except np.linalg.LinAlgError as err:
@@ -67,36 +61,46 @@ def _chol_inv_logdet(blocks: np.ndarray) -> tuple[np.ndarray, float]:
             "block-tridiagonal matrix is not positive definite (a pivot block failed Cholesky); "
             "the posterior precision is singular or the parameters diverged") from err
     logdet = 2.0 * float(np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum())
-    Linv = _tri_inv(L)
-    return np.matmul(np.swapaxes(Linv, -1, -2), Linv), logdet
+    Linv = np.zeros_like(L)
+    _tri_inv_into(L, Linv)
+    return Linv, logdet
 
 
-def _tri_inv(L: np.ndarray) -> np.ndarray:
-    """Inverse of a stack of lower-triangular matrices (k, m, m) by 2×2 block recursion.
+def _tri_inv_into(L: np.ndarray, out: np.ndarray) -> None:
+    """Write the inverse of a stack of lower-triangular matrices (k, m, m) into ``out``.
 
-    ``[[L11, 0], [L21, L22]]^-1 = [[L11^-1, 0], [-L22^-1 L21 L11^-1, L22^-1]]``: only batched
-    matmuls, ~1.5× faster than ``np.linalg.inv`` on stacks of 16×16 blocks.
+    2×2 block recursion ``[[L11, 0], [L21, L22]]^-1 = [[L11^-1, 0], [-L22^-1 L21 L11^-1, L22^-1]]``
+    on views of one zero-initialised buffer: only batched matmuls and no temporaries beyond one
+    (k, m/2, m/2) product per node; faster than ``np.linalg.inv`` on stacks of 16×16 blocks.
     """
     m = L.shape[-1]
     if m == 1:
-        return 1.0 / L
+        np.divide(1.0, L, out=out)
+        return
     k = m // 2
-    top = _tri_inv(L[:, :k, :k])
-    bottom = _tri_inv(L[:, k:, k:])
-    out = np.zeros_like(L)
-    out[:, :k, :k] = top
-    out[:, k:, k:] = bottom
-    out[:, k:, :k] = -np.matmul(bottom, np.matmul(L[:, k:, :k], top))
-    return out
+    _tri_inv_into(L[:, :k, :k], out[:, :k, :k])
+    _tri_inv_into(L[:, k:, k:], out[:, k:, k:])
+    tmp = np.matmul(L[:, k:, :k], out[:, :k, :k])
+    np.matmul(out[:, k:, k:], tmp, out=out[:, k:, :k])
+    np.negative(out[:, k:, :k], out=out[:, k:, :k])
+
+
+def _mT(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
 
 
 def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
     """Factor an SPD block-tridiagonal matrix by block cyclic reduction.
 
+    Each level stores, for its odd-numbered blocks i, ``L_i^-1`` (D_i = L_i L_iᵀ),
+    ``X_i = L_i^-1 H[i, i-1]`` and ``Y_i = L_i^-1 H[i, i+1]``; the Schur complement onto the
+    even-numbered blocks is then ``D_j - X_{j+1}ᵀ X_{j+1} - Y_{j-1}ᵀ Y_{j-1}`` with new couplings
+    ``-Y_iᵀ X_i`` (Gram products: no explicit D_i^-1 and no copy of the input is kept).
+
     Parameters
     ----------
     D : ndarray of shape (n, M, M)
-        Diagonal blocks (symmetric).
+        Diagonal blocks (symmetric; only the lower triangle is read by the first Cholesky).
     E : ndarray of shape (n-1, M, M)
         Lower off-diagonal blocks, ``E[i] = H[i+1, i]``.
 
@@ -124,24 +128,20 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
         m = D.shape[0]
         n_odd, n_even = m // 2, (m + 1) // 2
         k_r = n_even - 1                   # odd blocks that have a right neighbour
-        Dinv, ld = _chol_inv_logdet(D[1::2])
+        Linv, ld = _chol_inv_logdet(D[1::2])
         logdet += ld
-        El = E[0::2][:n_odd]               # H[i, i-1] = E[i-1] for odd i (views: no copies)
-        Er = E[1::2]                       # H[i+1, i] = E[i] for the first k_r odd i
-        P = np.matmul(Dinv, El)                                # D_i^-1 H[i, i-1]
-        Q = np.matmul(Dinv[:k_r], np.swapaxes(Er, -1, -2))     # D_i^-1 H[i, i+1]
-        # Schur complement: subtract H[j,i] D_i^-1 H[i,j] from both even neighbours of odd i
-        Dn = D[0::2] - _pad_to(np.matmul(np.swapaxes(El, -1, -2), P), n_even)
-        Dn[1:] -= np.matmul(Er, Q)
-        Dn += np.swapaxes(Dn, -1, -2)                  # keep exact symmetry against round-off
-        Dn *= 0.5
-        En = -np.matmul(Er, P[:k_r])                   # new coupling between i-1 and i+1
-        levels.append(_Level(m, Dinv, El, Er))         # P and Q are recomputed when needed (memory)
-        del P, Q
+        X = np.matmul(Linv, E[0::2][:n_odd])                  # L_i^-1 H[i, i-1]
+        Y = np.matmul(Linv[:k_r], _mT(E[1::2]))               # L_i^-1 H[i, i+1]
+        Dn = D[0::2].copy()
+        Dn[:n_odd] -= np.matmul(_mT(X), X)                    # H[j,i] D_i^-1 H[i,j], j = i-1
+        Dn[1:] -= np.matmul(_mT(Y), Y)                        # and j = i+1
+        En = np.matmul(_mT(Y), X[:k_r])
+        np.negative(En, out=En)                               # coupling between i-1 and i+1
+        levels.append(_Level(m, Linv, X, Y))
         D, E = Dn, En
-    root_inv, ld = _chol_inv_logdet(D[:1])
+    Linv, ld = _chol_inv_logdet(D[:1])
     logdet += ld
-    return BlockTridiagFactor(n, tuple(levels), root_inv[0], logdet)
+    return BlockTridiagFactor(n, levels, (_mT(Linv) @ Linv)[0], logdet)
 
 
 def solve_factored(fac: BlockTridiagFactor, b: np.ndarray) -> np.ndarray:
@@ -164,30 +164,37 @@ def solve_factored(fac: BlockTridiagFactor, b: np.ndarray) -> np.ndarray:
     stack = []
     for lev in fac.levels:
         n_odd = lev.n // 2
-        k_r = lev.Er.shape[0]
-        y = np.matmul(lev.Dinv, r[1::2])               # D_i^-1 b_i for odd i
+        k_r = lev.Y.shape[0]
+        w = np.matmul(lev.Linv, r[1::2])               # L_i^-1 b_i for odd i
         rn = r[0::2].copy()
-        rn[:n_odd] -= np.matmul(np.swapaxes(lev.El, -1, -2), y)
-        rn[1:] -= np.matmul(lev.Er, y[:k_r])
-        stack.append(y)
+        rn[:n_odd] -= np.matmul(_mT(lev.X), w)
+        rn[1:] -= np.matmul(_mT(lev.Y), w[:k_r])
+        stack.append(w)
         r = rn
     x = np.matmul(fac.root_inv, r)
-    for lev, y in zip(reversed(fac.levels), reversed(stack)):
+    for lev, w in zip(reversed(fac.levels), reversed(stack)):
         n_odd = lev.n // 2
-        k_r = lev.Er.shape[0]
+        k_r = lev.Y.shape[0]
         full = np.empty((lev.n,) + x.shape[1:])
         full[0::2] = x
-        # x_i = D_i^-1 (b_i - H[i, i-1] x_{i-1} - H[i, i+1] x_{i+1})
-        rhs = np.matmul(lev.El, x[:n_odd])
-        rhs[:k_r] += np.matmul(np.swapaxes(lev.Er, -1, -2), x[1:])
-        full[1::2] = y - np.matmul(lev.Dinv, rhs)
+        # x_i = D_i^-1 (b_i - H[i, i-1] x_{i-1} - H[i, i+1] x_{i+1}) = L_i^-T (w_i - X_i x_{i-1} - Y_i x_{i+1})
+        w -= np.matmul(lev.X, x[:n_odd])
+        w[:k_r] -= np.matmul(lev.Y, x[1:])
+        full[1::2] = np.matmul(_mT(lev.Linv), w)
         x = full
     x = x[:fac.n]
     return x[..., 0] if vec else x
 
 
-def selected_inverse(fac: BlockTridiagFactor) -> tuple[np.ndarray, np.ndarray]:
+def selected_inverse(fac: BlockTridiagFactor, *, consume: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Diagonal and first lower off-diagonal blocks of ``H^-1``.
+
+    Parameters
+    ----------
+    fac : BlockTridiagFactor
+    consume : bool
+        True releases the factor's levels while going (the factor is unusable afterwards); this
+        lowers the peak memory at large n.
 
     Returns
     -------
@@ -196,31 +203,49 @@ def selected_inverse(fac: BlockTridiagFactor) -> tuple[np.ndarray, np.ndarray]:
     S_off : ndarray (n-1, M, M)
         ``(H^-1)[i+1, i]``.
     """
-    Sd = fac.root_inv[None].copy()
-    So = np.zeros((0,) + fac.root_inv.shape)
-    for lev in reversed(fac.levels):
-        # Sd: (n_even, M, M) inverse blocks at the kept (even) positions; So[k] = Sigma[2k+2, 2k]
-        n_odd, m = lev.n // 2, lev.n
-        S_ll = Sd[:n_odd]                                # Sigma[i-1, i-1]
-        S_rr = _pad_to(Sd[1:], n_odd)                    # Sigma[i+1, i+1] (zero if absent)
-        S_rl = _pad_to(So, n_odd)                        # Sigma[i+1, i-1]
-        S_lr = np.swapaxes(S_rl, -1, -2)                 # Sigma[i-1, i+1]
-        # Sigma[i, i-1] and Sigma[i, i+1] for odd i (from Sigma_oe = -D_oo^-1 H_oe Sigma_ee)
-        P = np.matmul(lev.Dinv, lev.El)
-        Q = _pad_to(np.matmul(lev.Dinv[:lev.Er.shape[0]], np.swapaxes(lev.Er, -1, -2)), n_odd)
-        S_il = -(np.matmul(P, S_ll) + np.matmul(Q, S_rl))
-        S_ir = -(np.matmul(P, S_lr) + np.matmul(Q, S_rr))
-        S_ii = lev.Dinv - np.matmul(P, np.swapaxes(S_il, -1, -2)) - np.matmul(Q, np.swapaxes(S_ir, -1, -2))
-        del P, Q, S_rr, S_rl, S_lr
-        S_ii = 0.5 * (S_ii + np.swapaxes(S_ii, -1, -2))
-        nd = np.empty((m,) + Sd.shape[1:])
-        nd[0::2] = Sd
-        nd[1::2] = S_ii
-        no = np.empty((m - 1,) + Sd.shape[1:])
-        no[0::2] = S_il                                  # Sigma[i, i-1] (lower block of pair (i-1, i))
-        no[1::2] = np.swapaxes(S_ir, -1, -2)[:(m - 1) // 2]   # Sigma[i+1, i]
-        Sd, So = nd, no
-    return Sd[:fac.n], So[:max(fac.n - 1, 0)]
+    n, M = fac.n, fac.root_inv.shape[0]
+    # level l's block j is block j·2^l of the original: the kept blocks of every level are a
+    # strided view of the output, so the diagonal blocks are written in place, level by level
+    Sd_full = np.empty((n, M, M))
+    So_out = np.empty((max(n - 1, 0), M, M))
+    levels = fac.levels if consume else list(fac.levels)
+    stride = 2 ** len(levels)
+    Sd_full[::stride] = fac.root_inv
+    So = np.zeros((0, M, M))                             # Sigma[j+1, j] at the current level
+    while levels:
+        lev = levels.pop()
+        stride //= 2
+        m, n_odd = lev.n, lev.n // 2
+        k_r = lev.Y.shape[0]
+        Sd = Sd_full[::stride]                           # this level's blocks (m of them)
+        S_ll = Sd[0:2 * n_odd:2]                         # Sigma[i-1, i-1]
+        X, Y, Linv = lev.X, lev.Y, lev.Linv
+        # U_l = X Sigma[i-1, i-1] + Y Sigma[i+1, i-1];  U_r = X Sigma[i-1, i+1] + Y Sigma[i+1, i+1]
+        U_l = np.matmul(X, S_ll)
+        U_l[:k_r] += np.matmul(Y, So[:k_r])
+        U_r = np.matmul(Y, Sd[2:2 * k_r + 1:2])
+        U_r += np.matmul(X[:k_r], _mT(So[:k_r]))
+        del So
+        # Sigma[i, i-1] = -L^-T U_l,  Sigma[i, i+1] = -L^-T U_r  (from Sigma_oe = -D_oo^-1 H_oe Sigma_ee)
+        So_new = So_out if stride == 1 else np.empty((m - 1, M, M))
+        S_il = So_new[0::2]
+        np.matmul(_mT(Linv), U_l, out=S_il)
+        np.negative(S_il, out=S_il)
+        S_ir = np.matmul(_mT(Linv[:k_r]), U_r)
+        np.negative(S_ir, out=S_ir)
+        So_new[1::2] = _mT(S_ir)                         # Sigma[i+1, i]
+        # Sigma[i, i] = D^-1 - D^-1 (H[i,i-1] Sigma[i-1,i] + H[i,i+1] Sigma[i+1,i])
+        #             = L^-T (L^-1 - X Sigma[i, i-1]ᵀ - Y Sigma[i, i+1]ᵀ)
+        R = np.matmul(X, _mT(S_il))
+        R[:k_r] += np.matmul(Y, _mT(S_ir))
+        np.subtract(Linv, R, out=R)
+        S_ii = np.matmul(_mT(Linv), R)
+        S_ii += _mT(S_ii)                                # exact symmetry against round-off
+        S_ii *= 0.5
+        Sd[1::2] = S_ii
+        del U_l, U_r, S_ir, R, S_ii, lev, X, Y, Linv
+        So = So_new
+    return Sd_full, So_out
 
 
 def solve_block_tridiag(D: np.ndarray, E: np.ndarray, b: np.ndarray) -> np.ndarray:

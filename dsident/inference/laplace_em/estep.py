@@ -36,6 +36,7 @@ __all__ = ["Chain", "make_chain", "LaplacePosterior", "RectifiedMoments", "log_j
 
 _LOG2PI = float(np.log(2.0 * np.pi))
 _CHUNK = 4096          # time steps per chunk when assembling (n, M, M) blocks
+_STALL_RTOL = 1e-5     # relative gain of the log joint below which a mode-search solve counts as a stall
 
 
 class Chain(NamedTuple):
@@ -454,7 +455,8 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
-    best_z, best_f = z, f_cur
+    best_z, best_f, best_state = z, f_cur, None
+    flipped = None                     # entries flipped from best_state to reach the current state
     fac = None
     seen: set[bytes] = set()
     stall, patience = 0, 2
@@ -467,18 +469,37 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             D, E, v = _clamped_blocks(D, E, v, free)
         fac = None                     # drop the previous factor before building the next (memory)
         fac = factor_block_tridiag(D, E)
+        del D, E                       # the factor keeps no reference to them (memory at large T)
         z = solve_factored(fac, v)
-        del D, E, v                    # free the blocks before the next assembly (memory at large T)
+        del v
         n_solves += 1
         fz = f(z)
-        if fz > best_f + tol * max(1.0, abs(best_f)):
-            best_z, best_f, stall = z, fz, 0
+        scale_f = tol * max(1.0, abs(best_f))
+        if fz > best_f + scale_f:
+            # a gain below _STALL_RTOL·|f| still counts towards the stall rule: on long series the
+            # last solves alternate between two patterns and gain ~1e-6 relative each
+            stall = 0 if fz > best_f + _STALL_RTOL * max(1.0, abs(best_f)) else stall + 1
+            best_z, best_f, best_state = z, fz, state
+            if stall >= patience:
+                return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves"), None
         else:
             stall += 1
             if stall >= patience:
                 return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves"), None
         viol = free & ((z > 0) != on)
         new = state.copy()
+        if fz < best_f - scale_f and flipped is not None and best_state is not None:
+            # flipping every violator overshot (the log joint fell): go back to the best pattern
+            # and hold those entries at the kink instead; the kink rule below then releases each
+            # one to the side its one-sided derivative favours. Without this, long series
+            # alternate between two patterns for many solves (each gaining little).
+            new = best_state.copy()
+            new[flipped] = 0
+            flipped = None
+            if new.tobytes() in seen:
+                return best_z, ModeInfo(n_solves, False, "pattern loop detected"), None
+            state = new
+            continue
         if viol.any():
             if flip == "single":
                 k = np.argmax(np.where(viol, np.abs(z), -1.0))
@@ -499,6 +520,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             return z, ModeInfo(n_solves, True, "local maximum (KKT)"), (fac if free.all() else None)
         if new.tobytes() in seen:
             return best_z, ModeInfo(n_solves, False, "pattern loop detected"), None
+        flipped = (new != state) & (state != 0) & (new != 0) if state is best_state else None
         state = new
     return best_z, ModeInfo(n_solves, False, "max_iter reached"), None
 
@@ -558,7 +580,7 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
     if covariance:
-        cov, lag = selected_inverse(fac)
+        cov, lag = selected_inverse(fac, consume=True)   # frees the factor level by level (memory)
     else:
         M = params.latent_dim
         cov, lag = np.zeros((0, M, M)), np.zeros((0, M, M))
