@@ -30,9 +30,10 @@ OUT.mkdir(parents=True, exist_ok=True)
 # ## Data
 # The shipped set: 100 000 training samples (1 % observation noise) and 100 000 clean test
 # samples, z-scored, dt = 0.01. We fit on the first 20 000 and evaluate on 10 000 test samples.
+# (`DSIDENT_TUTORIAL_SHALLOW=1` switches the model below to the shallow PLRNN.)
 
 # %%
-n_train, n_test = (600, 400) if FAST else (20_000, 10_000)
+n_train, n_test = (400, 300) if FAST else (20_000, 10_000)
 train = load_data("lorenz63", split="train", length=n_train)   # datasets.load(...) cut to n_train samples
 test = load_data("lorenz63", split="test", length=n_test)
 print(train)
@@ -40,16 +41,29 @@ print(train)
 # %% [markdown]
 # ## Model and fit
 # The rPLRNN `z_t = A z_{t-1} + W relu(z_{t-1}) + h` with the manifold-attractor regularizer on
-# half of its units (`reg_fraction=0.5`) and a linear ReLU readout. The paper fits it with
-# Laplace-EM (`method="laplace-em"`); here we train it by backpropagation through time on short
-# windows, which reaches a good reconstruction of Lorenz-63 in a few CPU minutes. Swap in
-# `method="laplace-em"` to follow the paper.
+# half of its units (`reg_fraction=0.5`) and a ReLU readout, fitted the paper's way: Laplace-EM
+# with annealed process noise (`method="laplace-em"`).
+#
+# Honest status (measured 2026-11-21 on a shared 2-core machine): within a few CPU minutes
+# this model did not yet reach a Lorenz-63 reconstruction by the D_stsp ≤ 3× floor criterion
+# (BPTT and teacher forcing of a 16-unit rPLRNN: D_stsp 14 or a free run leaving the data's
+# grid). The fast route that does reconstruct Lorenz-63 is the *shallow* PLRNN trained by
+# teacher forcing (`dsident benchmark --quick`: D_stsp 0.875 vs floor 0.446, D_H 0.044);
+# set `SHALLOW = True` below to run this tutorial with it — the fixed-point analysis then uses
+# the Newton search instead of exact region enumeration.
 
 # %%
-model = dsident.models.PLRNN(latent_dim=8 if FAST else 16, reg_fraction=0.5, tau=1.0, seed=0)
-fit_options = dict(n_epochs=2, seq_len=20) if FAST else dict(n_epochs=200, seq_len=30, lr=3e-3, lr_end=3e-4)
-model.fit(train, method="bptt", progress=not FAST, **fit_options)
-print("best epoch", model.history_["best_epoch"], "of", model.history_["n_epochs_run"])
+SHALLOW = os.environ.get("DSIDENT_TUTORIAL_SHALLOW") == "1"
+if SHALLOW:
+    model = dsident.models.ShallowPLRNN(latent_dim=3, hidden_dim=8 if FAST else 100, readout="identity", seed=0)
+    method = "teacher-forcing"
+    fit_options = (dict(n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=1, eval_steps=200) if FAST
+                   else dict(n_epochs=150, seq_len=50, optimizer="adam", lr=3e-3, lr_end=1e-4, eval_every=5))
+else:
+    model = dsident.models.PLRNN(latent_dim=4 if FAST else 16, reg_fraction=0.5, tau=1.0, seed=0)
+    method = "laplace-em"
+    fit_options = dict(n_iter_per_stage=1, n_iter_lds=2) if FAST else dict(n_iter_per_stage=20)
+model.fit(train, method=method, progress=not FAST, **fit_options)
 
 # %% [markdown]
 # ## Evaluate
