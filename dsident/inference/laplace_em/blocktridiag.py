@@ -122,6 +122,18 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
     n, M = D.shape[0], D.shape[1]
     if E.shape != (max(n - 1, 0), M, M):
         raise ValueError(f"E must have shape ({max(n - 1, 0)}, {M}, {M}); got {E.shape}")
+    blocks = [D, E]
+    del D, E
+    return _factor_owned(blocks)
+
+
+def _factor_owned(blocks: list) -> BlockTridiagFactor:
+    """:func:`factor_block_tridiag` on ``blocks = [D, E]`` (validated float64), emptying the list
+    so that the input blocks are freed after the first level when the caller holds no other
+    reference (peak memory at large n)."""
+    D, E = blocks
+    blocks.clear()
+    n, M = D.shape[0], D.shape[1]
     levels = []
     logdet = 0.0
     while D.shape[0] > 1:
@@ -130,15 +142,20 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
         k_r = n_even - 1                   # odd blocks that have a right neighbour
         Linv, ld = _chol_inv_logdet(D[1::2])
         logdet += ld
+        Dn = D[0::2].copy()
+        del D
         X = np.matmul(Linv, E[0::2][:n_odd])                  # L_i^-1 H[i, i-1]
         Y = np.matmul(Linv[:k_r], _mT(E[1::2]))               # L_i^-1 H[i, i+1]
-        Dn = D[0::2].copy()
-        Dn[:n_odd] -= np.matmul(_mT(X), X)                    # H[j,i] D_i^-1 H[i,j], j = i-1
-        Dn[1:] -= np.matmul(_mT(Y), Y)                        # and j = i+1
-        En = np.matmul(_mT(Y), X[:k_r])
+        del E
+        tmp = np.matmul(_mT(X), X)
+        Dn[:n_odd] -= tmp                                     # H[j,i] D_i^-1 H[i,j], j = i-1
+        np.matmul(_mT(Y), Y, out=tmp[:k_r])
+        Dn[1:] -= tmp[:k_r]                                   # and j = i+1
+        En = np.matmul(_mT(Y), X[:k_r], out=tmp[:k_r])
         np.negative(En, out=En)                               # coupling between i-1 and i+1
         levels.append(_Level(m, Linv, X, Y))
         D, E = Dn, En
+        del tmp, Dn, En, Linv, X, Y
     Linv, ld = _chol_inv_logdet(D[:1])
     logdet += ld
     return BlockTridiagFactor(n, levels, (_mT(Linv) @ Linv)[0], logdet)
@@ -221,6 +238,7 @@ def selected_inverse(fac: BlockTridiagFactor, *, consume: bool = False) -> tuple
         S_ll = Sd[0:2 * n_odd:2]                         # Sigma[i-1, i-1]
         X, Y, Linv = lev.X, lev.Y, lev.Linv
         # U_l = X Sigma[i-1, i-1] + Y Sigma[i+1, i-1];  U_r = X Sigma[i-1, i+1] + Y Sigma[i+1, i+1]
+        # (temporaries are freed as soon as used: this is the peak-memory phase of an E-step)
         U_l = np.matmul(X, S_ll)
         U_l[:k_r] += np.matmul(Y, So[:k_r])
         U_r = np.matmul(Y, Sd[2:2 * k_r + 1:2])
@@ -231,19 +249,22 @@ def selected_inverse(fac: BlockTridiagFactor, *, consume: bool = False) -> tuple
         S_il = So_new[0::2]
         np.matmul(_mT(Linv), U_l, out=S_il)
         np.negative(S_il, out=S_il)
+        del U_l
         S_ir = np.matmul(_mT(Linv[:k_r]), U_r)
+        del U_r
         np.negative(S_ir, out=S_ir)
         So_new[1::2] = _mT(S_ir)                         # Sigma[i+1, i]
         # Sigma[i, i] = D^-1 - D^-1 (H[i,i-1] Sigma[i-1,i] + H[i,i+1] Sigma[i+1,i])
         #             = L^-T (L^-1 - X Sigma[i, i-1]ᵀ - Y Sigma[i, i+1]ᵀ)
         R = np.matmul(X, _mT(S_il))
         R[:k_r] += np.matmul(Y, _mT(S_ir))
+        del S_ir
         np.subtract(Linv, R, out=R)
-        S_ii = np.matmul(_mT(Linv), R)
-        S_ii += _mT(S_ii)                                # exact symmetry against round-off
-        S_ii *= 0.5
-        Sd[1::2] = S_ii
-        del U_l, U_r, S_ir, R, S_ii, lev, X, Y, Linv
+        S_ii = Sd[1::2]
+        np.matmul(_mT(Linv), R, out=S_ii)
+        np.add(S_ii, _mT(S_ii), out=R)                   # exact symmetry against round-off
+        np.multiply(R, 0.5, out=S_ii)
+        del R, S_ii, lev, X, Y, Linv
         So = So_new
     return Sd_full, So_out
 

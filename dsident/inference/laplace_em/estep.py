@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, ndtr
 
-from .blocktridiag import factor_block_tridiag, selected_inverse, solve_factored
+from .blocktridiag import _factor_owned, factor_block_tridiag, selected_inverse, solve_factored
 from .params import PLRNNParams
 
 __all__ = ["Chain", "make_chain", "LaplacePosterior", "RectifiedMoments", "log_joint", "precision_blocks",
@@ -354,14 +354,17 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
     if z_init is None:
         z = np.ones((n, M))
         D, E, v = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
-        fac0 = factor_block_tridiag(D, E)
+        blocks = [D, E]
+        del D, E
+        fac0 = _factor_owned(blocks)
         z = solve_factored(fac0, v)
-        del D, E, v
+        del v
         n_solves = 1
         if linear_dynamics and params.readout != "relu" and params.likelihood == "gaussian":
             if _factor_out is not None:
                 _factor_out.append(fac0)
             return z, ModeInfo(1, True, "linear-Gaussian: one exact solve")
+        del fac0                       # not the mode's pattern: free it before the search (memory)
     else:
         z = np.array(z_init, dtype=float)
         if z.shape != (n, M):
@@ -464,12 +467,13 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
         zd = np.where(on, 1.0, -1.0)
+        fac = None                     # drop the previous factor before the next assembly (memory)
         D, E, v = precision_blocks(params, chain, zd, linear_dynamics=linear_dynamics)
         if not free.all():
             D, E, v = _clamped_blocks(D, E, v, free)
-        fac = None                     # drop the previous factor before building the next (memory)
-        fac = factor_block_tridiag(D, E)
-        del D, E                       # the factor keeps no reference to them (memory at large T)
+        blocks = [D, E]
+        del D, E                       # the factor frees them after its first level (memory at large T)
+        fac = _factor_owned(blocks)
         z = solve_factored(fac, v)
         del v
         n_solves += 1
@@ -575,8 +579,9 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     fac = reuse[0] if reuse and reuse[0] is not None else None
     if fac is None:                # the Hessian at the mode's own on/off pattern (kinks count as off)
         D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
-        fac = factor_block_tridiag(D, E)
-        del D, E                   # the factor keeps what it needs (memory at large T)
+        blocks = [D, E]
+        del D, E                   # the factor frees them after its first level (memory at large T)
+        fac = _factor_owned(blocks)
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
     if covariance:
