@@ -56,7 +56,7 @@ DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
 #: per model: the default inference method and hyperparameters
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "rplrnn": {"method": "laplace-em", "model_params": {"latent_dim": 16, "reg_fraction": 0.5}},
-    "shplrnn": {"method": "bptt", "model_params": {"latent_dim": 3, "hidden_dim": 100, "readout": "identity"}},
+    "shplrnn": {"method": "teacher-forcing", "model_params": {"latent_dim": 3, "hidden_dim": 100, "readout": "identity"}},
     "gnode": {"method": "svi", "model_params": {"latent_dim": 8}},
     "ltc": {"method": "svi", "model_params": {"latent_dim": 8}},
     "rfwp": {"method": "svi", "model_params": {"latent_dim": 8}},
