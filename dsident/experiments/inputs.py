@@ -19,27 +19,16 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-ARRAY_SUFFIXES = (".npy", ".npz", ".csv", ".txt")
-
-
 def is_path_like(spec: str) -> bool:
-    """True when ``spec`` names a file rather than a shipped dataset."""
-    return any(str(spec).lower().endswith(s) for s in (".nc", ".nc4", ".netcdf", *ARRAY_SUFFIXES)) \
-        or "/" in str(spec) or Path(str(spec)).exists()
+    """True when ``spec`` names a file rather than a shipped dataset (set names have no suffix)."""
+    return bool(Path(str(spec)).suffix) or "/" in str(spec) or Path(str(spec)).exists()
 
 
 def shipped_names() -> list[str]:
-    """Names of the shipped datasets (empty when the datasets module is not available)."""
-    try:
-        from .. import datasets
-    except Exception:  # the data room's module may still be landing
-        return []
-    lister = getattr(datasets, "list", None) or getattr(datasets, "names", None)
-    try:
-        entries = list(lister()) if callable(lister) else list(getattr(datasets, "DATASETS", {}))
-    except Exception:
-        return []
-    return [str(e["name"]) if isinstance(e, dict) else str(e) for e in entries]
+    """Names of the shipped datasets."""
+    from .. import datasets
+
+    return sorted(datasets.DATASETS)
 
 
 def load_data(spec: Any, *, split: str = "train", dt: float | None = None,
@@ -92,13 +81,18 @@ def cut(ds: xr.Dataset, length: int) -> xr.Dataset:
 
 
 def _load_file(path: Path, dt: float | None) -> xr.Dataset:
-    from ..data import as_dataset
+    """Read a data file by its extension with :func:`dsident.data.load_any` (NetCDF, arrays,
+    HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width."""
+    from ..data import as_dataset, load_any
 
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"data file {str(path)!r} does not exist; give a shipped set name "
                          f"({', '.join(shipped_names()) or 'see dsident.datasets'}) or an existing file.")
     suffix = path.suffix.lower()
-    name = path.stem
+    if dt is None and suffix in (".npy", ".npz", ".csv", ".tsv", ".txt"):
+        # these formats cannot store the sampling step, and a guessed one silently rescales
+        # every time constant a continuous-time model learns
+        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
     if suffix in (".nc", ".nc4", ".netcdf"):
         with xr.open_dataset(path) as raw:
             raw = raw.load()
@@ -107,35 +101,6 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
                 raise ValueError(f"NetCDF file {str(path)!r} has no variable 'x' and several variables "
                                  f"{list(raw.data_vars)}; rename the observations to 'x'.")
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
-        return as_dataset(raw, dt=dt, name=raw.attrs.get("name", name))
-    if dt is None and suffix in (".npy", ".csv", ".txt"):
-        # these formats cannot store the sampling step, and a guessed one silently rescales
-        # every time constant a continuous-time model learns
-        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
-    loader = _data_room_array_loader()
-    if loader is not None:
-        try:
-            return loader(path, dt=dt, name=name)
-        except TypeError:
-            pass  # a loader with another signature: fall back to the plain readers below
-    if suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
-    elif suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            arr = z[z.files[0]]
-    elif suffix in (".csv", ".txt"):
-        arr = np.loadtxt(path, delimiter="," if suffix == ".csv" else None, ndmin=2)
-    else:
-        raise ValueError(f"cannot read {str(path)!r}: expected .nc, {', '.join(ARRAY_SUFFIXES)}; got {suffix!r}.")
-    if dt is None:
-        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
-    return as_dataset(arr, dt=dt, name=name, provenance={"source": str(path)})
-
-
-def _data_room_array_loader():
-    """``dsident.data.load_array`` when the recorded-data importers have landed, else None."""
-    try:
-        from ..data import load_array  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    return load_array
+        return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
+    options = {} if dt is None else {"dt": dt}
+    return load_any(path, **options)
