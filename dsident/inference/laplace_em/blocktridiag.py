@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
-__all__ = ["BlockTridiagFactor", "factor_block_tridiag", "solve_factored", "selected_inverse",
+__all__ = ["BlockTridiagFactor", "Workspace", "factor_block_tridiag", "solve_factored", "selected_inverse",
            "solve_block_tridiag", "block_tridiag_to_dense"]
 
 
@@ -51,9 +52,28 @@ class BlockTridiagFactor(NamedTuple):
     logdet: float
 
 
-def _chol_inv_logdet(blocks: np.ndarray) -> tuple[np.ndarray, float]:
+class Workspace:
+    """Reusable output buffers for repeated factorisations of same-sized systems.
+
+    Writing into memory that is already mapped is several times faster than filling fresh
+    (n, M, M) arrays at large n (page faults). A factor built with a workspace shares its
+    buffers: the next factor built with the same workspace overwrites it.
+    """
+
+    def __init__(self) -> None:
+        self._bufs: dict = {}
+
+    def get(self, key, shape: tuple) -> np.ndarray:
+        a = self._bufs.get(key)
+        if a is None or a.shape != shape:
+            a = np.empty(shape)
+            self._bufs[key] = a
+        return a
+
+
+def _chol_inv_logdet(blocks: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """Inverse Cholesky factors ``L^-1`` (lower triangular) and summed log-determinant of a stack
-    of SPD blocks (k, M, M)."""
+    of SPD blocks (k, M, M); written into ``out`` when given."""
     try:
         L = np.linalg.cholesky(blocks)
     except np.linalg.LinAlgError as err:
@@ -61,28 +81,13 @@ def _chol_inv_logdet(blocks: np.ndarray) -> tuple[np.ndarray, float]:
             "block-tridiagonal matrix is not positive definite (a pivot block failed Cholesky); "
             "the posterior precision is singular or the parameters diverged") from err
     logdet = 2.0 * float(np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum())
-    Linv = np.zeros_like(L)
-    _tri_inv_into(L, Linv)
+    Linv = np.empty_like(L) if out is None else out
+    # batched LAPACK triangular solves L X = I (torch, float64 on the CPU) straight into Linv:
+    # about 6x faster than a numpy 2x2-block recursion on stacks of 16x16 blocks
+    k, M = L.shape[0], L.shape[-1]
+    eye = torch.eye(M, dtype=torch.float64).expand(k, M, M)
+    torch.linalg.solve_triangular(torch.from_numpy(L), eye, upper=False, out=torch.from_numpy(Linv))
     return Linv, logdet
-
-
-def _tri_inv_into(L: np.ndarray, out: np.ndarray) -> None:
-    """Write the inverse of a stack of lower-triangular matrices (k, m, m) into ``out``.
-
-    2×2 block recursion ``[[L11, 0], [L21, L22]]^-1 = [[L11^-1, 0], [-L22^-1 L21 L11^-1, L22^-1]]``
-    on views of one zero-initialised buffer: only batched matmuls and no temporaries beyond one
-    (k, m/2, m/2) product per node; faster than ``np.linalg.inv`` on stacks of 16×16 blocks.
-    """
-    m = L.shape[-1]
-    if m == 1:
-        np.divide(1.0, L, out=out)
-        return
-    k = m // 2
-    _tri_inv_into(L[:, :k, :k], out[:, :k, :k])
-    _tri_inv_into(L[:, k:, k:], out[:, k:, k:])
-    tmp = np.matmul(L[:, k:, :k], out[:, :k, :k])
-    np.matmul(out[:, k:, k:], tmp, out=out[:, k:, :k])
-    np.negative(out[:, k:, :k], out=out[:, k:, :k])
 
 
 def _mT(a: np.ndarray) -> np.ndarray:
@@ -127,10 +132,12 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
     return _factor_owned(blocks)
 
 
-def _factor_owned(blocks: list) -> BlockTridiagFactor:
+def _factor_owned(blocks: list, ws: Workspace | None = None) -> BlockTridiagFactor:
     """:func:`factor_block_tridiag` on ``blocks = [D, E]`` (validated float64), emptying the list
     so that the input blocks are freed after the first level when the caller holds no other
-    reference (peak memory at large n)."""
+    reference (peak memory at large n). With ``ws`` the stored factors go into its buffers."""
+    def buf(key, shape):
+        return None if ws is None else ws.get(key, shape)
     D, E = blocks
     blocks.clear()
     n, M = D.shape[0], D.shape[1]
@@ -140,12 +147,13 @@ def _factor_owned(blocks: list) -> BlockTridiagFactor:
         m = D.shape[0]
         n_odd, n_even = m // 2, (m + 1) // 2
         k_r = n_even - 1                   # odd blocks that have a right neighbour
-        Linv, ld = _chol_inv_logdet(D[1::2])
+        lv = len(levels)
+        Linv, ld = _chol_inv_logdet(D[1::2], buf((lv, "Linv"), (n_odd, M, M)))
         logdet += ld
         Dn = D[0::2].copy()
         del D
-        X = np.matmul(Linv, E[0::2][:n_odd])                  # L_i^-1 H[i, i-1]
-        Y = np.matmul(Linv[:k_r], _mT(E[1::2]))               # L_i^-1 H[i, i+1]
+        X = np.matmul(Linv, E[0::2][:n_odd], out=buf((lv, "X"), (n_odd, M, M)))      # L_i^-1 H[i, i-1]
+        Y = np.matmul(Linv[:k_r], _mT(E[1::2]), out=buf((lv, "Y"), (k_r, M, M)))   # L_i^-1 H[i, i+1]
         del E
         tmp = np.matmul(_mT(X), X)
         Dn[:n_odd] -= tmp                                     # H[j,i] D_i^-1 H[i,j], j = i-1

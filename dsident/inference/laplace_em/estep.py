@@ -28,14 +28,14 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, ndtr
 
-from .blocktridiag import _factor_owned, factor_block_tridiag, selected_inverse, solve_factored
+from .blocktridiag import Workspace, _factor_owned, factor_block_tridiag, selected_inverse, solve_factored
 from .params import PLRNNParams
 
 __all__ = ["Chain", "make_chain", "LaplacePosterior", "RectifiedMoments", "log_joint", "precision_blocks",
            "posterior_mode", "laplace_estep", "rectified_moments", "chain_to_trials"]
 
 _LOG2PI = float(np.log(2.0 * np.pi))
-_CHUNK = 4096          # time steps per chunk when assembling (n, M, M) blocks
+_CHUNK = 512           # time steps per chunk when assembling (n, M, M) blocks (1 MB temporaries: cache)
 _STALL_RTOL = 1e-5     # relative gain of the log joint below which a mode-search solve counts as a stall
 
 
@@ -463,6 +463,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     fac = None
     seen: set[bytes] = set()
     stall, patience = 0, 2
+    ws = Workspace()                   # every solve's factor reuses the same buffers (speed at large T)
     while n_solves < max_iter:
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
@@ -473,7 +474,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             D, E, v = _clamped_blocks(D, E, v, free)
         blocks = [D, E]
         del D, E                       # the factor frees them after its first level (memory at large T)
-        fac = _factor_owned(blocks)
+        fac = _factor_owned(blocks, ws)
         z = solve_factored(fac, v)
         del v
         n_solves += 1
