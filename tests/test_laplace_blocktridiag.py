@@ -51,3 +51,20 @@ def test_not_positive_definite_raises():
 def test_bad_shapes():
     with pytest.raises(ValueError, match="E must have shape"):
         factor_block_tridiag(np.stack([np.eye(2)] * 3), np.zeros((3, 2, 2)))
+
+
+def test_workspace_reuse_and_consuming_selected_inverse_match_dense():
+    from dsident.inference.laplace_em.blocktridiag import Workspace, _factor_owned
+    rng = np.random.default_rng(7)
+    ws = Workspace()
+    for n in (11, 11, 6):                 # same size twice (buffers reused), then a new size
+        D, E = _random_spd(n, 3, rng)
+        H = block_tridiag_to_dense(D, E)
+        fac = _factor_owned([D.copy(), E.copy()], ws)
+        b = rng.normal(size=(n, 3))
+        np.testing.assert_allclose(solve_factored(fac, b).ravel(), np.linalg.solve(H, b.ravel()), atol=1e-10)
+        Sd, So = selected_inverse(fac, consume=True)
+        assert fac.levels == []           # consumed
+        Hi = np.linalg.inv(H)
+        np.testing.assert_allclose(Sd[-1], Hi[-3:, -3:], atol=1e-12)
+        np.testing.assert_allclose(So[0], Hi[3:6, 0:3], atol=1e-12)

@@ -258,15 +258,14 @@ def selected_inverse(fac: BlockTridiagFactor, *, consume: bool = False) -> tuple
         np.matmul(_mT(Linv), U_l, out=S_il)
         np.negative(S_il, out=S_il)
         del U_l
-        S_ir = np.matmul(_mT(Linv[:k_r]), U_r)
+        S_ri = So_new[1::2]                              # Sigma[i+1, i] = -U_rᵀ L^-1, written in place
+        np.matmul(_mT(U_r), Linv[:k_r], out=S_ri)
+        np.negative(S_ri, out=S_ri)
         del U_r
-        np.negative(S_ir, out=S_ir)
-        So_new[1::2] = _mT(S_ir)                         # Sigma[i+1, i]
         # Sigma[i, i] = D^-1 - D^-1 (H[i,i-1] Sigma[i-1,i] + H[i,i+1] Sigma[i+1,i])
-        #             = L^-T (L^-1 - X Sigma[i, i-1]ᵀ - Y Sigma[i, i+1]ᵀ)
+        #             = L^-T (L^-1 - X Sigma[i, i-1]ᵀ - Y Sigma[i+1, i])
         R = np.matmul(X, _mT(S_il))
-        R[:k_r] += np.matmul(Y, _mT(S_ir))
-        del S_ir
+        R[:k_r] += np.matmul(Y, S_ri)
         np.subtract(Linv, R, out=R)
         S_ii = Sd[1::2]
         np.matmul(_mT(Linv), R, out=S_ii)
