@@ -372,9 +372,12 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
         n_solves = 0
     f_cur = f(z)
     if params.likelihood == "gaussian":
-        z, info, fac = _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol)
+        ws = Workspace()
+        z, info, fac = _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter,
+                                            tol, ws)
         if _factor_out is not None:
             _factor_out.append(fac)
+            _factor_out.append(ws if fac is None else None)   # buffers for the covariance factor
         return z, info
     alphas = 0.5 ** np.arange(0, max_halvings)
     while n_solves < max_iter:
@@ -443,7 +446,7 @@ def _kink_gradients(params: PLRNNParams, chain: Chain, z: np.ndarray, on: np.nda
     return g_off, g_on
 
 
-def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol):
+def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, flip, max_iter, tol, ws=None):
     """Mode of the piecewise-quadratic log joint (Gaussian observations) by an active-set search.
 
     Every entry z_ti is in one of three states: on (z > 0), off (z < 0) or held at the kink
@@ -463,7 +466,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     fac = None
     seen: set[bytes] = set()
     stall, patience = 0, 2
-    ws = Workspace()                   # every solve's factor reuses the same buffers (speed at large T)
+    ws = Workspace() if ws is None else ws   # every solve's factor reuses the same buffers (speed at large T)
     while n_solves < max_iter:
         seen.add(state.tobytes())
         on, free = state == 1, state != 0
@@ -578,11 +581,14 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
     z, info = posterior_mode(params, chain, z_init, linear_dynamics=linear_dynamics, flip=flip,
                              max_iter=max_iter, tol=tol, _factor_out=reuse)
     fac = reuse[0] if reuse and reuse[0] is not None else None
+    ws = reuse[1] if len(reuse) > 1 else None      # the search's buffers, reused (no fresh pages)
+    del reuse
     if fac is None:                # the Hessian at the mode's own on/off pattern (kinks count as off)
         D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
         blocks = [D, E]
         del D, E                   # the factor frees them after its first level (memory at large T)
-        fac = _factor_owned(blocks)
+        fac = _factor_owned(blocks, ws)
+        del ws                     # the factor holds the buffers now; selected_inverse frees them
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
     if covariance:
