@@ -16,16 +16,21 @@ table of lists; every combination is one point::
     "fit_options.n_iter" = [20]        # ... or name the table explicitly
     seed = [0, 1, 2]                   # run keys (seed, dataset, model, method, *_length) stay top level
 
-Points run on an executor with ``submit(fn, *args)`` → future with ``result()``: a local
-process pool by default, or a Dask cluster (``scheduler="tcp://host:8786"``; needs the
-``distributed`` extra). Results are gathered into one NetCDF file and one Markdown table
+Points run on an executor with ``submit(fn, *args)`` → future with ``result()``, chosen by
+``engine`` (key ``engine`` in the file, ``--engine`` on the command line): a local process pool
+(``"process"``, the default), a Dask cluster (``"dask"``, ``scheduler="tcp://host:8786"``; extra
+``distributed``) or SLURM through submitit (``"slurm"``, options in a ``[slurm]`` table such as
+``timeout_min``, ``slurm_partition``, ``cpus_per_task``; extra ``slurm``; ``"submitit-local"``
+runs the same jobs as local subprocesses). Results are gathered into one NetCDF file and one Markdown table
 (rows = grid combination without the seed, median ± MAD over seeds).
 """
 from __future__ import annotations
 
 import itertools
 import os
-from concurrent.futures import ProcessPoolExecutor
+import threading
+import time
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -37,7 +42,7 @@ from .runner import records_to_dataset, run_grid, run_point
 from .tables import median_mad, _fmt
 
 #: keys of a sweep file besides the run configuration
-SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset")
+SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
 
 
 def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -79,27 +84,210 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     return configs, [k.rpartition(".")[2] for k in keys]
 
 
-def make_executor(scheduler: str | None = None, n_workers: int | None = None) -> Any:
-    """A Dask client for ``scheduler`` (an address), else a local process pool.
+#: executor kinds accepted by :func:`make_executor` (``--engine``)
+EXECUTOR_ENGINES = ("process", "dask", "slurm", "submitit-local")
+
+
+class SubmititPool:
+    """A ``concurrent.futures`` face over a submitit executor (SLURM or submitit's local mode).
+
+    submitit's ``submit`` returns ``Job`` objects (``result()``, ``done()``) that
+    ``concurrent.futures.as_completed`` cannot wait on. This wrapper hands out real
+    :class:`concurrent.futures.Future` objects and completes them from one polling thread, so
+    :func:`~dsident.experiments.runner.run_grid` treats SLURM jobs like pool futures.
+
+    Parameters
+    ----------
+    executor : submitit executor
+        ``submitit.AutoExecutor`` / ``LocalExecutor`` with its parameters already set.
+    poll_interval : float
+        Seconds between ``done()`` checks (submitit rate-limits its own ``sacct`` calls).
+    """
+
+    def __init__(self, executor: Any, poll_interval: float = 0.5) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"`poll_interval` must be > 0 seconds; got {poll_interval!r}.")
+        self.executor = executor
+        self.poll_interval = float(poll_interval)
+        self.jobs: list[Any] = []          # every submitted submitit Job, in submission order
+        self._pending: list[tuple[Any, Future]] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Future:
+        """Submit ``fn(*args, **kwargs)`` as one job; returns a future completed when the job ends."""
+        if self._closed:
+            raise RuntimeError("cannot submit to a SubmititPool after shutdown().")
+        job = self.executor.submit(fn, *args, **kwargs)
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()
+        fut.job = job                      # type: ignore[attr-defined]  # the job id and logs, for users
+        with self._lock:
+            self.jobs.append(job)
+            self._pending.append((job, fut))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._poll, name="dsident-submitit-poll", daemon=True)
+                self._thread.start()
+        return fut
+
+    def _poll(self) -> None:
+        """Move finished jobs' results (or errors) into their futures until none is pending."""
+        while True:
+            with self._lock:
+                pending = list(self._pending)
+            if not pending:
+                return
+            for job, fut in pending:
+                if fut.cancelled():
+                    finished = True
+                elif job.done():
+                    finished = True
+                    try:
+                        fut.set_result(job.result())
+                    except BaseException as err:  # a failed job (submitit.FailedJobError), timeout, ...
+                        fut.set_exception(err)
+                else:
+                    finished = False
+                if finished:
+                    with self._lock:
+                        self._pending.remove((job, fut))
+            time.sleep(self.poll_interval)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop accepting jobs; ``cancel_futures`` cancels the unfinished ones, ``wait`` waits for the rest."""
+        self._closed = True
+        if cancel_futures:
+            with self._lock:
+                pending = list(self._pending)
+            for job, fut in pending:
+                job.cancel(check=False)
+                fut.cancel()
+        if wait:
+            with self._lock:
+                futures = [f for _, f in self._pending]
+            for fut in futures:
+                try:
+                    fut.exception()
+                except CancelledError:
+                    pass
+
+    def __enter__(self) -> "SubmititPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown(wait=True)
+
+
+def _submitit_executor(cluster: str | None, slurm_options: Mapping[str, Any] | None,
+                       folder: str | Path | None) -> SubmititPool:
+    """A :class:`SubmititPool` over ``submitit.AutoExecutor`` for ``cluster`` ("slurm" or "local")."""
+    try:
+        import submitit
+    except ImportError as err:
+        raise ImportError("engine 'slurm' (and 'submitit-local') needs submitit: "
+                          "pip install 'dsident[slurm]'.") from err
+    if not isinstance(slurm_options, (Mapping, type(None))):
+        raise TypeError(f"`slurm_options` must be a mapping of submitit parameters; got {slurm_options!r}.")
+    options = dict(slurm_options or {})
+    cluster = options.pop("cluster", None) or cluster
+    poll = float(options.pop("poll_interval", 0.5))
+    if cluster not in ("slurm", "local", "debug"):
+        raise ValueError(f"slurm option `cluster` must be 'slurm', 'local' or 'debug'; got {cluster!r}.")
+    # %j is replaced by the job id, so every job keeps its own pickles and logs
+    folder = str(folder) if folder is not None else str(Path("dsident-submitit") / "%j")
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    try:
+        executor.update_parameters(**options)
+    except (NameError, TypeError) as err:   # submitit raises NameError for unknown parameters
+        raise ValueError(f"unknown submitit/SLURM option(s) in {sorted(options)}: {err}") from err
+    return SubmititPool(executor, poll_interval=poll)
+
+
+def make_executor(engine: str | None = None, scheduler: str | None = None, n_workers: int | None = None,
+                  slurm_options: Mapping[str, Any] | None = None, folder: str | Path | None = None) -> Any:
+    """An executor with ``submit(fn, *args)`` → future with ``result()``, for :func:`run_grid`.
+
+    Parameters
+    ----------
+    engine : {"process", "dask", "slurm", "submitit-local"}, optional
+        ``"process"``: a local process pool of ``n_workers``. ``"dask"``: a Dask client for
+        ``scheduler``, or a Dask cluster of ``n_workers`` local processes when no address is given
+        (extra ``distributed``). ``"slurm"``: one SLURM job per point through submitit (extra
+        ``slurm``); ``"submitit-local"``: the same through submitit's local mode (subprocesses,
+        for testing a SLURM set-up on a workstation). Default: ``"dask"`` when ``scheduler`` is
+        given, else ``"process"``. For backwards compatibility an address in place of ``engine``
+        (anything with ``:`` that is not an engine name) is taken as the Dask scheduler.
+    scheduler : str, optional
+        Dask scheduler address (``tcp://host:8786``); only for ``engine="dask"``.
+    n_workers : int, optional
+        Local processes for ``"process"`` (default min(4, cores)) and for a local Dask cluster.
+        submitit decides its own parallelism (SLURM queue; local mode starts every job at once).
+    slurm_options : mapping, optional
+        ``submitit.AutoExecutor.update_parameters`` keywords, e.g. ``timeout_min``,
+        ``slurm_partition``, ``cpus_per_task``, ``mem_gb``; plus ``cluster`` ("slurm" | "local")
+        to choose submitit's back end and ``poll_interval`` (seconds between job checks).
+    folder : path, optional
+        submitit's folder for job pickles and logs (``%j`` = job id; default
+        ``dsident-submitit/%j``). Must be on a file system the compute nodes share.
 
     Raises
     ------
     ValueError
-        ``scheduler`` given but ``distributed`` is not installed.
+        Unknown ``engine`` (the message lists the engines), a ``scheduler`` for another engine,
+        or an unknown submitit option.
+    ImportError
+        ``"slurm"``/``"submitit-local"`` without submitit (``pip install 'dsident[slurm]'``).
     """
-    if scheduler:
+    if engine is not None and not isinstance(engine, str):
+        raise TypeError(f"`engine` must be a string, one of {list(EXECUTOR_ENGINES)}; got {engine!r}.")
+    if engine is not None and engine.lower() not in EXECUTOR_ENGINES and ":" in engine and scheduler is None:
+        engine, scheduler = "dask", engine   # the old positional form make_executor(address, n)
+    engine = (engine or ("dask" if scheduler else "process")).lower()
+    if engine not in EXECUTOR_ENGINES:
+        raise ValueError(f"unknown executor engine {engine!r}; expected one of {list(EXECUTOR_ENGINES)}.")
+    if scheduler and engine != "dask":
+        raise ValueError(f"a scheduler address ({scheduler!r}) is only used by engine 'dask'; got engine {engine!r}.")
+    if slurm_options and engine not in ("slurm", "submitit-local"):
+        raise ValueError(f"slurm options {sorted(slurm_options)} are only used by engine 'slurm'; "
+                         f"got engine {engine!r}.")
+    if n_workers is not None and int(n_workers) < 1:
+        raise ValueError(f"`n_workers` must be >= 1; got {n_workers!r}.")
+    if engine == "dask":
         try:
             from distributed import Client
         except ModuleNotFoundError as err:
-            raise ValueError(f"--scheduler {scheduler!r} needs dask.distributed: "
+            raise ValueError(f"engine 'dask' (scheduler {scheduler!r}) needs dask.distributed: "
                              "pip install 'dsident[distributed]'.") from err
-        return Client(scheduler)
+        if scheduler:
+            return Client(scheduler)
+        # no address: a cluster of single-threaded worker processes on this machine (loopback only)
+        return Client(n_workers=n_workers or max(1, min(4, os.cpu_count() or 1)), threads_per_worker=1,
+                      host="127.0.0.1", dashboard_address=None)
+    if engine == "slurm":
+        return _submitit_executor("slurm", slurm_options, folder)
+    if engine == "submitit-local":
+        return _submitit_executor("local", slurm_options, folder)
     return ProcessPoolExecutor(max_workers=n_workers or max(1, min(4, os.cpu_count() or 1)))
+
+
+def close_executor(executor: Any) -> None:
+    """Release an executor built by :func:`make_executor` without stopping a shared cluster.
+
+    A Dask ``Client`` is closed (``Client.shutdown`` would stop the scheduler and its workers,
+    which may serve other users); pools are shut down after their work finishes.
+    """
+    module = type(executor).__module__
+    if module.startswith(("distributed", "dask")) or (hasattr(executor, "close") and not hasattr(executor, "shutdown")):
+        executor.close()
+    else:
+        executor.shutdown()
 
 
 def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = None,
               scheduler: str | None = None, executor: Any = None, n_workers: int | None = None,
-              progress: bool = True) -> tuple[xr.Dataset, str]:
+              engine: str | None = None, slurm_options: Mapping[str, Any] | None = None,
+              progress: bool = True, point_function: Any = None) -> tuple[xr.Dataset, str]:
     """Run a sweep file (or dict) and gather the results.
 
     Parameters
@@ -109,35 +297,58 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     out : path, optional
         Result folder (default: the file's ``out`` key, else ``dsident-results/sweep``).
     scheduler : str, optional
-        Dask scheduler address; default: a local process pool.
+        Dask scheduler address (implies ``engine="dask"``); default: the file's ``scheduler``.
     executor : object with ``submit``, optional
         Use this executor instead of building one (not shut down here).
     n_workers : int, optional
-        Size of the local process pool.
+        Size of the local process pool (or local Dask cluster).
+    engine : {"process", "dask", "slurm", "submitit-local"}, optional
+        Where the points run (see :func:`make_executor`); default: the file's ``engine``, else
+        ``"dask"`` with a scheduler and ``"process"`` without.
+    slurm_options : mapping, optional
+        submitit parameters; merged over the file's ``[slurm]`` table (these win). submitit's
+        job pickles and logs go to ``out/submitit/<job id>`` unless ``folder`` is given here.
+    progress : bool
+        tqdm bar over the points.
+    point_function : callable, optional
+        Replaces :func:`~dsident.experiments.runner.run_point` (``fn(cfg, out_root) -> record``;
+        must be importable by the workers).
 
     Returns
     -------
     (xarray.Dataset, str)
         One entry per point (see :func:`records_to_dataset`) and the Markdown table; both are
-        also written to ``out/sweep.nc`` and ``out/sweep.md``.
+        also written to ``out/sweep.nc`` and ``out/sweep.md``. Every point has its own folder
+        ``out/points/<point_id>``.
     """
     data = load_config_file(spec) if isinstance(spec, (str, Path)) else dict(spec)
     unknown = sorted(set(data) - set(RUN_KEYS) - set(SWEEP_KEYS))
     if unknown:
         raise ValueError(f"unknown sweep key(s) {unknown}; expected run keys {list(RUN_KEYS)} "
                          f"or {list(SWEEP_KEYS)}.")
+    file_slurm = data.get("slurm", {})
+    if not isinstance(file_slurm, Mapping):
+        raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {file_slurm!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
     out = Path(out or data.get("out") or "dsident-results/sweep")
     out.mkdir(parents=True, exist_ok=True)
     save_config({"sweep": data}, out / "sweep_config.json")
     own = executor is None
-    executor = executor or make_executor(scheduler or data.get("scheduler"), n_workers or data.get("n_workers"))
+    if own:
+        scheduler = scheduler or (data.get("scheduler") if engine in (None, "dask") else None)
+        engine = engine or data.get("engine")
+        options = {**file_slurm, **(slurm_options or {})}
+        folder = options.pop("folder", None)
+        if engine in ("slurm", "submitit-local"):
+            folder = folder or out / "submitit" / "%j"
+        executor = make_executor(engine, scheduler, n_workers or data.get("n_workers"),
+                                 slurm_options=options or None, folder=folder)
     try:
-        records = run_grid(configs, out, executor=executor, progress=progress, point_function=run_point)
+        records = run_grid(configs, out, executor=executor, progress=progress,
+                           point_function=point_function or run_point)
     finally:
         if own:
-            (executor.close if hasattr(executor, "close") and not hasattr(executor, "shutdown")
-             else executor.shutdown)()
+            close_executor(executor)
     results = records_to_dataset(records, sweep_keys=[k for k in swept if k != "seed"])
     results.to_netcdf(out / "sweep.nc", engine="h5netcdf")
     table = sweep_table(results, [k for k in swept if k != "seed"])
