@@ -6,8 +6,8 @@ Each verb maps its options onto public functions (:mod:`dsident.experiments`,
     dsident fit DATA --model shplrnn --method teacher-forcing [--latent-dim 3] --out DIR
     dsident evaluate MODEL_DIR TEST_DATA [--out DIR]
     dsident generate MODEL_DIR --steps N [--out DIR]
-    dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick] [--out DIR]
-    dsident sweep CONFIG [--scheduler ADDRESS] [--out DIR]
+    dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick] [--out DIR] [--engine ...]
+    dsident sweep CONFIG [--engine process|dask|slurm] [--scheduler ADDRESS] [--slurm-option K=V] [--out DIR]
 
 ``--config FILE`` (TOML, or YAML with PyYAML) gives any flag's value; a flag on the command
 line wins over the file. File keys are the flag names (``latent-dim`` or ``latent_dim``) plus
@@ -333,17 +333,25 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     """``dsident benchmark [--datasets ...] [--models ...] [--seeds N] [--quick]``."""
     _threads(args)
     from .experiments.benchmark import run_benchmark
-    from .experiments.sweep import make_executor
+    from .experiments.sweep import close_executor, make_executor
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
-                         "progress", *_FLAG_TO_KEY])
+                         "engine", "progress", *_FLAG_TO_KEY])
     overrides = _run_overrides(s)
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
     out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
     executor = None
-    if s.get("scheduler") or (s.get("workers") or 1) > 1:
-        executor = make_executor(s.get("scheduler"), s.get("workers"))
+    slurm = _slurm_options(args, s.get("slurm"))
+    if s.get("engine") or s.get("scheduler") or (s.get("workers") or 1) > 1 or slurm:
+        folder = slurm.pop("folder", None)
+        if s.get("engine") in ("slurm", "submitit-local"):
+            folder = folder or Path(out) / "submitit"
+        try:
+            executor = make_executor(s.get("engine"), s.get("scheduler"), s.get("workers"),
+                                     slurm_options=slurm or None, folder=folder)
+        except (ValueError, ImportError) as err:
+            raise SystemExit(f"dsident: {err}") from err
     try:
         res = run_benchmark(datasets=_as_list(s.get("datasets")), models=_as_list(s.get("models")),
                             methods=_as_list(s.get("methods")), seeds=s.get("seeds"), quick=quick, out=out,
@@ -351,7 +359,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                             progress=s.get("progress", True) is not False, echo=_say)
     finally:
         if executor is not None:
-            (executor.close if hasattr(executor, "close") and not hasattr(executor, "shutdown") else executor.shutdown)()
+            close_executor(executor)
     _say(f"[dsident] results: {res['out'] / 'results.md'}, {res['out'] / 'results.nc'}, figures *.png "
          f"({res['wall_time']:.0f} s)")
     return 0
@@ -368,13 +376,25 @@ def _as_list(value: Any) -> list[str] | None:
     return out
 
 
+def _slurm_options(args: argparse.Namespace, from_file: Any) -> dict[str, Any]:
+    """submitit options: a ``[slurm]`` table from ``--config`` overlaid by ``--slurm-option KEY=VALUE``."""
+    if from_file is not None and not isinstance(from_file, dict):
+        raise SystemExit(f"dsident: the config's `slurm` must be a table of submitit options; got {from_file!r}.")
+    return {**(from_file or {}), **_key_values(getattr(args, "slurm_option", None), "--slurm-option")}
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
-    """``dsident sweep CONFIG [--scheduler ADDRESS]``."""
+    """``dsident sweep CONFIG [--engine process|dask|slurm] [--scheduler ADDRESS]``."""
     _threads(args)
     from .experiments.sweep import run_sweep
 
-    results, table = run_sweep(args.sweep_config, out=args.out, scheduler=args.scheduler,
-                               n_workers=args.workers, progress=args.progress is not False)
+    try:
+        results, table = run_sweep(args.sweep_config, out=args.out, scheduler=args.scheduler,
+                                   n_workers=args.workers, engine=args.engine,
+                                   slurm_options=_slurm_options(args, None) or None,
+                                   progress=args.progress is not False)
+    except ImportError as err:   # a missing extra: say which one, without a traceback
+        raise SystemExit(f"dsident: {err}") from err
     out = Path(args.out or "") if args.out else None
     _say(table)
     _say(f"[dsident] sweep: {results.sizes.get('point', 0)} points; table and NetCDF in "
@@ -419,6 +439,20 @@ def _build_generate(p: argparse.ArgumentParser) -> None:
     _add_common(p)
 
 
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    from .experiments.sweep import EXECUTOR_ENGINES
+
+    p.add_argument("--engine", type=str.lower, choices=list(EXECUTOR_ENGINES),
+                   help="where grid points run: local processes (default), a Dask cluster (extra "
+                        "`distributed`), SLURM jobs via submitit (extra `slurm`) or submitit's local mode")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="Dask scheduler address (implies --engine dask; without it dask starts a local cluster)")
+    p.add_argument("--workers", type=int, help="number of local processes (process pool or local Dask cluster)")
+    p.add_argument("--slurm-option", action="append", metavar="KEY=VALUE",
+                   help="submitit/SLURM parameter, repeatable: timeout_min=60, slurm_partition=gpu, "
+                        "cpus_per_task=2, mem_gb=8 (a [slurm] table in the config file works too)")
+
+
 def _build_benchmark(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", nargs="+", help="shipped set names (default lorenz63 bursting_neuron ecg)")
     p.add_argument("--models", nargs="+", help="model names (default: every available model)")
@@ -427,16 +461,14 @@ def _build_benchmark(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", default=None,
                    help="the quick preset: a Lorenz-63 reconstruction in minutes on a laptop")
     p.add_argument("--out", help="result folder (re-running skips finished points)")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="run the points on this Dask scheduler")
-    p.add_argument("--workers", type=int, help="run the points on a local pool of N processes")
+    _add_engine_options(p)
     _add_run_options(p)
     _add_common(p)
 
 
 def _build_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep_config", metavar="CONFIG", help="TOML/YAML sweep file with a [grid] table")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: local processes)")
-    p.add_argument("--workers", type=int, help="size of the local process pool")
+    _add_engine_options(p)
     p.add_argument("--out", help="result folder (default: the file's `out`)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads per grid point (default 1)")
@@ -449,7 +481,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "generate": ("run a fitted model freely", _build_generate, cmd_generate),
     "benchmark": ("models × datasets × seeds, with the floor; --quick for the main job", _build_benchmark,
                   cmd_benchmark),
-    "sweep": ("a grid sweep from a config file, on local processes or Dask", _build_sweep, cmd_sweep),
+    "sweep": ("a grid sweep from a config file, on local processes, Dask or SLURM", _build_sweep, cmd_sweep),
 }
 
 

@@ -194,8 +194,8 @@ def _submitit_executor(cluster: str | None, slurm_options: Mapping[str, Any] | N
     poll = float(options.pop("poll_interval", 0.5))
     if cluster not in ("slurm", "local", "debug"):
         raise ValueError(f"slurm option `cluster` must be 'slurm', 'local' or 'debug'; got {cluster!r}.")
-    # %j is replaced by the job id, so every job keeps its own pickles and logs
-    folder = str(folder) if folder is not None else str(Path("dsident-submitit") / "%j")
+    # submitit names every file after its job id, so one folder serves all jobs (%j in a path works too)
+    folder = str(folder) if folder is not None else "dsident-submitit"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     try:
         executor.update_parameters(**options)
@@ -228,8 +228,8 @@ def make_executor(engine: str | None = None, scheduler: str | None = None, n_wor
         ``slurm_partition``, ``cpus_per_task``, ``mem_gb``; plus ``cluster`` ("slurm" | "local")
         to choose submitit's back end and ``poll_interval`` (seconds between job checks).
     folder : path, optional
-        submitit's folder for job pickles and logs (``%j`` = job id; default
-        ``dsident-submitit/%j``). Must be on a file system the compute nodes share.
+        submitit's folder for job pickles and logs (default ``dsident-submitit``; ``%j`` in the
+        path stands for the job id). Must be on a file system the compute nodes share.
 
     Raises
     ------
@@ -307,7 +307,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
         ``"dask"`` with a scheduler and ``"process"`` without.
     slurm_options : mapping, optional
         submitit parameters; merged over the file's ``[slurm]`` table (these win). submitit's
-        job pickles and logs go to ``out/submitit/<job id>`` unless ``folder`` is given here.
+        job pickles and logs go to ``out/submitit`` unless ``folder`` is given here.
     progress : bool
         tqdm bar over the points.
     point_function : callable, optional
@@ -340,7 +340,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
         options = {**file_slurm, **(slurm_options or {})}
         folder = options.pop("folder", None)
         if engine in ("slurm", "submitit-local"):
-            folder = folder or out / "submitit" / "%j"
+            folder = folder or out / "submitit"
         executor = make_executor(engine, scheduler, n_workers or data.get("n_workers"),
                                  slurm_options=options or None, folder=folder)
     try:
