@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -143,9 +145,14 @@ def fake_point(cfg, out_root):
     return rec
 
 
+#: the tiny sweep of the executor tests: 2 seeds × (a good point, a point that fails)
+TINY_SWEEP = {"dataset": "lorenz63", "model": "shplrnn", "method": "teacher-forcing",
+              "grid": {"seed": [0, 1], "explode": [False, True]}}
+
+
 def _grid(explode_second=True):
-    base = {"dataset": "lorenz63", "model": "shplrnn", "method": "teacher-forcing"}
-    grid = {"seed": [0, 1], "explode": [False, True] if explode_second else [False]}
+    base = {k: v for k, v in TINY_SWEEP.items() if k != "grid"}
+    grid = {"seed": TINY_SWEEP["grid"]["seed"], "explode": [False, True] if explode_second else [False]}
     return sweep.expand_grid(base, grid)
 
 
@@ -192,6 +199,139 @@ def test_sweep_on_a_dask_local_cluster(tmp_path):
             recs = runner.run_grid(configs, tmp_path, executor=client, progress=False, point_function=fake_point)
     assert sorted(r["status"] for r in recs) == ["done", "done", "failed", "failed"]
     assert cluster.scheduler_address.startswith("tcp://127.0.0.1")
+
+
+def _point_scores(folder):
+    """{point_id: (status, scores)} read back from every point folder of a result folder."""
+    out = {}
+    for path in sorted((folder / "points").iterdir()):
+        rec = json.loads((path / "result.json").read_text())
+        assert rec["point_id"] == path.name
+        out[path.name] = (rec["status"], rec["scores"])
+    return out
+
+
+def test_sweep_in_submitit_local_mode_matches_the_process_pool(tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    import pathlib
+
+    # submitit's local jobs are fresh interpreters: they must import this module to unpickle fake_point
+    tests_dir = str(pathlib.Path(__file__).resolve().parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p))
+    configs, _ = _grid()
+    expected = {runner.point_id(c) for c in configs}
+
+    pool_ds, _ = sweep.run_sweep({**TINY_SWEEP, "engine": "process", "n_workers": 2}, out=tmp_path / "pool",
+                                 progress=False, point_function=fake_point)
+    spec = {**TINY_SWEEP, "engine": "submitit-local", "slurm": {"timeout_min": 5, "poll_interval": 0.2}}
+    sub_ds, table = sweep.run_sweep(spec, out=tmp_path / "submitit", progress=False, point_function=fake_point)
+
+    pool_points, sub_points = _point_scores(tmp_path / "pool"), _point_scores(tmp_path / "submitit")
+    assert set(sub_points) == expected                       # one result folder per grid point
+    assert sub_points == pool_points                          # same statuses and scores as the pool
+    assert sorted(sub_points[p][0] for p in sub_points) == ["done", "done", "failed", "failed"]
+    np.testing.assert_array_equal(sub_ds["D_stsp"].values, pool_ds["D_stsp"].values)
+    assert "| False | 2/2 |" in table and "| True | 0/2 |" in table
+    # the points really ran as submitit jobs: one pickle + log set per job in OUT/submitit
+    logs = list((tmp_path / "submitit" / "submitit").glob("*_result.pkl"))
+    assert len(logs) == len(configs)
+    assert not (tmp_path / "pool" / "submitit").exists()
+
+
+class _FakeJob:
+    """Mimics submitit's Job: done() after a few polls, result() returns or raises."""
+
+    def __init__(self, fn, args, polls):
+        self.fn, self.args, self.polls, self.cancelled = fn, args, polls, False
+
+    def done(self):
+        self.polls -= 1
+        return self.polls <= 0
+
+    def result(self):
+        return self.fn(*self.args)
+
+    def cancel(self, check=True):
+        self.cancelled = True
+
+
+class _FakeSubmitit:
+    def __init__(self):
+        self.jobs = []
+
+    def submit(self, fn, *args):
+        job = _FakeJob(fn, args, polls=3 - len(self.jobs) % 3)   # jobs finish out of submission order
+        self.jobs.append(job)
+        return job
+
+
+def _raise_if_exploding(cfg, out_root):
+    if cfg["model_params"].get("explode"):
+        raise RuntimeError("node lost")
+    return fake_point(cfg, out_root)
+
+
+def test_submitit_jobs_are_waited_on_like_pool_futures(tmp_path):
+    configs, _ = _grid()
+    fake = _FakeSubmitit()
+    pool = sweep.SubmititPool(fake, poll_interval=0.01)
+    recs = runner.run_grid(configs, tmp_path, executor=pool, progress=False, point_function=_raise_if_exploding)
+    pool.shutdown()
+    assert len(fake.jobs) == len(configs) and pool.jobs == fake.jobs
+    assert [r["config"]["seed"] for r in recs] == [c["seed"] for c in configs]   # input order kept
+    assert [r["status"] for r in recs] == ["done", "failed", "done", "failed"]
+    assert "node lost" in recs[1]["error"]                       # a job that raised is recorded, not fatal
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(fake_point, configs[0], str(tmp_path))
+    with pytest.raises(ValueError, match="poll_interval"):
+        sweep.SubmititPool(fake, poll_interval=0)
+
+
+def test_make_executor_names_engines_and_extras(monkeypatch):
+    with pytest.raises(ValueError, match=r"'process', 'dask', 'slurm'"):
+        sweep.make_executor("kubernetes")
+    with pytest.raises(ValueError, match="only used by engine 'dask'"):
+        sweep.make_executor("process", scheduler="tcp://127.0.0.1:8786")
+    with pytest.raises(ValueError, match="only used by engine 'slurm'"):
+        sweep.make_executor("process", slurm_options={"timeout_min": 5})
+    pool = sweep.make_executor(n_workers=1)
+    try:
+        assert pool.submit(math.sqrt, 16.0).result() == 4.0      # no engine, no address: a process pool
+    finally:
+        sweep.close_executor(pool)
+    monkeypatch.setitem(sys.modules, "submitit", None)            # as if submitit were not installed
+    with pytest.raises(ImportError, match=r"pip install 'dsident\[slurm\]'"):
+        sweep.make_executor("slurm", slurm_options={"slurm_partition": "cpu"})
+
+
+def test_submitit_options_are_checked(tmp_path):
+    pytest.importorskip("submitit")
+    with pytest.raises(ValueError, match="no_such_option"):
+        sweep.make_executor("submitit-local", slurm_options={"no_such_option": 1}, folder=tmp_path)
+    with pytest.raises(ValueError, match="cluster"):
+        sweep.make_executor("slurm", slurm_options={"cluster": "pbs"}, folder=tmp_path)
+    pool = sweep.make_executor("slurm", slurm_options={"cluster": "local", "timeout_min": 3,
+                                                       "slurm_partition": "ignored-locally"}, folder=tmp_path)
+    assert isinstance(pool, sweep.SubmititPool) and pool.executor.cluster == "local"
+    assert pool.executor._executor.parameters["timeout_min"] == 3
+
+
+def test_cli_engine_and_slurm_options_parse():
+    import argparse
+
+    from dsident import cli_main_job
+
+    parser = argparse.ArgumentParser()
+    cli_main_job.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", "s.toml", "--engine", "SLURM", "--slurm-option", "timeout_min=30",
+                              "--slurm-option", "slurm_partition=gpu"])
+    assert args.engine == "slurm"
+    assert cli_main_job._slurm_options(args, {"timeout_min": 5, "mem_gb": 4}) == \
+        {"timeout_min": 30, "slurm_partition": "gpu", "mem_gb": 4}          # the flag wins over the file
+    bench = parser.parse_args(["benchmark", "--engine", "dask", "--workers", "2"])
+    assert bench.engine == "dask" and bench.workers == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["sweep", "s.toml", "--engine", "pbs"])
 
 
 def test_sweep_table_pools_seeds(tmp_path):
