@@ -461,8 +461,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
-    best_z, best_f, best_state = z, f_cur, None
-    flipped = None                     # entries flipped from best_state to reach the current state
+    best_z, best_f = z, f_cur
     fac = None
     seen: set[bytes] = set()
     stall, patience = 0, 2
@@ -485,9 +484,9 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
         scale_f = tol * max(1.0, abs(best_f))
         if fz > best_f + scale_f:
             # a gain below _STALL_RTOL·|f| still counts towards the stall rule: on long series the
-            # last solves alternate between two patterns and gain ~1e-6 relative each
+            # last solves can alternate between two patterns, each gaining ~1e-6 relative
             stall = 0 if fz > best_f + _STALL_RTOL * max(1.0, abs(best_f)) else stall + 1
-            best_z, best_f, best_state = z, fz, state
+            best_z, best_f = z, fz
             if stall >= patience:
                 return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves"), None
         else:
@@ -496,18 +495,6 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
                 return best_z, ModeInfo(n_solves, False, f"no gain in {patience} solves"), None
         viol = free & ((z > 0) != on)
         new = state.copy()
-        if fz < best_f - scale_f and flipped is not None and best_state is not None:
-            # flipping every violator overshot (the log joint fell): go back to the best pattern
-            # and hold those entries at the kink instead; the kink rule below then releases each
-            # one to the side its one-sided derivative favours. Without this, long series
-            # alternate between two patterns for many solves (each gaining little).
-            new = best_state.copy()
-            new[flipped] = 0
-            flipped = None
-            if new.tobytes() in seen:
-                return best_z, ModeInfo(n_solves, False, "pattern loop detected"), None
-            state = new
-            continue
         if viol.any():
             if flip == "single":
                 k = np.argmax(np.where(viol, np.abs(z), -1.0))
@@ -528,7 +515,6 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             return z, ModeInfo(n_solves, True, "local maximum (KKT)"), (fac if free.all() else None)
         if new.tobytes() in seen:
             return best_z, ModeInfo(n_solves, False, "pattern loop detected"), None
-        flipped = (new != state) & (state != 0) & (new != 0) if state is best_state else None
         state = new
     return best_z, ModeInfo(n_solves, False, "max_iter reached"), None
 
