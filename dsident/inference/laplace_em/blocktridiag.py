@@ -6,8 +6,10 @@ lower off-diagonal blocks ``E[i] = H[i+1, i]`` (``H[i, i+1] = E[i].T``).
 
 Algorithm: block cyclic reduction. Each level eliminates the odd-numbered blocks at once (their
 Schur complement onto the even-numbered blocks is again block-tridiagonal), so every level is a
-handful of *batched* numpy operations on stacks of M×M matrices and there is no Python loop over
-time — only one over the log2(n) levels. The inverse is recovered level by level in reverse with
+handful of *batched* operations on stacks of M×M matrices and there is no Python loop over
+time — only one over the log2(n) levels. Per eliminated block the level keeps ``L^-1`` (Cholesky,
+inverted by batched LAPACK triangular solves through torch) and ``L^-1 H[i, i±1]``, so the Schur
+complement is made of Gram products. The inverse is recovered level by level in reverse with
 the identity ``(H^-1)_ee = S^-1`` (S = Schur complement onto the kept blocks) and
 ``(H^-1)_oe = -H_oo^-1 H_oe (H^-1)_ee``. A sequential block-Cholesky recursion does the same
 number of flops but costs ~10 µs of interpreter time per block, i.e. seconds at n = 10⁵; the

@@ -458,7 +458,8 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     stops when no entry violates its state and no kink entry wants to move: a local maximum
     (the mode may lie on kinks, z_ti = 0, which a pure flip iteration can never reach).
     The best point seen (highest log joint) is returned; the search also ends when two
-    solves in a row bring no gain over it (a stall, reported in ``ModeInfo.reason``).
+    solves in a row bring no gain over it larger than ``_STALL_RTOL`` (10⁻⁵) of its magnitude
+    (a stall, reported in ``ModeInfo.reason``).
     """
     state = np.where(z > 0, 1, -1).astype(np.int8)
     best_z, best_f = z, f_cur
