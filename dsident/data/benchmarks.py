@@ -224,7 +224,10 @@ def _lorenz63_spikes(n_train: int = 10_000, n_test: int = 10_000, dt: float = 0.
         ds["z_true"] = (("trial", "time", "latent"), z[sl][None])
         ds = ds.assign_coords(latent=np.array(system.channel_names, dtype=str))
         ds.attrs.update(preprocessing=json.dumps(steps), held_in_neurons=json.dumps(held_in),
-                        held_out_neurons=json.dumps(held_out), units="spike counts per bin")
+                        held_out_neurons=json.dumps(held_out), units="spike counts per bin",
+                        # the NLB protocol offline: chop into trials of 140 bins, the last 40 are the
+                        # forward-prediction window (metrics.chop_trials / metrics.split_forward)
+                        trial_bins=140, forward_bins=40)
         out[label] = ds
     return out
 
@@ -314,7 +317,8 @@ Spiking Lorenz: a latent Lorenz-63 trajectory drives 30 Poisson neurons (for Poi
               both in attrs['provenance']['readout']; seed 0
   splits      train 10 000 bins × 30 neurons, test 10 000 × 30 (test continues train)
   held out    attrs['held_in_neurons'] = neurons 0–19, attrs['held_out_neurons'] = 20–29 (JSON lists),
-              for co-smoothing / population metrics
+              for co-smoothing / population metrics; attrs['trial_bins'] = 140 and attrs['forward_bins'] = 40:
+              metrics.chop_trials(ds, 140) then metrics.split_forward(..., 40) give the NLB layout
   channels    n00 … n29 (spike counts per bin)""",
 }
 
