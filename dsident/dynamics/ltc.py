@@ -178,6 +178,10 @@ class LTC(ODEStepMixin, LatentDynamics):
         cm_t = F.softplus(self.raw_capacitance) / (h / self.n_substeps)      # C / sub-step
         num0 = leak * self.leak_reversal + s_current
         den0 = cm_t + leak + s_cond
+        if torch.is_grad_enabled() and not torch._C._are_functorch_transforms_active():
+            # training: one autograd node for all unfolds with a hand-written backward (below)
+            return _FusedUnfolds.apply(z, num0, den0, cm_t, self.sigma, neg_shift, w, w_rev,
+                                       self.n_substeps)
         for _ in range(self.n_substeps):
             s = torch.sigmoid(torch.addcmul(neg_shift, z[:, :, None], self.sigma))     # (B, j, i)
             # z' = (C/h z + g e + sum w s E) / (C/h + g + sum w s): the fused step, eq. 4
@@ -272,6 +276,64 @@ class LTC(ODEStepMixin, LatentDynamics):
             points.append(self.sensory_erev)
         allp = torch.cat(points, dim=0)
         return allp.min(0).values, allp.max(0).values
+
+
+class _FusedUnfolds(torch.autograd.Function):
+    r"""``n`` fused unfolds of the synaptic LTC as one autograd node (forward and analytic backward).
+
+    Each unfold maps ``z`` (B, M) to ``z' = N / D`` with ``s = sigmoid(sigma z_j + neg_shift)``
+    (B, j, i), ``N = num0 + cm_t z + sum_j s w_rev`` and ``D = den0 + sum_j s w``. Autograd would
+    record about ten nodes per unfold and keep their intermediates; here the forward keeps only
+    the unfold inputs and the synapse activations, and the backward walks the unfolds in reverse
+    with the chain rule written out, reducing the parameter gradients over (unfold, batch) once.
+    Only the first derivative is available (``once_differentiable``); functorch transforms
+    (``jacrev``, ``vmap``) use the plain loop in :meth:`LTC.step` instead.
+    """
+
+    @staticmethod
+    def forward(ctx, z: Tensor, num0: Tensor, den0: Tensor, cm_t: Tensor, sigma: Tensor, neg_shift: Tensor,
+                w: Tensor, w_rev: Tensor, n: int) -> Tensor:
+        b, m = z.shape
+        acts = z.new_empty((n, b, m, m))        # s of every unfold, (unfold, B, j, i)
+        states = z.new_empty((n + 1, b, m))     # z before every unfold, and the result
+        dens = z.new_empty((n, b, m))           # D of every unfold
+        states[0] = z
+        for k in range(n):
+            zk = states[k]
+            s = torch.sigmoid(torch.addcmul(neg_shift, zk[:, :, None], sigma), out=acts[k])
+            num = torch.addcmul(num0 + torch.linalg.vecdot(s, w_rev, dim=1), cm_t, zk)
+            den = torch.add(den0, torch.linalg.vecdot(s, w, dim=1), out=dens[k])
+            torch.div(num, den, out=states[k + 1])
+        ctx.save_for_backward(acts, states, dens, cm_t, sigma, w, w_rev)
+        ctx.n = n
+        return states[n].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        acts, states, dens, cm_t, sigma, w, w_rev = ctx.saved_tensors
+        n = ctx.n
+        g_num = grad.new_empty((n,) + grad.shape)    # dL/dN of every unfold
+        g_den = grad.new_empty((n,) + grad.shape)    # dL/dD of every unfold
+        # per-(batch, synapse) sums over the unfolds; reduced over the batch once at the end
+        acc_shift, acc_sigma, acc_wrev, acc_w = (torch.zeros_like(acts[0]) for _ in range(4))
+        g = grad
+        for k in range(n - 1, -1, -1):
+            s, zk = acts[k], states[k]
+            gn = torch.div(g, dens[k], out=g_num[k])
+            gd = torch.mul(gn, states[k + 1], out=g_den[k]).neg_()
+            gn3, gd3 = gn[:, None, :], gd[:, None, :]
+            acc_wrev.addcmul_(s, gn3)
+            acc_w.addcmul_(s, gd3)
+            # dL/ds_ji = gN_i w_rev_ji + gD_i w_ji; times s (1 - s) for the sigmoid
+            t = torch.addcmul(gn3 * w_rev, gd3, w).mul_(s)
+            gp = t.addcmul_(t, s, value=-1.0)
+            acc_shift.add_(gp)
+            acc_sigma.addcmul_(gp, zk[:, :, None])
+            g = torch.addcmul(torch.linalg.vecdot(gp, sigma, dim=2), gn, cm_t)
+        g_cm = (g_num * states[:n]).sum(0).sum_to_size(cm_t.shape)
+        return (g, g_num.sum(0), g_den.sum(0), g_cm, acc_sigma.sum(0), acc_shift.sum(0), acc_w.sum(0),
+                acc_wrev.sum(0), None)
 
 
 def _softplus_inverse_tensor(y: Tensor) -> Tensor:
