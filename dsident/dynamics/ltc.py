@@ -170,6 +170,14 @@ class LTC(ODEStepMixin, LatentDynamics):
             return super().step(z, u, dt)
         h = check_dt(dt, z)
         uu = self._inputs(z, u)
+        if (torch.is_grad_enabled() and not torch._C._are_functorch_transforms_active()
+                and not (isinstance(h, Tensor) and h.requires_grad)):
+            # training: the whole step is one autograd node with a hand-written backward
+            # (_FusedStep); autograd would record about 20 small nodes plus 10 per unfold
+            return _FusedStep.apply(z, uu, h, self.n_substeps, self.sigma, self.mu, self.raw_w, self.erev,
+                                    self.sensory_sigma, self.sensory_mu, self.raw_sensory_w,
+                                    self.sensory_erev, self.input_scale, self.input_shift,
+                                    self.leak_reversal, self.raw_leak, self.raw_capacitance)
         w = F.softplus(self.raw_w)
         w_rev = w * self.erev
         neg_shift = -(self.sigma * self.mu)                 # sigma (v - mu) = sigma v - sigma mu
@@ -178,10 +186,6 @@ class LTC(ODEStepMixin, LatentDynamics):
         cm_t = F.softplus(self.raw_capacitance) / (h / self.n_substeps)      # C / sub-step
         num0 = leak * self.leak_reversal + s_current
         den0 = cm_t + leak + s_cond
-        if torch.is_grad_enabled() and not torch._C._are_functorch_transforms_active():
-            # training: one autograd node for all unfolds with a hand-written backward (below)
-            return _FusedUnfolds.apply(z, num0, den0, cm_t, self.sigma, neg_shift, w, w_rev,
-                                       self.n_substeps)
         for _ in range(self.n_substeps):
             s = torch.sigmoid(torch.addcmul(neg_shift, z[:, :, None], self.sigma))     # (B, j, i)
             # z' = (C/h z + g e + sum w s E) / (C/h + g + sum w s): the fused step, eq. 4
@@ -278,62 +282,148 @@ class LTC(ODEStepMixin, LatentDynamics):
         return allp.min(0).values, allp.max(0).values
 
 
-class _FusedUnfolds(torch.autograd.Function):
-    r"""``n`` fused unfolds of the synaptic LTC as one autograd node (forward and analytic backward).
+def _softplus_grad(raw: Tensor) -> Tensor:
+    """d softplus / d raw, matching ``F.softplus`` (linear above its threshold 20)."""
+    return torch.where(raw > 20.0, torch.ones_like(raw), torch.sigmoid(raw))
 
-    Each unfold maps ``z`` (B, M) to ``z' = N / D`` with ``s = sigmoid(sigma z_j + neg_shift)``
-    (B, j, i), ``N = num0 + cm_t z + sum_j s w_rev`` and ``D = den0 + sum_j s w``. Autograd would
-    record about ten nodes per unfold and keep their intermediates; here the forward keeps only
-    the unfold inputs and the synapse activations, and the backward walks the unfolds in reverse
-    with the chain rule written out, reducing the parameter gradients over (unfold, batch) once.
-    Only the first derivative is available (``once_differentiable``); functorch transforms
-    (``jacrev``, ``vmap``) use the plain loop in :meth:`LTC.step` instead.
+
+def _unfolds_forward(z: Tensor, num0: Tensor, den0: Tensor, cm_t: Tensor, sigma: Tensor, neg_shift: Tensor,
+                     w: Tensor, w_rev: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``n`` fused unfolds ``z' = N / D``; returns what the backward needs.
+
+    ``s = sigmoid(sigma z_j + neg_shift)`` (B, j, i), ``N = num0 + cm_t z + sum_j s w_rev``,
+    ``D = den0 + sum_j s w``. Returns the activations (n, B, M, M), the states (n + 1, B, M)
+    (input of every unfold, then the result) and the denominators (n, B, M).
+    """
+    b, m = z.shape
+    acts = z.new_empty((n, b, m, m))
+    states = z.new_empty((n + 1, b, m))
+    dens = z.new_empty((n, b, m))
+    states[0] = z
+    for k in range(n):
+        zk = states[k]
+        s = torch.sigmoid(torch.addcmul(neg_shift, zk[:, :, None], sigma), out=acts[k])
+        num = torch.addcmul(num0 + torch.linalg.vecdot(s, w_rev, dim=1), cm_t, zk)
+        den = torch.add(den0, torch.linalg.vecdot(s, w, dim=1), out=dens[k])
+        torch.div(num, den, out=states[k + 1])
+    return acts, states, dens
+
+
+def _unfolds_backward(grad: Tensor, acts: Tensor, states: Tensor, dens: Tensor, cm_t: Tensor, sigma: Tensor,
+                      w: Tensor, w_rev: Tensor) -> tuple[Tensor, ...]:
+    """Reverse pass of :func:`_unfolds_forward` by the chain rule written out.
+
+    Returns the gradients of ``z``, ``num0``, ``den0`` (B, M), of ``cm_t`` per batch row (B, M),
+    and of ``sigma``, ``neg_shift``, ``w``, ``w_rev`` (M, M).
+    """
+    n = acts.shape[0]
+    # per-(batch, synapse) sums over the unfolds, reduced over the batch once at the end
+    acc_shift, acc_sigma, acc_wrev, acc_w = (torch.zeros_like(acts[0]) for _ in range(4))
+    g_num0 = torch.zeros_like(grad)
+    g_den0 = torch.zeros_like(grad)
+    g_cm = torch.zeros_like(grad)
+    g = grad
+    for k in range(n - 1, -1, -1):
+        s, zk = acts[k], states[k]
+        gn = g / dens[k]                          # dL/dN
+        gd = (gn * states[k + 1]).neg_()          # dL/dD = -dL/dN * z'
+        g_num0.add_(gn)
+        g_den0.add_(gd)
+        g_cm.addcmul_(gn, zk)
+        gn3, gd3 = gn[:, None, :], gd[:, None, :]
+        acc_wrev.addcmul_(s, gn3)
+        acc_w.addcmul_(s, gd3)
+        # dL/ds_ji = gN_i w_rev_ji + gD_i w_ji; times s (1 - s) for the sigmoid
+        t = torch.addcmul(gn3 * w_rev, gd3, w).mul_(s)
+        gp = t.addcmul_(t, s, value=-1.0)
+        acc_shift.add_(gp)
+        acc_sigma.addcmul_(gp, zk[:, :, None])
+        g = torch.addcmul(torch.linalg.vecdot(gp, sigma, dim=2), gn, cm_t)
+    return (g, g_num0, g_den0, g_cm, acc_sigma.sum(0), acc_shift.sum(0), acc_w.sum(0), acc_wrev.sum(0))
+
+
+class _FusedStep(torch.autograd.Function):
+    r"""One sampling interval of the synaptic LTC (fused solver) as one autograd node.
+
+    Same arithmetic as the plain loop in :meth:`LTC.step`: the positive parameters, the sensory
+    conductance ``s_cond`` and current ``s_cur`` (B, M), ``num0 = g_leak e_leak + s_cur``,
+    ``den0 = C n / dt + g_leak + s_cond``, then the unfolds of :func:`_unfolds_forward`. The
+    backward is written out by hand, so that autograd keeps one node per step instead of about
+    twenty plus ten per unfold. Only first derivatives are available (``once_differentiable``);
+    functorch transforms (``jacrev``, ``vmap``) take the plain loop instead.
     """
 
     @staticmethod
-    def forward(ctx, z: Tensor, num0: Tensor, den0: Tensor, cm_t: Tensor, sigma: Tensor, neg_shift: Tensor,
-                w: Tensor, w_rev: Tensor, n: int) -> Tensor:
-        b, m = z.shape
-        acts = z.new_empty((n, b, m, m))        # s of every unfold, (unfold, B, j, i)
-        states = z.new_empty((n + 1, b, m))     # z before every unfold, and the result
-        dens = z.new_empty((n, b, m))           # D of every unfold
-        states[0] = z
-        for k in range(n):
-            zk = states[k]
-            s = torch.sigmoid(torch.addcmul(neg_shift, zk[:, :, None], sigma), out=acts[k])
-            num = torch.addcmul(num0 + torch.linalg.vecdot(s, w_rev, dim=1), cm_t, zk)
-            den = torch.add(den0, torch.linalg.vecdot(s, w, dim=1), out=dens[k])
-            torch.div(num, den, out=states[k + 1])
-        ctx.save_for_backward(acts, states, dens, cm_t, sigma, w, w_rev)
-        ctx.n = n
+    def forward(ctx, z, u, h, n, sigma, mu, raw_w, erev, s_sigma, s_mu, raw_sw, s_erev, in_scale, in_shift,
+                leak_rev, raw_leak, raw_cap):
+        w = F.softplus(raw_w)
+        w_rev = w * erev
+        neg_shift = -(sigma * mu)
+        leak = F.softplus(raw_leak)
+        n_over_h = n / h                           # float, or (B, 1)
+        cm_t = F.softplus(raw_cap) * n_over_h
+        num0 = leak * leak_rev
+        den0 = cm_t + leak
+        sens = None
+        if u is not None:
+            x = u * in_scale + in_shift
+            diff = x[:, :, None] - s_mu                                        # (B, K, M)
+            sa = torch.sigmoid(s_sigma * diff)
+            sw = F.softplus(raw_sw)
+            num0 = num0 + torch.linalg.vecdot(sa, sw * s_erev, dim=1)
+            den0 = den0 + torch.linalg.vecdot(sa, sw, dim=1)
+            sens = (diff, sa, sw)
+        num0 = num0.expand_as(z)
+        acts, states, dens = _unfolds_forward(z, num0, den0, cm_t, sigma, neg_shift, w, w_rev, n)
+        ctx.n_over_h = n_over_h if not isinstance(n_over_h, Tensor) else None
+        ctx.has_u = u is not None
+        saved = [acts, states, dens, cm_t, sigma, mu, raw_w, erev, w, w_rev, leak_rev, leak, raw_leak, raw_cap]
+        if isinstance(n_over_h, Tensor):
+            saved.append(n_over_h)
+        if sens is not None:
+            saved += [u, in_scale, s_sigma, s_erev, raw_sw, *sens]
+        ctx.save_for_backward(*saved)
         return states[n].clone()
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        acts, states, dens, cm_t, sigma, w, w_rev = ctx.saved_tensors
-        n = ctx.n
-        g_num = grad.new_empty((n,) + grad.shape)    # dL/dN of every unfold
-        g_den = grad.new_empty((n,) + grad.shape)    # dL/dD of every unfold
-        # per-(batch, synapse) sums over the unfolds; reduced over the batch once at the end
-        acc_shift, acc_sigma, acc_wrev, acc_w = (torch.zeros_like(acts[0]) for _ in range(4))
-        g = grad
-        for k in range(n - 1, -1, -1):
-            s, zk = acts[k], states[k]
-            gn = torch.div(g, dens[k], out=g_num[k])
-            gd = torch.mul(gn, states[k + 1], out=g_den[k]).neg_()
-            gn3, gd3 = gn[:, None, :], gd[:, None, :]
-            acc_wrev.addcmul_(s, gn3)
-            acc_w.addcmul_(s, gd3)
-            # dL/ds_ji = gN_i w_rev_ji + gD_i w_ji; times s (1 - s) for the sigmoid
-            t = torch.addcmul(gn3 * w_rev, gd3, w).mul_(s)
-            gp = t.addcmul_(t, s, value=-1.0)
-            acc_shift.add_(gp)
-            acc_sigma.addcmul_(gp, zk[:, :, None])
-            g = torch.addcmul(torch.linalg.vecdot(gp, sigma, dim=2), gn, cm_t)
-        g_cm = (g_num * states[:n]).sum(0).sum_to_size(cm_t.shape)
-        return (g, g_num.sum(0), g_den.sum(0), g_cm, acc_sigma.sum(0), acc_shift.sum(0), acc_w.sum(0),
-                acc_wrev.sum(0), None)
+    def backward(ctx, grad):
+        saved = list(ctx.saved_tensors)
+        acts, states, dens, cm_t, sigma, mu, raw_w, erev, w, w_rev, leak_rev, leak, raw_leak, raw_cap = saved[:14]
+        rest = saved[14:]
+        n_over_h = ctx.n_over_h if ctx.n_over_h is not None else rest.pop(0)
+        g_z, g_num0, g_den0, g_cm, g_sig_eff, g_shift, g_w, g_wrev = _unfolds_backward(
+            grad, acts, states, dens, cm_t, sigma, w, w_rev)
+        g_cm = g_cm + g_den0                                       # cm_t also enters den0
+        # neg_shift = -sigma mu; w_rev = w erev; w = softplus(raw_w)
+        g_sigma = g_sig_eff - g_shift * mu
+        g_mu = -g_shift * sigma
+        g_raw_w = (g_w + g_wrev * erev) * _softplus_grad(raw_w)
+        g_erev = g_wrev * w
+        # num0 = leak e_leak + ..., den0 = cm_t + leak + ..., cm_t = softplus(raw_cap) n / h
+        g_num0_m = g_num0.sum(0)
+        g_raw_leak = (g_num0_m * leak_rev + g_den0.sum(0)) * _softplus_grad(raw_leak)
+        g_leak_rev = g_num0_m * leak
+        g_raw_cap = (g_cm * n_over_h).sum(0) * _softplus_grad(raw_cap)
+        g_u = g_ssig = g_smu = g_raw_sw = g_serev = g_scale = g_ishift = None
+        if ctx.has_u:
+            u, in_scale, s_sigma, s_erev, raw_sw, diff, sa, sw = rest
+            # s_cur = sum_k sa sw E, s_cond = sum_k sa sw: their gradients are g_num0, g_den0
+            p_cur = (sa * g_num0[:, None, :]).sum(0)                           # (K, M)
+            p_cond = (sa * g_den0[:, None, :]).sum(0)
+            g_raw_sw = (p_cond + p_cur * s_erev) * _softplus_grad(raw_sw)
+            g_serev = p_cur * sw
+            g_sa = torch.addcmul(g_den0[:, None, :] * sw, g_num0[:, None, :], sw * s_erev)
+            g_pre = g_sa * sa * (1.0 - sa)                                     # (B, K, M)
+            g_ssig = (g_pre * diff).sum(0)
+            g_diff = g_pre * s_sigma
+            g_smu = -g_diff.sum(0)
+            g_x = g_diff.sum(2)                                                # (B, K)
+            g_scale = (g_x * u).sum(0)
+            g_ishift = g_x.sum(0)
+            g_u = g_x * in_scale if ctx.needs_input_grad[1] else None
+        return (g_z, g_u, None, None, g_sigma, g_mu, g_raw_w, g_erev, g_ssig, g_smu, g_raw_sw, g_serev,
+                g_scale, g_ishift, g_leak_rev, g_raw_leak, g_raw_cap)
 
 
 def _softplus_inverse_tensor(y: Tensor) -> Tensor:
