@@ -155,6 +155,8 @@ class LTC(ODEStepMixin, LatentDynamics):
         The synaptic form with the fused solver runs a dedicated loop that computes everything
         that is constant within the interval (positive parameters, the sensory conductances)
         once, instead of once per unfold; it is the same arithmetic as the generic solver path.
+        When gradients are recorded (outside functorch transforms) the whole interval is one
+        autograd node with a hand-written backward (``_FusedStep``, first derivatives only).
 
         Parameters
         ----------
@@ -282,9 +284,9 @@ class LTC(ODEStepMixin, LatentDynamics):
         return allp.min(0).values, allp.max(0).values
 
 
-def _softplus_grad(raw: Tensor) -> Tensor:
-    """d softplus / d raw, matching ``F.softplus`` (linear above its threshold 20)."""
-    return torch.where(raw > 20.0, torch.ones_like(raw), torch.sigmoid(raw))
+def _through_softplus(grad: Tensor, raw: Tensor) -> Tensor:
+    """Gradient w.r.t. ``raw`` of ``F.softplus(raw)`` given ``grad`` w.r.t. its output (aten's own rule)."""
+    return torch.ops.aten.softplus_backward(grad, raw, 1.0, 20.0)
 
 
 def _unfolds_forward(z: Tensor, num0: Tensor, den0: Tensor, cm_t: Tensor, sigma: Tensor, neg_shift: Tensor,
@@ -397,20 +399,20 @@ class _FusedStep(torch.autograd.Function):
         # neg_shift = -sigma mu; w_rev = w erev; w = softplus(raw_w)
         g_sigma = g_sig_eff - g_shift * mu
         g_mu = -g_shift * sigma
-        g_raw_w = (g_w + g_wrev * erev) * _softplus_grad(raw_w)
+        g_raw_w = _through_softplus(g_w + g_wrev * erev, raw_w)
         g_erev = g_wrev * w
         # num0 = leak e_leak + ..., den0 = cm_t + leak + ..., cm_t = softplus(raw_cap) n / h
         g_num0_m = g_num0.sum(0)
-        g_raw_leak = (g_num0_m * leak_rev + g_den0.sum(0)) * _softplus_grad(raw_leak)
+        g_raw_leak = _through_softplus(g_num0_m * leak_rev + g_den0.sum(0), raw_leak)
         g_leak_rev = g_num0_m * leak
-        g_raw_cap = (g_cm * n_over_h).sum(0) * _softplus_grad(raw_cap)
+        g_raw_cap = _through_softplus((g_cm * n_over_h).sum(0), raw_cap)
         g_u = g_ssig = g_smu = g_raw_sw = g_serev = g_scale = g_ishift = None
         if ctx.has_u:
             u, in_scale, s_sigma, s_erev, raw_sw, diff, sa, sw = rest
             # s_cur = sum_k sa sw E, s_cond = sum_k sa sw: their gradients are g_num0, g_den0
             p_cur = (sa * g_num0[:, None, :]).sum(0)                           # (K, M)
             p_cond = (sa * g_den0[:, None, :]).sum(0)
-            g_raw_sw = (p_cond + p_cur * s_erev) * _softplus_grad(raw_sw)
+            g_raw_sw = _through_softplus(p_cond + p_cur * s_erev, raw_sw)
             g_serev = p_cur * sw
             g_sa = torch.addcmul(g_den0[:, None, :] * sw, g_num0[:, None, :], sw * s_erev)
             g_pre = g_sa * sa * (1.0 - sa)                                     # (B, K, M)
