@@ -323,24 +323,26 @@ def _unfolds_backward(grad: Tensor, acts: Tensor, states: Tensor, dens: Tensor, 
     # g_nd[k, :, 0] = dL/dN and g_nd[k, :, 1] = -dL/dD = dL/dN z' of unfold k, (n, B, 2, M)
     g_nd = grad.new_empty((n, b, 2, m))
     # per-(batch, synapse) sums over the unfolds, reduced over the batch once at the end
-    acc_w2 = acts.new_zeros((b, 2, m, m))       # s dL/dN and -s dL/dD
-    acc_shift, acc_sigma = torch.zeros_like(acts[0]), torch.zeros_like(acts[0])
+    acc_wrev, acc_w, acc_shift, acc_sigma = (torch.zeros_like(acts[0]) for _ in range(4))
     g = grad
     for k in range(n - 1, -1, -1):
         s, zk, gk = acts[k], states[k], g_nd[k]
         gn = torch.div(g, dens[k], out=gk[:, 0])
         torch.mul(gn, states[k + 1], out=gk[:, 1])
-        acc_w2.addcmul_(s[:, None], gk[:, :, None, :])
-        # dL/ds_ji = gN_i w_rev_ji + gD_i w_ji; times s (1 - s) for the sigmoid
-        t = torch.addcmul(gn[:, None, :] * w_rev, gk[:, 1, None, :], w, value=-1.0).mul_(s)
-        gp = t.addcmul_(t, s, value=-1.0)
+        # dL/ds_ji = gN_i w_rev_ji + gD_i w_ji = gN_i (w_rev_ji - z'_i w_ji); q = s gN is shared
+        # by the w_rev and w gradients and the sigmoid's chain rule
+        q = s * gn[:, None, :]
+        z_next = states[k + 1][:, None, :]
+        acc_wrev.add_(q)
+        acc_w.addcmul_(q, z_next, value=-1.0)
+        t = q.mul_(torch.addcmul(w_rev, z_next, w, value=-1.0))
+        gp = t.addcmul_(t, s, value=-1.0)                           # times (1 - s)
         acc_shift.add_(gp)
         acc_sigma.addcmul_(gp, zk[:, :, None])
         g = torch.addcmul(torch.linalg.vecdot(gp, sigma, dim=2), gn, cm_t)
     g_n, g_d = g_nd.sum(0).unbind(1)
     g_cm = torch.linalg.vecdot(g_nd[:, :, 0], states[:n], dim=0)
-    g_w2 = acc_w2.sum(0)
-    return (g, g_n, g_d.neg_(), g_cm, acc_sigma.sum(0), acc_shift.sum(0), g_w2[1].neg_(), g_w2[0])
+    return (g, g_n, g_d.neg_(), g_cm, acc_sigma.sum(0), acc_shift.sum(0), acc_w.sum(0), acc_wrev.sum(0))
 
 
 class _FusedStep(torch.autograd.Function):
