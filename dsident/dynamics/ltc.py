@@ -357,8 +357,11 @@ class _FusedStep(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z, u, h, n, sigma, mu, raw_w, erev, s_sigma, s_mu, raw_sw, s_erev, in_scale, in_shift,
-                leak_rev, raw_leak, raw_cap):
+    def forward(ctx, z: Tensor, u: Tensor | None, h: float | Tensor, n: int, sigma: Tensor, mu: Tensor,
+                raw_w: Tensor, erev: Tensor, s_sigma: Tensor, s_mu: Tensor, raw_sw: Tensor, s_erev: Tensor,
+                in_scale: Tensor, in_shift: Tensor, leak_rev: Tensor, raw_leak: Tensor,
+                raw_cap: Tensor) -> Tensor:
+        """Arguments in the order of :meth:`LTC.step`'s call; shapes as the LTC's parameters."""
         w = F.softplus(raw_w)
         w_rev = w * erev
         neg_shift = -(sigma * mu)
@@ -390,7 +393,7 @@ class _FusedStep(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
         saved = list(ctx.saved_tensors)
         acts, states, dens, cm_t, sigma, mu, raw_w, erev, w, w_rev, leak_rev, leak, raw_leak, raw_cap = saved[:14]
         rest = saved[14:]
