@@ -23,6 +23,7 @@ import xarray as xr
 
 from ._resolve import resolve_dynamics
 from .fixed_points import newton_fixed_points
+from .flow import slice_dataset, slice_grid
 
 __all__ = ["ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
            "spectral_abscissa"]
@@ -196,28 +197,10 @@ def vector_field_grid(model: Any, *, dims: Sequence[int] = (0, 1),
         ``axis1``, ``component``; the same layout as :func:`dsident.analysis.flow.flow_field`.
     """
     dyn = _vector_field_dynamics(model)
-    m = dyn.latent_dim
-    dims = tuple(int(d) for d in dims)
-    if len(dims) != 2 or dims[0] == dims[1] or not all(0 <= d < m for d in dims):
-        raise ValueError(f"`dims` must be two different latent indices in [0, {m}); got dims={dims!r}.")
     if not isinstance(n_grid, int) or n_grid < 2:
         raise ValueError(f"`n_grid` must be an integer >= 2; got {n_grid!r}.")
-    (lo0, hi0), (lo1, hi1) = limits
-    if not (hi0 > lo0 and hi1 > lo1):
-        raise ValueError(f"`limits` must be ((lo, hi), (lo, hi)) with lo < hi; got limits={limits!r}.")
-    base = np.zeros(m) if anchor is None else np.asarray(anchor, dtype=float).reshape(-1)
-    if base.shape != (m,):
-        raise ValueError(f"`anchor` must have shape ({m},); got {base.shape}.")
-    g0, g1 = np.linspace(lo0, hi0, n_grid), np.linspace(lo1, hi1, n_grid)
-    grid = np.broadcast_to(base, (n_grid, n_grid, m)).copy()
-    grid[..., dims[0]] = g0[:, None]
-    grid[..., dims[1]] = g1[None, :]
+    grid, g0, g1, dims = slice_grid(dyn.latent_dim, dims, limits, n_grid, anchor)
     with torch.no_grad():
-        zz = torch.as_tensor(grid.reshape(-1, m))
-        vel = dyn.vector_field(zz, _inputs(dyn, u, zz.shape[0])).numpy().reshape(n_grid, n_grid, m)
-    return xr.Dataset(
-        {"flow": (("axis0", "axis1", "component"), vel[..., list(dims)]),
-         "speed": (("axis0", "axis1"), np.linalg.norm(vel, axis=-1))},
-        coords={"axis0": g0, "axis1": g1, "component": list(dims)},
-        attrs={"dims": list(dims), "quantity": "vector field dz/dt"},
-    )
+        zz = torch.as_tensor(grid.reshape(-1, dyn.latent_dim))
+        vel = dyn.vector_field(zz, _inputs(dyn, u, zz.shape[0])).numpy().reshape(grid.shape)
+    return slice_dataset(vel, g0, g1, dims, quantity="vector field dz/dt")

@@ -48,7 +48,26 @@ def flow_field(model: Any, *, dims: Sequence[int] = (0, 1),
         attrs ``dims``, ``dt``.
     """
     dyn, step_dt = resolve_dynamics(model, dt)
-    m = dyn.latent_dim
+    grid, g0, g1, dims = slice_grid(dyn.latent_dim, dims, limits, n_grid, anchor)
+    work = copy.deepcopy(dyn).double()
+    with torch.no_grad():
+        z = torch.as_tensor(grid.reshape(-1, dyn.latent_dim), dtype=torch.float64)
+        disp = (work.step(z, None, step_dt) - z).numpy().reshape(grid.shape)
+    return slice_dataset(disp, g0, g1, dims, dt=float("nan") if step_dt is None else float(step_dt))
+
+
+def slice_grid(latent_dim: int, dims: Sequence[int], limits: Sequence[Sequence[float]],
+               n_grid: int | Sequence[int], anchor: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+    """Latent states on a regular grid over two units, the others held at ``anchor``.
+
+    Returns
+    -------
+    grid : ndarray of shape (n0, n1, latent_dim)
+    g0, g1 : ndarray of shape (n0,), (n1,)
+        The grid values along the two units.
+    dims : tuple of two int
+    """
+    m = int(latent_dim)
     dims = tuple(int(d) for d in dims)
     if len(dims) != 2 or dims[0] == dims[1] or not all(0 <= d < m for d in dims):
         raise ValueError(f"`dims` must be two different latent indices in [0, {m}); got dims={dims!r}.")
@@ -65,15 +84,16 @@ def flow_field(model: Any, *, dims: Sequence[int] = (0, 1),
     grid = np.broadcast_to(base, (n0, n1, m)).copy()
     grid[..., dims[0]] = g0[:, None]
     grid[..., dims[1]] = g1[None, :]
-    work = copy.deepcopy(dyn).double()
-    with torch.no_grad():
-        z = torch.as_tensor(grid.reshape(-1, m), dtype=torch.float64)
-        disp = (work.step(z, None, step_dt) - z).numpy().reshape(n0, n1, m)
+    return grid, g0, g1, dims
+
+
+def slice_dataset(values: np.ndarray, g0: np.ndarray, g1: np.ndarray, dims: tuple, **attrs: Any) -> xr.Dataset:
+    """``flow`` (the two chosen components) and ``speed`` (norm over all units) of ``values`` (n0, n1, M)."""
     return xr.Dataset(
-        {"flow": (("axis0", "axis1", "component"), disp[..., list(dims)]),
-         "speed": (("axis0", "axis1"), np.linalg.norm(disp, axis=-1))},
+        {"flow": (("axis0", "axis1", "component"), values[..., list(dims)]),
+         "speed": (("axis0", "axis1"), np.linalg.norm(values, axis=-1))},
         coords={"axis0": g0, "axis1": g1, "component": list(dims)},
-        attrs={"dims": list(dims), "dt": float("nan") if step_dt is None else float(step_dt)},
+        attrs={"dims": list(dims), **attrs},
     )
 
 

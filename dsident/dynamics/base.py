@@ -77,6 +77,17 @@ class LatentDynamics(nn.Module):
         return torch.func.vmap(lambda zi, ui, di: jac(zi, ui if u is not None else None,
                                                       di if isinstance(dt, Tensor) else dt))(z, uu, dd)
 
+    def _inputs(self, z: Tensor, u: Tensor | None) -> Tensor | None:
+        """Inputs checked against ``input_dim``: None for input-free models, zeros when ``u`` is
+        None, else ``u`` (B, K) after checking its width."""
+        if self.input_dim == 0:
+            return None
+        if u is None:
+            return torch.zeros(z.shape[0], self.input_dim, dtype=z.dtype, device=z.device)
+        if u.shape[-1] != self.input_dim:
+            raise ValueError(f"`u` must have {self.input_dim} input channels; got shape {tuple(u.shape)}.")
+        return u
+
     def regularization(self) -> Tensor:
         """Penalty added to the training loss (e.g. the manifold-attractor term). Default 0."""
         p = next(self.parameters(), None)

@@ -207,15 +207,6 @@ class GatedNODE(ODEStepMixin, LatentDynamics):
         params.update(kwargs)
         return cls(latent_dim, input_dim, **params)
 
-    def _inputs(self, z: Tensor, u: Tensor | None) -> Tensor | None:
-        if self.input_dim == 0:
-            return None
-        if u is None:
-            return torch.zeros(z.shape[0], self.input_dim, dtype=z.dtype, device=z.device)
-        if u.shape[-1] != self.input_dim:
-            raise ValueError(f"`u` must have {self.input_dim} input channels; got shape {tuple(u.shape)}.")
-        return u
-
     def decay_and_drive(self, z: Tensor, u: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The split ``dz/dt = -a z + b``: ``a = G / tau`` (or ``1 / tau``), ``b = a * F``; each (B, M)."""
         uu = self._inputs(z, u)

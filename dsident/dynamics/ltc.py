@@ -128,15 +128,6 @@ class LTC(ODEStepMixin, LatentDynamics):
         """Compact form: the maximum of f per neuron, ``g`` (M,) (Theorem 1's ``W_i``)."""
         return F.softplus(self.raw_gain)
 
-    def _inputs(self, z: Tensor, u: Tensor | None) -> Tensor | None:
-        if self.input_dim == 0:
-            return None
-        if u is None:
-            return torch.zeros(z.shape[0], self.input_dim, dtype=z.dtype, device=z.device)
-        if u.shape[-1] != self.input_dim:
-            raise ValueError(f"`u` must have {self.input_dim} input channels; got shape {tuple(u.shape)}.")
-        return u
-
     def _sensory(self, u: Tensor | None, z: Tensor) -> tuple[Tensor, Tensor]:
         """Input conductance and input current per neuron, each (B, M); constant within a step."""
         if u is None:

@@ -131,15 +131,6 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
         d = self._d
         return z[:, :self.state_dim], z[:, self.state_dim:].reshape(z.shape[0], self.n_heads, d, d)
 
-    def _inputs(self, z: Tensor, u: Tensor | None) -> Tensor | None:
-        if self.input_dim == 0:
-            return None
-        if u is None:
-            return torch.zeros(z.shape[0], self.input_dim, dtype=z.dtype, device=z.device)
-        if u.shape[-1] != self.input_dim:
-            raise ValueError(f"`u` must have {self.input_dim} input channels; got shape {tuple(u.shape)}.")
-        return u
-
     def vector_field(self, z: Tensor, u: Tensor | None = None) -> Tensor:
         """d(y, W)/dt, (B, M) -> (B, M)."""
         uu = self._inputs(z, u)
