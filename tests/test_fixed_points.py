@@ -216,3 +216,19 @@ def test_jacobian_product_norms_match_a_dense_product_and_theorem_2():
     # Theorem 2: identity rows on the regularized units keep ||dz_T/dz_0|| >= 1 at every lag
     reg = analysis.jacobian_product_norms(PLRNN(6, seed=1), 200, z0=np.random.default_rng(0).normal(size=(3, 6)))
     assert np.all(reg["norm"].values >= 1.0 - 1e-9)
+
+
+def test_newton_leaves_the_callers_starts_unchanged_and_fixed_points_print_as_a_table():
+    from dsident.analysis import newton_fixed_points
+
+    starts = np.array([[0.3, -0.2], [1.5, 0.7]])
+    before = starts.copy()
+
+    def step(z):
+        return 0.5 * z + 1.0                      # unique fixed point z* = 2
+
+    found = newton_fixed_points(step, starts=starts)
+    np.testing.assert_array_equal(starts, before)
+    np.testing.assert_allclose(found.points[:, 0], [[2.0, 2.0]], atol=1e-8)
+    text = repr(found)
+    assert text.splitlines()[0].startswith("FixedPoints: 1 fixed point") and "stable node" in text

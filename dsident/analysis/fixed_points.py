@@ -72,6 +72,16 @@ class FixedPoints:
     def __len__(self) -> int:
         return int(self.points.shape[0])
 
+    def __repr__(self) -> str:
+        # a table a person can read at the prompt; the arrays stay available as attributes
+        what = "fixed point" if self.period == 1 else f"{self.period}-cycle"
+        head = (f"FixedPoints: {len(self)} {what}{'s' if len(self) != 1 else ''} "
+                f"(method {self.method!r}{', truncated search' if self.info.get('truncated') else ''})")
+        rows = [f"  [{i}] {self.kind[i]:<15} |λ|max = {self.max_abs_eigenvalue[i]:.4g}   "
+                f"z = {np.array2string(self.points[i, 0], precision=3, max_line_width=10_000, threshold=8)}"
+                for i in range(len(self))]
+        return "\n".join([head, *rows])
+
     @property
     def max_abs_eigenvalue(self) -> np.ndarray:
         """Spectral radius of each object's Jacobian, shape (n,)."""
@@ -448,7 +458,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         def step(z: torch.Tensor) -> torch.Tensor:
             return base_step(z)
     with torch.no_grad():
-        z = torch.as_tensor(starts, dtype=torch.float64)
+        z = torch.tensor(starts, dtype=torch.float64)          # a copy: the caller's starts stay as given
         eye = torch.eye(m, dtype=torch.float64)
         best = torch.full((len(z),), float("inf"), dtype=torch.float64)
         stalled = torch.zeros(len(z), dtype=torch.long)
