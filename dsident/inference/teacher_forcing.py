@@ -52,13 +52,14 @@ from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import Gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
-from .training import TrainingDivergedError, resolve_device
+from .training import (TrainingDivergedError, cpu_state, gradient_step, handle_divergence, load_checkpoint,
+                       lr_decay_factor, make_optimizer, resolve_device, restore_training_state, save_checkpoint,
+                       set_learning_rate, state_copy)
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
 
 _MODES = ("generalized", "sparse")
 _LOSSES = ("auto", "mse", "nll")
-_OPTIMIZERS = {"radam": torch.optim.RAdam, "adam": torch.optim.Adam}
 #: a free run leaving mean ± this many standard deviations of the reference counts as diverged
 _DIVERGENCE_STD = 1e3
 _HISTORY_LISTS = ("epoch", "train_loss", "alpha", "lr", "grad_norm", "eval_epoch", "state_space_divergence",
@@ -261,34 +262,6 @@ class _FreeRunScorer:
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoints
-# ---------------------------------------------------------------------------------------------
-def _state_copy(model: torch.nn.Module) -> dict[str, Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _write_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    # temporary file + rename: a crash never leaves a half-written checkpoint
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-
-
-def _read_checkpoint(path: Path) -> dict[str, Any]:
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # a corrupt or foreign file must say what it is
-        raise ValueError(f"`checkpoint` file {str(path)!r} could not be read as a dsident training checkpoint: "
-                         f"{err}") from err
-    if not isinstance(payload, dict) or payload.get("format") != "dsident-training-checkpoint":
-        raise ValueError(f"`checkpoint` file {str(path)!r} is not a dsident training checkpoint.")
-    if payload.get("engine") != "teacher-forcing":
-        raise ValueError(f"`checkpoint` file {str(path)!r} was written by engine {payload.get('engine')!r}, "
-                         "not 'teacher-forcing'.")
-    return payload
-
-
-# ---------------------------------------------------------------------------------------------
 # validation
 # ---------------------------------------------------------------------------------------------
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -447,8 +420,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
-    if optimizer not in _OPTIMIZERS:
-        raise ValueError(f"`optimizer` must be one of {tuple(_OPTIMIZERS)}; got optimizer={optimizer!r}.")
+    if optimizer not in ("adam", "radam"):
+        raise ValueError(f"`optimizer` must be one of ('adam', 'radam'); got optimizer={optimizer!r}.")
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
@@ -491,8 +464,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "eval_steps": eval_steps, "eval_data": "train" if eval_data is None else "given",
                 "device": str(dev), "optimizer": optimizer}
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = _OPTIMIZERS[optimizer](params, lr=lr)
-    gamma = 1.0 if lr_end is None or n_epochs < 2 else (lr_end / lr) ** (1.0 / (n_epochs - 1))
+    opt = make_optimizer(optimizer, params, lr)
+    gamma = lr_decay_factor(lr, lr_end, n_epochs)
     history: dict[str, Any] = {key: [] for key in _HISTORY_LISTS}
     history.update(best_epoch=-1, best_state_space_divergence=math.inf, diverged=False, settings=settings,
                    package_version=__version__)
@@ -501,12 +474,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     start_epoch, n_batches_done, elapsed_before = 0, 0, 0.0
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
-        payload = _read_checkpoint(ckpt_path)
-        try:
-            model.load_state_dict(payload["model_state"])
-            opt.load_state_dict(payload["optimizer_state"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(f"`checkpoint` file {str(ckpt_path)!r} does not match this model: {err}") from err
+        payload = load_checkpoint(ckpt_path, "teacher-forcing")
+        restore_training_state(model, opt, payload, ckpt_path, original_device)
         if payload["best_state"]:
             best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
         for key in _HISTORY_LISTS:
@@ -521,29 +490,24 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     def save(next_epoch: int) -> None:
         if ckpt_path is None:
             return
-        _write_checkpoint(ckpt_path, {
+        save_checkpoint(ckpt_path, {
             "format": "dsident-training-checkpoint", "engine": "teacher-forcing", "next_epoch": next_epoch,
             "n_batches_done": n_batches_done, "alpha": current_alpha,
             "elapsed_s": time.perf_counter() - t0 + elapsed_before,
-            "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "model_state": cpu_state(model.state_dict()),
             "optimizer_state": opt.state_dict(),
-            "best_state": {} if best_state is None else {k: v.detach().cpu() for k, v in best_state.items()},
+            "best_state": {} if best_state is None else cpu_state(best_state),
             "history": {key: history[key] for key in (*_HISTORY_LISTS, "best_epoch", "best_state_space_divergence")},
             "settings": {k: (v if isinstance(v, (int, float, str, type(None))) else str(v))
                          for k, v in settings.items()},
         })
 
     def stop_diverged(message: str) -> None:
-        history["diverged"] = True
-        history["divergence"] = message
-        if best_state is not None:
-            model.load_state_dict(best_state)
-        if on_divergence == "raise":
-            model.to(original_device)
-            raise TrainingDivergedError(message + " The best state seen so far was restored in the model.")
-        warnings.warn(message + f" Training stopped; the best state seen so far (epoch {history['best_epoch']}) "
-                      "was restored. Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter "
-                      "`seq_len`.", RuntimeWarning, stacklevel=3)
+        # stacklevel 3 (counted from here): the warning points at the caller of fit_teacher_forcing
+        handle_divergence(model, message, best_state=best_state, history=history, on_divergence=on_divergence,
+                          original_device=original_device,
+                          advice="Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter `seq_len`.",
+                          stacklevel=3)
 
     from tqdm.auto import tqdm
 
@@ -552,8 +516,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     stopped = False
     for epoch in range(start_epoch, n_epochs):
         current_lr = lr * gamma ** epoch
-        for group in opt.param_groups:
-            group["lr"] = current_lr
+        set_learning_rate(opt, current_lr)
         rng = np.random.default_rng([0 if seed is None else int(seed), epoch])
         noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         model.train()
@@ -571,18 +534,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
             penalty = condition_penalty(model.observation) if obs_reg > 0 else None
             if penalty is not None:
                 total = total + obs_reg * penalty
-            if not torch.isfinite(total):
-                stop_diverged(f"The training loss became {float(total.detach())} at epoch {epoch}.")
+            norm, divergence = gradient_step(total, opt, params, grad_clip, epoch)
+            if divergence is not None:
+                stop_diverged(divergence)
                 stopped = True
                 break
-            opt.zero_grad(set_to_none=True)
-            total.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
-            if not torch.isfinite(norm):
-                stop_diverged(f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}.")
-                stopped = True
-                break
-            opt.step()
             n_batches_done += 1
             losses.append(float(data_loss.detach()))
             norms.append(float(norm))
@@ -613,7 +569,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
             history["eval_time_s"].append(time.perf_counter() - t0 + elapsed_before)
             if math.isfinite(d_stsp) and d_stsp < history["best_state_space_divergence"]:
                 history["best_state_space_divergence"], history["best_epoch"] = d_stsp, epoch
-                best_state = _state_copy(model)
+                best_state = state_copy(model)
             postfix["D_stsp"] = f"{d_stsp:.3g}"
             postfix["D_H"] = f"{d_h:.3g}"
         bar.update(1)

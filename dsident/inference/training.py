@@ -9,6 +9,14 @@ is restored at the end, a tqdm bar, checkpoints that a later call resumes from, 
 detection of divergence (a non-finite loss or gradient stops training with a warning or an
 error and keeps the best state).
 
+The pieces of that loop are public helpers that the teacher-forcing engine
+(:mod:`dsident.inference.teacher_forcing`, whose loop draws random windows, adapts its forcing
+strength per batch and keeps the best state by a free-run score) uses as well: the optimizer by
+name (:func:`make_optimizer`), the exponential learning-rate decay (:func:`lr_decay_factor`,
+:func:`set_learning_rate`), one guarded update (:func:`gradient_step`), divergence handling
+(:func:`handle_divergence`) and checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`,
+:func:`restore_training_state`).
+
 Shape legend: ``W`` windows, ``L`` window length (time), ``N`` obs_dim, ``K`` input_dim.
 """
 from __future__ import annotations
@@ -29,7 +37,9 @@ from torch import Tensor
 from .._version import __version__
 from ..data.container import to_arrays
 
-__all__ = ["Windows", "make_windows", "split_windows", "train_loop", "resolve_device", "TrainingDivergedError"]
+__all__ = ["Windows", "make_windows", "split_windows", "train_loop", "resolve_device", "TrainingDivergedError",
+           "OPTIMIZERS", "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state",
+           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "handle_divergence"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -161,28 +171,119 @@ def _to_batch(windows: Windows, dtype: torch.dtype, device: torch.device) -> Bat
     return Batch(x=x, mask=mask, u=u)
 
 
-def _state_copy(model: torch.nn.Module) -> dict[str, Tensor]:
+#: optimizers a training loop can be asked for by name
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"adam": torch.optim.Adam, "radam": torch.optim.RAdam}
+
+
+def make_optimizer(name: str, params: list[Tensor], lr: float) -> torch.optim.Optimizer:
+    """The optimizer called ``name`` (``"adam"`` or ``"radam"``) over ``params`` at learning rate ``lr``."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZERS)}; got optimizer={name!r}.")
+    return OPTIMIZERS[name](params, lr=lr)
+
+
+def lr_decay_factor(lr: float, lr_end: float | None, n_epochs: int) -> float:
+    """Per-epoch factor γ of an exponential decay from ``lr`` (epoch 0) to ``lr_end`` (last epoch); 1 without ``lr_end``."""
+    return 1.0 if lr_end is None or n_epochs < 2 else (lr_end / lr) ** (1.0 / (n_epochs - 1))
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group of ``optimizer``."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def state_copy(model: torch.nn.Module) -> dict[str, Tensor]:
+    """A detached copy of ``model.state_dict()`` (on the model's device)."""
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+def cpu_state(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``state`` with every tensor detached and moved to the CPU (for a checkpoint)."""
+    return {k: v.detach().cpu() for k, v in state.items()}
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write a training checkpoint atomically (a crash never leaves a half-written file)."""
     # write to a temporary file and rename, so a crash never leaves a half-written checkpoint
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     torch.save(payload, tmp)
     os.replace(tmp, path)
 
 
-def _load_checkpoint(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+def load_checkpoint(path: Path, engine: str | None) -> dict[str, Any]:
+    """Read a training checkpoint written by ``engine``; a foreign or corrupt file raises ``ValueError``."""
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a corrupt or foreign file must say what it is
         raise ValueError(f"`checkpoint` file {str(path)!r} could not be read as a dsident training checkpoint: {err}") from err
     if not isinstance(payload, dict) or payload.get("format") != "dsident-training-checkpoint":
         raise ValueError(f"`checkpoint` file {str(path)!r} is not a dsident training checkpoint.")
-    if payload.get("engine") != settings.get("engine"):
+    if payload.get("engine") != engine:
         raise ValueError(f"`checkpoint` file {str(path)!r} was written by engine {payload.get('engine')!r}, "
-                         f"not {settings.get('engine')!r}.")
+                         f"not {engine!r}.")
     return payload
+
+
+def restore_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, payload: dict[str, Any],
+                           path: Path, original_device: torch.device) -> None:
+    """Load the model and optimizer states of a checkpoint ``payload``; a mismatch raises ``ValueError``
+    (after moving ``model`` back to ``original_device``)."""
+    try:
+        model.load_state_dict(payload["model_state"])
+        optimizer.load_state_dict(payload["optimizer_state"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        model.to(original_device)
+        raise ValueError(f"`checkpoint` file {str(path)!r} does not fit this model (different sizes or "
+                         f"components): {err}. Use a new checkpoint path or resume=False.") from err
+
+
+def gradient_step(total: Tensor, optimizer: torch.optim.Optimizer, params: list[Tensor], grad_clip: float | None,
+                  epoch: int) -> tuple[Tensor | None, str | None]:
+    """One update from the loss ``total``: backward pass, gradient-norm clipping, optimizer step.
+
+    Nothing is updated when the loss or the gradient norm is not finite.
+
+    Returns
+    -------
+    norm : scalar Tensor or None
+        Gradient 2-norm before clipping (None when the step was refused).
+    divergence : str or None
+        Why the step was refused (a message for :func:`handle_divergence`), else None.
+    """
+    if not torch.isfinite(total):
+        return None, f"The training loss became {float(total.detach())} at epoch {epoch}."
+    optimizer.zero_grad(set_to_none=True)
+    total.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
+    if not torch.isfinite(norm):
+        return None, f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}."
+    optimizer.step()
+    return norm, None
+
+
+def handle_divergence(model: torch.nn.Module, message: str, *, best_state: dict[str, Tensor] | None,
+                      history: dict[str, Any], on_divergence: str, original_device: torch.device, advice: str,
+                      stacklevel: int) -> None:
+    """Record a divergence in ``history``, restore ``best_state`` (when there is one) and warn or raise.
+
+    ``stacklevel`` counts as if :func:`warnings.warn` were called by the caller of this function;
+    ``advice`` ends the warning (what to try next).
+
+    Raises
+    ------
+    TrainingDivergedError
+        With ``on_divergence="raise"`` (the model is moved back to ``original_device`` first).
+    """
+    history["diverged"] = True
+    history["divergence"] = message
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    if on_divergence == "raise":
+        model.to(original_device)
+        raise TrainingDivergedError(message + " The best state seen so far was restored in the model.")
+    warnings.warn(message + " Training stopped; the best state seen so far (epoch "
+                  f"{history['best_epoch']}) was restored. " + advice, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
@@ -243,23 +344,17 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
     dtype = next(model.parameters()).dtype
     model.to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=lr)
-    gamma = 1.0 if lr_end is None or n_epochs < 2 else (lr_end / lr) ** (1.0 / (n_epochs - 1))
+    optimizer = make_optimizer("adam", params, lr)
+    gamma = lr_decay_factor(lr, lr_end, n_epochs)
     history: dict[str, Any] = {"epoch": [], "train_loss": [], "val_loss": [], "regularization": [], "lr": [],
                                "best_epoch": -1, "best_loss": math.inf, "diverged": False,
                                "settings": dict(settings), "package_version": __version__}
-    best_state = _state_copy(model)
+    best_state = state_copy(model)
     start_epoch = 0
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
-        payload = _load_checkpoint(ckpt_path, settings)
-        try:
-            model.load_state_dict(payload["model_state"])
-            optimizer.load_state_dict(payload["optimizer_state"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            model.to(original_device)
-            raise ValueError(f"`checkpoint` file {str(ckpt_path)!r} does not fit this model (different sizes or "
-                             f"components): {err}. Use a new checkpoint path or resume=False.") from err
+        payload = load_checkpoint(ckpt_path, settings.get("engine"))
+        restore_training_state(model, optimizer, payload, ckpt_path, original_device)
         best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
         for key in ("epoch", "train_loss", "val_loss", "regularization", "lr"):
             history[key] = list(payload["history"][key])
@@ -273,25 +368,20 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
     def save(next_epoch: int) -> None:
         if ckpt_path is None:
             return
-        _save_checkpoint(ckpt_path, {
+        save_checkpoint(ckpt_path, {
             "format": "dsident-training-checkpoint", "engine": settings.get("engine"), "next_epoch": next_epoch,
-            "model_state": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "model_state": cpu_state(model.state_dict()),
             "optimizer_state": optimizer.state_dict(),
-            "best_state": {k: v.detach().cpu() for k, v in best_state.items()},
+            "best_state": cpu_state(best_state),
             "history": {key: history[key] for key in ("epoch", "train_loss", "val_loss", "regularization", "lr",
                                                        "best_epoch", "best_loss")},
         })
 
     def diverged(message: str) -> None:
-        history["diverged"] = True
-        history["divergence"] = message
-        model.load_state_dict(best_state)
-        if on_divergence == "raise":
-            model.to(original_device)
-            raise TrainingDivergedError(message + " The best state seen so far was restored in the model.")
-        warnings.warn(message + " Training stopped; the best state seen so far (epoch "
-                      f"{history['best_epoch']}) was restored. Try a smaller `lr`, a smaller `grad_clip` or "
-                      "shorter `seq_len`.", RuntimeWarning, stacklevel=3)
+        # stacklevel 3 (counted from here): the warning points at the engine that called train_loop
+        handle_divergence(model, message, best_state=best_state, history=history, on_divergence=on_divergence,
+                          original_device=original_device,
+                          advice="Try a smaller `lr`, a smaller `grad_clip` or shorter `seq_len`.", stacklevel=3)
 
     from tqdm.auto import tqdm
     t0 = time.perf_counter()
@@ -301,8 +391,7 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
     stop = False
     for epoch in range(start_epoch, n_epochs):
         current_lr = lr * gamma ** epoch
-        for group in optimizer.param_groups:
-            group["lr"] = current_lr
+        set_learning_rate(optimizer, current_lr)
         order = np.random.default_rng([0 if seed is None else int(seed), epoch]).permutation(n_train)
         model.train()
         total, count = 0.0, 0
@@ -310,19 +399,11 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
             batch = _to_batch(train.subset(np.sort(order[i: i + batch_size])), dtype, dev)
             data_loss = loss_fn(model, batch)
             reg = model.dynamics.regularization()
-            loss = data_loss + reg
-            if not torch.isfinite(loss):
-                diverged(f"The training loss became {float(loss.detach())} at epoch {epoch}.")
+            _, divergence = gradient_step(data_loss + reg, optimizer, params, grad_clip, epoch)
+            if divergence is not None:
+                diverged(divergence)
                 stop = True
                 break
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
-            if not torch.isfinite(norm):
-                diverged(f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}.")
-                stop = True
-                break
-            optimizer.step()
             n_b = batch.x.shape[0]
             total += float(data_loss.detach()) * n_b
             count += n_b
@@ -344,7 +425,7 @@ def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
         history["lr"].append(current_lr)
         if math.isfinite(vl) and vl < history["best_loss"]:
             history["best_loss"], history["best_epoch"] = vl, epoch
-            best_state = _state_copy(model)
+            best_state = state_copy(model)
         elif not math.isfinite(vl):
             diverged(f"The validation loss became {vl} at epoch {epoch}.")
             break
