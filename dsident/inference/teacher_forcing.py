@@ -52,9 +52,9 @@ from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import Gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
-from .training import (TrainingDivergedError, cpu_state, gradient_step, handle_divergence, load_checkpoint,
-                       lr_decay_factor, make_optimizer, resolve_device, restore_training_state, save_checkpoint,
-                       set_learning_rate, state_copy)
+from .training import (OPTIMIZERS, TrainingDivergedError, cpu_state, gradient_step, handle_divergence,
+                       load_checkpoint, lr_decay_factor, make_optimizer, resolve_device, restore_training_state,
+                       save_checkpoint, set_learning_rate, state_copy)
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
 
@@ -420,8 +420,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
-    if optimizer not in ("adam", "radam"):
-        raise ValueError(f"`optimizer` must be one of ('adam', 'radam'); got optimizer={optimizer!r}.")
+    if optimizer not in OPTIMIZERS:           # checked before the data are prepared; built by make_optimizer
+        raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZERS)}; got optimizer={optimizer!r}.")
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
