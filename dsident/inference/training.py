@@ -183,7 +183,10 @@ def make_optimizer(name: str, params: list[Tensor], lr: float) -> torch.optim.Op
 
 
 def lr_decay_factor(lr: float, lr_end: float | None, n_epochs: int) -> float:
-    """Per-epoch factor γ of an exponential decay from ``lr`` (epoch 0) to ``lr_end`` (last epoch); 1 without ``lr_end``."""
+    """Per-epoch factor γ of an exponential decay from ``lr`` (epoch 0) to ``lr_end`` (last epoch).
+
+    1 without ``lr_end`` or with a single epoch (constant learning rate).
+    """
     return 1.0 if lr_end is None or n_epochs < 2 else (lr_end / lr) ** (1.0 / (n_epochs - 1))
 
 
@@ -216,7 +219,8 @@ def load_checkpoint(path: Path, engine: str | None) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a corrupt or foreign file must say what it is
-        raise ValueError(f"`checkpoint` file {str(path)!r} could not be read as a dsident training checkpoint: {err}") from err
+        raise ValueError(f"`checkpoint` file {str(path)!r} could not be read as a dsident training checkpoint: "
+                         f"{err}") from err
     if not isinstance(payload, dict) or payload.get("format") != "dsident-training-checkpoint":
         raise ValueError(f"`checkpoint` file {str(path)!r} is not a dsident training checkpoint.")
     if payload.get("engine") != engine:
