@@ -150,14 +150,16 @@ def split_windows(windows: Windows, val_fraction: float, rng: np.random.Generato
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"cpu"``, ``"cuda"`` (error without CUDA) or ``"auto"`` (CUDA when available)."""
+    """``"cpu"``, ``"cuda"`` / ``"cuda:i"`` (error without CUDA) or ``"auto"`` (CUDA when available)."""
     if isinstance(device, torch.device):
         return device
+    if not isinstance(device, str):
+        raise TypeError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         return torch.device("cpu")
-    if isinstance(device, str) and device.startswith("cuda"):
+    if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ValueError(f"`device={device!r}` was requested but CUDA is not available; use 'cpu' or 'auto'.")
         return torch.device(device)

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from ..._version import __version__
 from ...data.container import as_dataset
 from ...model import StateSpaceModel
+from ..training import resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
@@ -50,24 +51,6 @@ MAX_BAD_STEPS = 5
 MAX_VALIDATION_WINDOWS = 256
 #: settings that must agree between a checkpoint and the fit that resumes from it.
 _RESUME_KEYS = ("guide", "guide_config", "window", "batch_size", "n_particles", "learn_model", "seed")
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"cpu"``, ``"cuda"`` (or ``"cuda:i"``) or ``"auto"`` (the GPU when one is present)."""
-    if isinstance(device, torch.device):
-        device = str(device)
-    if not isinstance(device, str):
-        raise TypeError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"`device`={device!r} was requested but torch finds no CUDA device; "
-                             "use device='cpu' or device='auto'.")
-        return torch.device(device)
-    raise ValueError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
