@@ -1,13 +1,10 @@
 """Lyapunov exponents: Lorenz-63 reference values, linear maps with known spectra, Rosenstein."""
 import numpy as np
 import pytest
-import torch
 
-from dsident import StateSpaceModel
 from dsident.analysis.lyapunov import lyapunov_spectrum, max_lyapunov_rosenstein
 from dsident.data.systems import get_system, simulate
-from dsident.dynamics.base import LatentDynamics
-from dsident.observations.base import ObservationModel
+from linear_helpers import linear_model
 
 
 def test_lorenz63_spectrum():
@@ -43,38 +40,11 @@ def test_linear_map_spectrum_is_log_of_singular_growth():
     np.testing.assert_allclose(fd, expected / 0.5, atol=0.04)
 
 
-class _LinearLyapDynamics(LatentDynamics):
-    def __init__(self, matrix):
-        super().__init__()
-        self.matrix = matrix
-        self.latent_dim = len(matrix)
-        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
-
-    def step(self, z, u=None, dt=None):
-        return z @ self.A.T
-
-    def jacobian(self, z, u=None, dt=None):
-        # analytic (the autograd fallback is the base class's concern and slow to warm up)
-        return self.A.expand(z.shape[0], -1, -1)
-
-
-class _IdentityLyapObservation(ObservationModel):
-    def __init__(self, obs_dim):
-        super().__init__()
-        self.obs_dim = self.latent_dim = obs_dim
-
-    def mean(self, z):
-        return z
-
-    def invert(self, x, mask=None):
-        return x
-
-
 def test_state_space_model_uses_its_jacobian_and_dt():
     # a rotation scaled by 0.9 and a contraction by 0.5: exponents log 0.9, log 0.9, log 0.5 per step
     c, s = np.cos(0.3), np.sin(0.3)
     matrix = np.array([[0.9 * c, -0.9 * s, 0.0], [0.9 * s, 0.9 * c, 0.0], [0.0, 0.0, 0.5]])
-    model = StateSpaceModel(_LinearLyapDynamics(matrix), _IdentityLyapObservation(3), dt=0.1).double()
+    model = linear_model(matrix, dt=0.1)
     spectrum = lyapunov_spectrum(model, np.ones(3), n_steps=300, transient=10)
     np.testing.assert_allclose(spectrum, np.log([0.9, 0.9, 0.5]) / 0.1, atol=1e-6)
 

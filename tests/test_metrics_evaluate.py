@@ -10,34 +10,7 @@ import dsident
 from dsident import StateSpaceModel
 from dsident.dynamics.base import LatentDynamics
 from dsident.metrics import evaluate, floor, power_spectrum_distance, state_space_divergence, summarize
-from dsident.observations.base import ObservationModel
-
-
-class _LinearEvalDynamics(LatentDynamics):
-    """z' = A z, for tests."""
-
-    def __init__(self, matrix):
-        super().__init__()
-        self.matrix = matrix
-        self.latent_dim = len(matrix)
-        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
-
-    def step(self, z, u=None, dt=None):
-        return z @ self.A.T
-
-
-class _IdentityEvalObservation(ObservationModel):
-    """x = z, for tests."""
-
-    def __init__(self, obs_dim):
-        super().__init__()
-        self.obs_dim = self.latent_dim = obs_dim
-
-    def mean(self, z):
-        return z
-
-    def invert(self, x, mask=None):
-        return x
+from linear_helpers import IdentityObservation, linear_model
 
 
 def _rotation(angle, radius=1.0):
@@ -45,7 +18,7 @@ def _rotation(angle, radius=1.0):
 
 
 def _model(matrix):
-    return StateSpaceModel(_LinearEvalDynamics(matrix), _IdentityEvalObservation(len(matrix)), dt=0.1).double()
+    return linear_model(matrix, dt=0.1)
 
 
 def _orbit(matrix, n, z0=(1.0, 0.0)):
@@ -77,7 +50,7 @@ def test_true_model_scores_near_floor_and_records_settings():
     assert res.attrs["seed"] == 3 and res.attrs["data_name"] == "circle"
     assert json.loads(res.attrs["data_length"]) == [2000]
     assert res.attrs["dsident_version"] == dsident.__version__
-    assert "_LinearEvalDynamics" in res.attrs["model_config"]
+    assert "MatrixDynamics" in res.attrs["model_config"]
 
 
 def test_wrong_frequency_model_is_worse():
@@ -181,7 +154,7 @@ def test_inputs_drive_the_run_without_burn_in():
     for t in range(1, 600):
         z[t] = a @ z[t - 1] + c @ u[t]
     test = dsident.as_dataset(z, u=u, dt=0.1)
-    model = StateSpaceModel(_DrivenEvalDynamics(a, c), _IdentityEvalObservation(2), dt=0.1).double()
+    model = StateSpaceModel(_DrivenEvalDynamics(a, c), IdentityObservation(2), dt=0.1).double()
     res = evaluate(model, test, pe_steps=3)
     assert json.loads(res.attrs["burn_in_steps"]) == [0]
     # driven by the same inputs from the same start, the run reproduces the test data exactly

@@ -1,49 +1,16 @@
 """PE(n) against exact matrix-power predictions of a known linear system."""
 import numpy as np
 import pytest
-import torch
 
-from dsident import StateSpaceModel
-from dsident.dynamics.base import LatentDynamics
 from dsident.metrics import prediction_error
-from dsident.observations.base import ObservationModel
-
-
-class _LinearTestDynamics(LatentDynamics):
-    """z' = A z + C u (float64), for tests."""
-
-    def __init__(self, matrix, input_matrix=None):
-        super().__init__()
-        self.matrix, self.input_matrix = matrix, input_matrix
-        self.latent_dim = len(matrix)
-        self.input_dim = 0 if input_matrix is None else np.shape(input_matrix)[1]
-        self.A = torch.nn.Parameter(torch.tensor(matrix, dtype=torch.float64))
-        self.C = None if input_matrix is None else torch.nn.Parameter(torch.tensor(input_matrix, dtype=torch.float64))
-
-    def step(self, z, u=None, dt=None):
-        out = z @ self.A.T
-        return out if u is None or self.C is None else out + u @ self.C.T
-
-
-class _IdentityTestObservation(ObservationModel):
-    """x = z exactly, for tests."""
-
-    def __init__(self, obs_dim):
-        super().__init__()
-        self.obs_dim = self.latent_dim = obs_dim
-
-    def mean(self, z):
-        return z
-
-    def invert(self, x, mask=None):
-        return x
+from linear_helpers import linear_model
 
 
 A = np.array([[0.9, 0.3], [-0.3, 0.9]])
 
 
 def _model(matrix=A, input_matrix=None):
-    return StateSpaceModel(_LinearTestDynamics(matrix, input_matrix), _IdentityTestObservation(len(matrix))).double()
+    return linear_model(matrix, input_matrix)
 
 
 def _exact_curve(x, n, matrix=A):
