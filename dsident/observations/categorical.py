@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .readout import Readout, ReadoutObservation, as_tensor, observed_mask
+from .readout import Readout, ReadoutObservation
 
 #: pseudo-count added to every class before the log (initialisation and inversion only)
 SMOOTHING = 0.5
@@ -69,13 +69,7 @@ class Categorical(ReadoutObservation):
     # -- rows, not channels, are the unit of observation ----------------------------------------
     def _prepare(self, x: Any, z: Tensor, mask: Any | None) -> tuple[Tensor, Tensor, Tensor]:
         """(x with missing rows zeroed, per-row observed mask (...,), eta (..., N))."""
-        self._check_latent(z)
-        xt = as_tensor(x, z)
-        if xt.shape[-1] != self.obs_dim:
-            raise ValueError(f"`x` must have a last (channel) dimension of size obs_dim={self.obs_dim}; "
-                             f"got shape {tuple(xt.shape)}.")
-        obs = observed_mask(xt, mask)
-        self._check_observed(xt, obs)
+        xt, obs = self._checked_data(x, z, mask)
         row_obs = obs.all(-1)
         xt = torch.where(row_obs[..., None], xt, torch.zeros_like(xt))
         return xt, row_obs, self.predictor(z)

@@ -241,8 +241,8 @@ class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
             raise ValueError(f"`z` must have a last (latent) dimension of size latent_dim={self.latent_dim}; "
                              f"got shape {tuple(z.shape)}.")
 
-    def _prepare(self, x: Any, z: Tensor, mask: Any | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(x with missing entries set to a harmless value, observed mask, eta), all (..., N)."""
+    def _checked_data(self, x: Any, z: Tensor, mask: Any | None) -> tuple[Tensor, Tensor]:
+        """x as a tensor like z and its observed mask, both (..., N), after the shape and support checks."""
         self._check_latent(z)
         xt = as_tensor(x, z)
         if xt.shape[-1] != self.obs_dim:
@@ -250,6 +250,11 @@ class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
                              f"got shape {tuple(xt.shape)}.")
         obs = observed_mask(xt, mask)
         self._check_observed(xt, obs)
+        return xt, obs
+
+    def _prepare(self, x: Any, z: Tensor, mask: Any | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(x with missing entries set to a harmless value, observed mask, eta), all (..., N)."""
+        xt, obs = self._checked_data(x, z, mask)
         # missing entries get a value inside the support so that no NaN reaches the gradients
         xt = torch.where(obs, xt, torch.full_like(xt, self._fill_value))
         eta = self.predictor(z)
