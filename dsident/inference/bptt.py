@@ -23,17 +23,15 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import xarray as xr
 from torch import Tensor
 
 from ..data.container import as_dataset
 from ..observations.gaussian import Gaussian
-from .training import Batch, Windows, make_windows, split_windows, train_loop
+from .training import LOSSES, Batch, Windows, check_data_fits_model, make_windows, split_windows, train_loop
 
 __all__ = ["fit_bptt", "free_run", "make_bptt_loss"]
 
 _INITIAL_STATES = ("auto", "invert", "learned")
-_LOSSES = ("auto", "mse", "nll")
 
 
 def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
@@ -84,21 +82,6 @@ def make_bptt_loss(loss: str, initial_state: str) -> Callable[[Any, Batch], Tens
         return -model.observation.log_prob(batch.x, z, batch.mask).sum() / n_observed
 
     return loss_fn
-
-
-def _check_compatible(model: Any, ds: xr.Dataset) -> None:
-    n_channels = ds.sizes["channel"]
-    if n_channels != model.observation.obs_dim:
-        raise ValueError(f"`data` has {n_channels} channels but the model's observation model has "
-                         f"obs_dim={model.observation.obs_dim}.")
-    k_data = ds.sizes["input"] if "u" in ds else 0
-    k_model = getattr(model.dynamics, "input_dim", 0)
-    if k_data != k_model:
-        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
-    data_dt = float(ds.attrs.get("dt", 1.0))
-    if not np.isclose(data_dt, model.dt, rtol=1e-9, atol=0.0):
-        raise ValueError(f"`data` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
-                         "model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
 
 
 def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool = True, n_epochs: int = 100,
@@ -162,11 +145,11 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     2
     """
     ds = as_dataset(data)
-    _check_compatible(model, ds)
+    check_data_fits_model(model, ds)
     if initial_state not in _INITIAL_STATES:
         raise ValueError(f"`initial_state` must be one of {_INITIAL_STATES}; got initial_state={initial_state!r}.")
-    if loss not in _LOSSES:
-        raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
+    if loss not in LOSSES:
+        raise ValueError(f"`loss` must be one of {LOSSES}; got loss={loss!r}.")
     windows: Windows = make_windows(ds, seq_len)
     if initial_state == "auto":
         first_missing = ~windows.mask[:, 0].any(axis=1)

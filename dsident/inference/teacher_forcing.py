@@ -52,14 +52,13 @@ from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import Gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
-from .training import (OPTIMIZERS, TrainingDivergedError, cpu_state, gradient_step, handle_divergence,
-                       load_checkpoint, lr_decay_factor, make_optimizer, resolve_device, restore_training_state,
+from .training import (LOSSES, OPTIMIZERS, TrainingDivergedError, check_data_fits_model, cpu_state, gradient_step,
+                       handle_divergence, load_checkpoint, lr_decay_factor, make_optimizer, resolve_device, restore_training_state,
                        save_checkpoint, set_learning_rate, state_copy)
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
 
 _MODES = ("generalized", "sparse")
-_LOSSES = ("auto", "mse", "nll")
 #: a free run leaving mean ± this many standard deviations of the reference counts as diverged
 _DIVERGENCE_STD = 1e3
 _HISTORY_LISTS = ("epoch", "train_loss", "alpha", "lr", "grad_norm", "eval_epoch", "state_space_divergence",
@@ -281,15 +280,6 @@ def _nonnegative(name: str, value: Any, *, positive: bool = False, allow_none: b
     return float(value)
 
 
-def _check_compatible(model: Any, ds: xr.Dataset) -> None:
-    if ds.sizes["channel"] != model.observation.obs_dim:
-        raise ValueError(f"`data` has {ds.sizes['channel']} channels but the model's observation model has "
-                         f"obs_dim={model.observation.obs_dim}.")
-    k_data = ds.sizes["input"] if "u" in ds else 0
-    if k_data != model.input_dim:
-        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={model.input_dim}.")
-
-
 # ---------------------------------------------------------------------------------------------
 # the engine
 # ---------------------------------------------------------------------------------------------
@@ -413,11 +403,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     2
     """
     ds = as_dataset(data)
-    _check_compatible(model, ds)
+    check_data_fits_model(model, ds, check_dt=False)
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}; got mode={mode!r}.")
-    if loss not in _LOSSES:
-        raise ValueError(f"`loss` must be one of {_LOSSES}; got loss={loss!r}.")
+    if loss not in LOSSES:
+        raise ValueError(f"`loss` must be one of {LOSSES}; got loss={loss!r}.")
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
     if optimizer not in OPTIMIZERS:           # checked before the data are prepared; built by make_optimizer
@@ -453,7 +443,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     scorer = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
-        _check_compatible(model, ref)
+        check_data_fits_model(model, ref, check_dt=False)
         scorer = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4)
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,

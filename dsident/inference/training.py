@@ -39,7 +39,28 @@ from ..data.container import to_arrays
 
 __all__ = ["Windows", "make_windows", "split_windows", "train_loop", "resolve_device", "TrainingDivergedError",
            "OPTIMIZERS", "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state",
-           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "handle_divergence"]
+           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "handle_divergence",
+           "LOSSES", "check_data_fits_model"]
+
+#: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
+LOSSES = ("auto", "mse", "nll")
+
+
+def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) -> None:
+    """ValueError when ``ds`` has other channel / input counts (or, with ``check_dt``, another
+    sampling step) than the StateSpaceModel ``model`` was built for."""
+    n_channels = ds.sizes["channel"]
+    if n_channels != model.observation.obs_dim:
+        raise ValueError(f"`data` has {n_channels} channels but the model's observation model has "
+                         f"obs_dim={model.observation.obs_dim}.")
+    k_data = ds.sizes["input"] if "u" in ds else 0
+    k_model = getattr(model.dynamics, "input_dim", 0)
+    if k_data != k_model:
+        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
+    data_dt = float(ds.attrs.get("dt", 1.0))
+    if check_dt and not np.isclose(data_dt, model.dt, rtol=1e-9, atol=0.0):
+        raise ValueError(f"`data` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
+                         "model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
 
 
 class TrainingDivergedError(RuntimeError):
