@@ -14,8 +14,9 @@ from dsident.dynamics.base import LatentDynamics
 from dsident.inference import get_engine
 from dsident.inference.forcing_alpha import (AlphaSchedule, alpha_from_norm, estimate_alpha, jacobian_norms,
                                              make_teacher, norm_bound)
-from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, _WindowSampler,
-                                               condition_penalty, fit_teacher_forcing, teacher_forcing_loss)
+from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, condition_penalty,
+                                               fit_teacher_forcing, teacher_forcing_loss)
+from dsident.inference.windows import RandomWindows
 from dsident.observations import Gaussian
 
 
@@ -370,8 +371,9 @@ def test_windows_of_irregular_data_carry_their_sampling_steps():
     times = [np.cumsum(rng.uniform(0.05, 0.15, size=n)) for n in (60, 45)]
     trials = [np.stack([np.sin(t), np.cos(t)], -1) for t in times]
     ds = as_dataset(trials, time=times)
-    sampler = _WindowSampler(ds, 10, torch.float64, torch.device("cpu"))
-    x, mask, u, dt = sampler.sample(32, np.random.default_rng(1))
+    sampler = RandomWindows(ds, 10, 32, 1, torch.float64, torch.device("cpu"))
+    batch = sampler.sample(32, np.random.default_rng(1))
+    x, u, dt = batch.x, batch.u, batch.dt
     assert u is None and x.shape == (32, 10, 2) and dt.shape == (32, 10)
     for b in range(32):                     # locate each window in its trial and compare the steps
         trial = next(i for i in range(2) if np.any(np.all(np.isclose(trials[i], x[b, 0].numpy()), -1)))

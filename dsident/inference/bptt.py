@@ -18,6 +18,7 @@ learning benchmarks (seed 004, section 2a: Adam, lr 1e-3, gradient clipping, bes
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable
 
@@ -27,7 +28,8 @@ from torch import Tensor
 
 from ..data.container import as_dataset
 from ..observations.gaussian import Gaussian
-from .training import LOSSES, Batch, Windows, check_data_fits_model, make_windows, split_windows, train_loop
+from .training import LOSSES, Evaluation, TrainingProgress, check_data_fits_model, check_int, resolve_device, train_loop
+from .windows import Batch, ShuffledWindows, Windows, make_windows, split_windows, to_batch
 
 __all__ = ["fit_bptt", "free_run", "make_bptt_loss"]
 
@@ -64,7 +66,7 @@ def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
 
 
 def make_bptt_loss(loss: str, initial_state: str) -> Callable[[Any, Batch], Tensor]:
-    """The data term of BPTT as a ``loss_fn(model, batch)`` for :func:`~dsident.inference.training.train_loop`.
+    """The data term of BPTT as the ``loss_fn(model, batch)`` of :func:`~dsident.inference.training.train_loop`.
 
     Parameters
     ----------
@@ -121,8 +123,9 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
         otherwise.
     device : {"auto", "cpu", "cuda"}
     checkpoint : path, optional
-        Training checkpoint (model, optimizer, best state, history), written every
-        ``checkpoint_every`` epochs; an existing one is resumed when ``resume`` is true.
+        Training checkpoint (model, optimizer, best state, history, counters, seed), written
+        every ``checkpoint_every`` epochs; an existing one is resumed when ``resume`` is true,
+        and the resumed run ends where an uninterrupted one would have.
     on_divergence : {"warn", "raise"}
         A non-finite loss or gradient stops training, restores the best state and warns
         (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
@@ -130,8 +133,10 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     Returns
     -------
     dict
-        Per-epoch ``train_loss``, ``val_loss``, ``regularization``, ``lr``; ``best_epoch``,
-        ``best_loss``, ``diverged``, ``n_epochs_run``, ``wall_time_s`` and ``settings``.
+        Per epoch: ``epoch``, ``train_loss``, ``val_loss`` (NaN without validation windows),
+        ``regularization``, ``lr``, ``grad_norm``; then ``best_epoch``, ``best_loss``,
+        ``diverged``, ``n_epochs_run``, ``n_batches_done``, ``wall_time_s`` and ``settings``
+        (the keys of :func:`~dsident.inference.training.train_loop`).
 
     Examples
     --------
@@ -159,6 +164,9 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
                          "start with all channels missing. Use initial_state='learned' or 'auto'.")
     if loss == "auto":
         loss = "mse" if isinstance(model.observation, Gaussian) else "nll"
+    batch_size = check_int("batch_size", batch_size)
+    dev = resolve_device(device)
+    dtype = next(model.parameters()).dtype
     rng = np.random.default_rng(seed)
     train, val = split_windows(windows, val_fraction, rng)
     settings = {"engine": "bptt", "seed": seed, "n_epochs": n_epochs, "seq_len": seq_len, "batch_size": batch_size,
@@ -166,7 +174,30 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
                 "initial_state": initial_state, "loss": loss, "device": str(device),
                 "n_train_windows": len(train), "n_val_windows": 0 if val is None else len(val)}
     loss_fn = make_bptt_loss(loss, initial_state)
-    return train_loop(model, train, val, loss_fn, n_epochs=n_epochs, batch_size=batch_size, lr=lr, lr_end=lr_end,
-                      grad_clip=grad_clip, seed=seed, progress=progress, device=device, checkpoint=checkpoint,
-                      checkpoint_every=checkpoint_every, resume=resume, on_divergence=on_divergence,
-                      settings=settings)
+    history = train_loop(model, loss_fn=loss_fn, sampler=ShuffledWindows(train, batch_size, dtype, dev),
+                         n_epochs=n_epochs, lr=lr, lr_end=lr_end, optimizer="adam", grad_clip=grad_clip, seed=seed,
+                         progress=progress, device=dev, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                         resume=resume, on_divergence=on_divergence, settings=settings,
+                         evaluate=_validation(val, loss_fn, batch_size, dtype, dev), eval_every=1, score_name="loss",
+                         history_keys=("val_loss",),
+                         divergence_advice="Try a smaller `lr`, a smaller `grad_clip` or shorter `seq_len`.")
+    return history
+
+
+def _validation(val: Windows | None, loss_fn: Callable[[Any, Batch], Tensor], batch_size: int, dtype: torch.dtype,
+                device: torch.device) -> Callable[[Any, TrainingProgress], Evaluation]:
+    """The ``evaluate`` hook of BPTT: the mean loss per validation window (the training loss
+    of the epoch without validation windows); a non-finite one stops training as diverged."""
+    batches = [] if val is None else [to_batch(val.subset(np.arange(i, min(i + batch_size, len(val)))), dtype, device)
+                                      for i in range(0, len(val), batch_size)]
+
+    def evaluate(model: Any, progress: TrainingProgress) -> Evaluation:
+        if batches:
+            with torch.no_grad():
+                score = sum(float(loss_fn(model, b)) * b.x.shape[0] for b in batches) / len(val)
+        else:
+            score = progress.train_loss
+        diverged = None if math.isfinite(score) else f"The validation loss became {score} at epoch {progress.epoch}."
+        return Evaluation(score=score, values={"val_loss": score if batches else math.nan}, diverged=diverged)
+
+    return evaluate

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,23 +45,22 @@ import torch
 import xarray as xr
 from torch import Tensor
 
-from .._version import __version__
 from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import Gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
-from .training import (LOSSES, OPTIMIZERS, TrainingDivergedError, check_data_fits_model, cpu_state, gradient_step,
-                       handle_divergence, load_checkpoint, lr_decay_factor, make_optimizer, resolve_device, restore_training_state,
-                       save_checkpoint, set_learning_rate, state_copy)
+from .training import (LOSSES, Evaluation, TrainingDivergedError, TrainingProgress, check_data_fits_model, check_int,
+                       check_number, resolve_device, train_loop)
+from .windows import Batch, RandomWindows
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
 
 _MODES = ("generalized", "sparse")
 #: a free run leaving mean ± this many standard deviations of the reference counts as diverged
 _DIVERGENCE_STD = 1e3
-_HISTORY_LISTS = ("epoch", "train_loss", "alpha", "lr", "grad_norm", "eval_epoch", "state_space_divergence",
-                  "power_spectrum_distance", "eval_time_s", "alpha_update_batch", "alpha_estimate", "jacobian_bound",
-                  "alpha_after_update")
+#: history lists filled by the hooks of this engine (besides those of train_loop)
+_HISTORY_KEYS = ("alpha", "state_space_divergence", "power_spectrum_distance", "eval_time_s", "alpha_update_batch",
+                 "alpha_estimate", "jacobian_bound", "alpha_after_update")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,56 +171,17 @@ def condition_penalty(observation: Any) -> Tensor | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# data: random windows
-# ---------------------------------------------------------------------------------------------
-class _WindowSampler:
-    """Random windows of ``seq_len`` steps from the trials of a dataset (tensors on ``device``)."""
-
-    def __init__(self, ds: xr.Dataset, seq_len: int, dtype: torch.dtype, device: torch.device) -> None:
-        arrays = to_arrays(ds)
-        lengths = arrays.length.astype(int)
-        self.seq_len = int(min(seq_len, int(lengths.max())))
-        if self.seq_len < 2:
-            raise ValueError(f"training windows need at least 2 steps; the longest trial has {int(lengths.max())}.")
-        pad = self.seq_len
-        x = np.concatenate([arrays.x, np.full((arrays.x.shape[0], pad, arrays.x.shape[2]), np.nan)], axis=1)
-        self.mask = torch.as_tensor(np.isfinite(x), device=device)
-        self.x = torch.as_tensor(np.nan_to_num(x, nan=0.0), dtype=dtype, device=device)
-        self.u = None
-        if arrays.u is not None:
-            u = np.concatenate([np.nan_to_num(arrays.u, nan=0.0),
-                                np.zeros((arrays.u.shape[0], pad, arrays.u.shape[2]))], axis=1)
-            self.u = torch.as_tensor(u, dtype=dtype, device=device)
-        self.dt = None
-        if arrays.time is not None:
-            steps = np.diff(arrays.time, axis=1, prepend=np.nan)
-            steps = np.where(np.isfinite(steps) & (steps > 0), steps, arrays.dt)
-            steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
-            self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
-        # start positions: every window lies inside its trial (a short trial gives one padded window)
-        self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
-        self.cum_starts = np.cumsum(self.n_starts)
-        self.offsets = torch.arange(self.seq_len, device=device)
-
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
-        """x (B, L, N), mask (B, L, N), u (B, L, K) or None, dt (B, L) or None."""
-        flat = rng.integers(0, int(self.cum_starts[-1]), size=batch_size)
-        trial = np.searchsorted(self.cum_starts, flat, side="right")
-        start = flat - np.concatenate([[0], self.cum_starts[:-1]])[trial]
-        ti = torch.as_tensor(trial, device=self.x.device)[:, None]
-        ts = torch.as_tensor(start, device=self.x.device)[:, None] + self.offsets[None]
-        u = None if self.u is None else self.u[ti, ts]
-        dt = None if self.dt is None else self.dt[ti, ts]
-        return self.x[ti, ts], self.mask[ti, ts], u, dt
-
-
-# ---------------------------------------------------------------------------------------------
 # evaluation: a free run scored by D_stsp and D_H
 # ---------------------------------------------------------------------------------------------
 class _FreeRunScorer:
-    """D_stsp and D_H of a free run against a reference stretch of data (numpy, float64)."""
+    """D_stsp and D_H of a free run against a reference stretch of data (numpy, float64).
 
-    def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int) -> None:
+    Called as the ``evaluate`` hook of :func:`~dsident.inference.training.train_loop`, it scores
+    by D_stsp (the free run starts at the first fully observed sample and is seeded by ``seed``).
+    """
+
+    def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0) -> None:
+        self.seed = seed
         arrays = to_arrays(ds)
         trial = int(np.argmax(arrays.length))
         observed = arrays.mask[trial].all(-1).nonzero()[0]
@@ -259,25 +217,63 @@ class _FreeRunScorer:
             d_h = math.nan
         return d_stsp, d_h
 
+    def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
+        d_stsp, d_h = self.score(model, seed=self.seed)
+        return Evaluation(score=d_stsp, values={"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
+                                                "eval_time_s": progress.elapsed_s})
+
 
 # ---------------------------------------------------------------------------------------------
-# validation
+# the hooks of train_loop: forcing strength, loss, penalties, α schedule
 # ---------------------------------------------------------------------------------------------
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {name}={value!r}.")
-    return int(value)
+class _Forcing:
+    """The current α and the teacher-forcing hooks of :func:`~dsident.inference.training.train_loop`.
 
+    α is the ``engine_state`` of the loop (saved in checkpoints); ``loss_fn`` forces with it,
+    ``on_batch`` re-estimates it every ``schedule.update_every`` batches and logs the schedule.
+    """
 
-def _nonnegative(name: str, value: Any, *, positive: bool = False, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value) and (value > 0 if positive else value >= 0)
-    if not ok:
-        kind = "a positive number" if positive else "a number >= 0"
-        raise ValueError(f"`{name}` must be {kind}{' or None' if allow_none else ''}; got {name}={value!r}.")
-    return float(value)
+    def __init__(self, schedule: AlphaSchedule, *, mode: str, forcing_interval: int, loss: str, latent_reg: float,
+                 obs_reg: float) -> None:
+        self.schedule, self.mode, self.forcing_interval, self.loss = schedule, mode, forcing_interval, loss
+        self.latent_reg, self.obs_reg = latent_reg, obs_reg
+        self.alpha = schedule.initial
+
+    def state_dict(self) -> dict[str, float]:
+        return {"alpha": self.alpha}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.alpha = float(state["alpha"])
+
+    def loss_fn(self, model: Any, batch: Batch) -> tuple[Tensor, Tensor]:
+        """Forced loss of a batch and its forced trajectory (B, L, M) for the α estimate."""
+        return teacher_forcing_loss(model, batch.x, batch.mask, batch.u, batch.dt, mode=self.mode, alpha=self.alpha,
+                                    forcing_interval=self.forcing_interval, loss=self.loss)
+
+    def penalties(self, model: Any) -> list[Tensor]:
+        """The GTF paper's latent L2 and condition-number terms (those with a positive weight)."""
+        terms = []
+        if self.latent_reg > 0:
+            terms.append(self.latent_reg * latent_l2(model.dynamics))
+        penalty = condition_penalty(model.observation) if self.obs_reg > 0 else None
+        if penalty is not None:
+            terms.append(self.obs_reg * penalty)
+        return terms
+
+    def on_batch(self, model: Any, progress: TrainingProgress, batch: Batch, forced: Tensor) -> dict[str, float] | None:
+        """Every ``update_every`` batches (adaptive α): the new α and what it came from."""
+        if not (self.schedule.adaptive and progress.n_batches_done % self.schedule.update_every == 0):
+            return None
+        # the Jacobians of the steps actually taken: from the forced states z̃_0 … z̃_{L-2}
+        estimate, bound = estimate_alpha(model.dynamics, forced[:, :-1].detach(),
+                                         None if batch.u is None else batch.u[:, 1:],
+                                         model.dt if batch.dt is None else batch.dt[:, 1:], self.schedule.method)
+        self.alpha = self.schedule.update(self.alpha, estimate)
+        return {"alpha_update_batch": progress.n_batches_done, "alpha_estimate": estimate, "jacobian_bound": bound,
+                "alpha_after_update": self.alpha}
+
+    def on_epoch(self, model: Any, progress: TrainingProgress) -> dict[str, float]:
+        return {"alpha": self.alpha if self.mode == "generalized" else 1.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,175 +404,51 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         raise ValueError(f"`mode` must be one of {_MODES}; got mode={mode!r}.")
     if loss not in LOSSES:
         raise ValueError(f"`loss` must be one of {LOSSES}; got loss={loss!r}.")
-    if on_divergence not in ("warn", "raise"):
-        raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
-    if optimizer not in OPTIMIZERS:           # checked before the data are prepared; built by make_optimizer
-        raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZERS)}; got optimizer={optimizer!r}.")
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
     schedule = AlphaSchedule(initial=alpha_initial if adaptive else alpha, adaptive=adaptive and mode == "generalized",
                              method=alpha_method, decay=alpha_decay, update_every=alpha_update_every)
-    forcing_interval = _positive_int("forcing_interval", forcing_interval)
-    seq_len = _positive_int("seq_len", seq_len, minimum=2)
-    batch_size = _positive_int("batch_size", batch_size)
-    batches_per_epoch = _positive_int("batches_per_epoch", batches_per_epoch)
-    n_epochs = _positive_int("n_epochs", n_epochs)
-    eval_every = _positive_int("eval_every", eval_every, minimum=0)
-    eval_steps = _positive_int("eval_steps", eval_steps, minimum=2)
-    checkpoint_every = (eval_every or 10) if checkpoint_every is None else _positive_int("checkpoint_every",
-                                                                                        checkpoint_every)
-    lr = _nonnegative("lr", lr, positive=True)
-    lr_end = _nonnegative("lr_end", lr_end, positive=True, allow_none=True)
-    grad_clip = _nonnegative("grad_clip", grad_clip, positive=True, allow_none=True)
-    latent_reg = _nonnegative("latent_reg", latent_reg)
-    obs_reg = _nonnegative("obs_reg", obs_reg)
-    teacher_noise = _nonnegative("teacher_noise", teacher_noise)
-    if loss == "auto":
-        loss = "mse" if isinstance(model.observation, Gaussian) else "nll"
+    # the options of this engine; train_loop checks its own (n_epochs, lr, optimizer, ...)
+    forcing_interval = check_int("forcing_interval", forcing_interval)
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    batch_size = check_int("batch_size", batch_size)
+    batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch)
+    eval_every = check_int("eval_every", eval_every, minimum=0)
+    eval_steps = check_int("eval_steps", eval_steps, minimum=2)
+    checkpoint_every = (eval_every or 10) if checkpoint_every is None else checkpoint_every
+    forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
+                       loss=("mse" if isinstance(model.observation, Gaussian) else "nll") if loss == "auto" else loss,
+                       latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg))
+    teacher_noise = check_number("teacher_noise", teacher_noise)
 
     dev = resolve_device(device)
-    original_device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    model.to(dev)
-    sampler = _WindowSampler(ds, seq_len, dtype, dev)
-    scorer = None
+    sampler = RandomWindows(ds, seq_len, batch_size, batches_per_epoch, next(model.parameters()).dtype, dev,
+                            noise_std=teacher_noise)
+    evaluate = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
         check_data_fits_model(model, ref, check_dt=False)
-        scorer = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4)
+        evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed))
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
                 "seq_len": sampler.seq_len, "batch_size": batch_size, "batches_per_epoch": batches_per_epoch,
-                "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "latent_reg": latent_reg,
-                "obs_reg": obs_reg, "teacher_noise": teacher_noise, "loss": loss, "eval_every": eval_every,
-                "eval_steps": eval_steps, "eval_data": "train" if eval_data is None else "given",
-                "device": str(dev), "optimizer": optimizer}
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(optimizer, params, lr)
-    gamma = lr_decay_factor(lr, lr_end, n_epochs)
-    history: dict[str, Any] = {key: [] for key in _HISTORY_LISTS}
-    history.update(best_epoch=-1, best_state_space_divergence=math.inf, diverged=False, settings=settings,
-                   package_version=__version__)
-    current_alpha = schedule.initial
-    best_state: dict[str, Tensor] | None = None
-    start_epoch, n_batches_done, elapsed_before = 0, 0, 0.0
-    ckpt_path = None if checkpoint is None else Path(checkpoint)
-    if ckpt_path is not None and resume and ckpt_path.exists():
-        payload = load_checkpoint(ckpt_path, "teacher-forcing")
-        restore_training_state(model, opt, payload, ckpt_path, original_device)
-        if payload["best_state"]:
-            best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
-        for key in _HISTORY_LISTS:
-            history[key] = list(payload["history"][key])
-        history["best_epoch"] = int(payload["history"]["best_epoch"])
-        history["best_state_space_divergence"] = float(payload["history"]["best_state_space_divergence"])
-        current_alpha = float(payload["alpha"])
-        start_epoch, n_batches_done = int(payload["next_epoch"]), int(payload["n_batches_done"])
-        elapsed_before = float(payload.get("elapsed_s", 0.0))
-        history["resumed_from_epoch"] = start_epoch
-
-    def save(next_epoch: int) -> None:
-        if ckpt_path is None:
-            return
-        save_checkpoint(ckpt_path, {
-            "format": "dsident-training-checkpoint", "engine": "teacher-forcing", "next_epoch": next_epoch,
-            "n_batches_done": n_batches_done, "alpha": current_alpha,
-            "elapsed_s": time.perf_counter() - t0 + elapsed_before,
-            "model_state": cpu_state(model.state_dict()),
-            "optimizer_state": opt.state_dict(),
-            "best_state": {} if best_state is None else cpu_state(best_state),
-            "history": {key: history[key] for key in (*_HISTORY_LISTS, "best_epoch", "best_state_space_divergence")},
-            "settings": {k: (v if isinstance(v, (int, float, str, type(None))) else str(v))
-                         for k, v in settings.items()},
-        })
-
-    def stop_diverged(message: str) -> None:
-        # stacklevel 3 (counted from here): the warning points at the caller of fit_teacher_forcing
-        handle_divergence(model, message, best_state=best_state, history=history, on_divergence=on_divergence,
-                          original_device=original_device,
-                          advice="Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter `seq_len`.",
-                          stacklevel=3)
-
-    from tqdm.auto import tqdm
-
-    t0 = time.perf_counter()
-    bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc="teacher-forcing", dynamic_ncols=True)
-    stopped = False
-    for epoch in range(start_epoch, n_epochs):
-        current_lr = lr * gamma ** epoch
-        set_learning_rate(opt, current_lr)
-        rng = np.random.default_rng([0 if seed is None else int(seed), epoch])
-        noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        model.train()
-        losses, norms = [], []
-        for _ in range(batches_per_epoch):
-            x, mask, u, dt = sampler.sample(batch_size, rng)
-            if teacher_noise > 0:
-                x = x + teacher_noise * torch.randn(x.shape, generator=noise_gen, dtype=x.dtype).to(dev)
-            teacher = make_teacher(model.observation, x, mask)
-            data_loss, forced = teacher_forcing_loss(model, x, mask, u, dt, mode=mode, alpha=current_alpha,
-                                                     forcing_interval=forcing_interval, loss=loss, teacher=teacher)
-            total = data_loss + model.dynamics.regularization()
-            if latent_reg > 0:
-                total = total + latent_reg * latent_l2(model.dynamics)
-            penalty = condition_penalty(model.observation) if obs_reg > 0 else None
-            if penalty is not None:
-                total = total + obs_reg * penalty
-            norm, divergence = gradient_step(total, opt, params, grad_clip, epoch)
-            if divergence is not None:
-                stop_diverged(divergence)
-                stopped = True
-                break
-            n_batches_done += 1
-            losses.append(float(data_loss.detach()))
-            norms.append(float(norm))
-            if schedule.adaptive and n_batches_done % schedule.update_every == 0:
-                # the Jacobians of the steps actually taken: from the forced states z̃_0 … z̃_{L-2}
-                estimate, bound = estimate_alpha(model.dynamics, forced[:, :-1].detach(),
-                                                 None if u is None else u[:, 1:],
-                                                 model.dt if dt is None else dt[:, 1:], schedule.method)
-                current_alpha = schedule.update(current_alpha, estimate)
-                history["alpha_update_batch"].append(n_batches_done)
-                history["alpha_estimate"].append(estimate)
-                history["jacobian_bound"].append(bound)
-                history["alpha_after_update"].append(current_alpha)
-        if stopped:
-            break
-        history["epoch"].append(epoch)
-        history["train_loss"].append(float(np.mean(losses)))
-        history["alpha"].append(current_alpha if mode == "generalized" else 1.0)
-        history["lr"].append(current_lr)
-        history["grad_norm"].append(float(np.mean(norms)))
-        postfix = {"loss": f"{history['train_loss'][-1]:.4g}", "alpha": f"{current_alpha:.3f}"}
-        if scorer is not None and ((epoch + 1) % eval_every == 0 or epoch + 1 == n_epochs):
-            model.eval()
-            d_stsp, d_h = scorer.score(model, seed=0 if seed is None else int(seed))
-            history["eval_epoch"].append(epoch)
-            history["state_space_divergence"].append(d_stsp)
-            history["power_spectrum_distance"].append(d_h)
-            history["eval_time_s"].append(time.perf_counter() - t0 + elapsed_before)
-            if math.isfinite(d_stsp) and d_stsp < history["best_state_space_divergence"]:
-                history["best_state_space_divergence"], history["best_epoch"] = d_stsp, epoch
-                best_state = state_copy(model)
-            postfix["D_stsp"] = f"{d_stsp:.3g}"
-            postfix["D_H"] = f"{d_h:.3g}"
-        bar.update(1)
-        bar.set_postfix(postfix)
-        if (epoch + 1) % checkpoint_every == 0:
-            save(epoch + 1)
-    bar.close()
-    if not history["diverged"]:
-        # the checkpoint keeps the *last* state (a resumed run continues from it); the model gets the best
-        save(history["epoch"][-1] + 1 if history["epoch"] else start_epoch)
-        if best_state is not None:
-            model.load_state_dict(best_state)
-        elif scorer is not None and history["eval_epoch"]:
-            warnings.warn("no scored free run was usable (each diverged or left the range of the data), so the "
-                          "model holds the last training state. Consider a clipped shallow PLRNN (clip=True), a "
-                          "larger `alpha` or more epochs.", RuntimeWarning, stacklevel=2)
-    history["n_epochs_run"] = len(history["epoch"])
-    history["wall_time_s"] = time.perf_counter() - t0
-    model.to(original_device)
+                "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip,
+                "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
+                "loss": forcing.loss, "eval_every": eval_every, "eval_steps": eval_steps,
+                "eval_data": "train" if eval_data is None else "given", "device": str(dev), "optimizer": optimizer}
+    history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
+                         optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
+                         checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                         on_divergence=on_divergence, settings=settings, penalties=forcing.penalties,
+                         on_batch=forcing.on_batch, on_epoch=forcing.on_epoch, evaluate=evaluate,
+                         eval_every=eval_every, score_name="state_space_divergence", engine_state=forcing,
+                         history_keys=_HISTORY_KEYS,
+                         divergence_advice="Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter "
+                                           "`seq_len`.")
+    if not history["diverged"] and history["eval_epoch"] and history["best_epoch"] < 0:
+        warnings.warn("no scored free run was usable (each diverged or left the range of the data), so the "
+                      "model holds the last training state. Consider a clipped shallow PLRNN (clip=True), a "
+                      "larger `alpha` or more epochs.", RuntimeWarning, stacklevel=2)
     return history

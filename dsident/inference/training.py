@@ -1,23 +1,35 @@
-"""The gradient-training loop shared by the BPTT and teacher-forcing engines.
+"""The one epoch/batch loop of the gradient engines (BPTT and teacher forcing).
 
-A loop trains a :class:`~dsident.StateSpaceModel` on fixed-length *windows* cut from a
-dataset. What is computed on a window is a pluggable loss function
-``loss_fn(model, batch) -> scalar tensor`` (the data term); the loop adds
-``model.dynamics.regularization()`` and takes care of the rest: Adam with gradient-norm
-clipping and an optional exponential learning-rate decay, a validation split whose best state
-is restored at the end, a tqdm bar, checkpoints that a later call resumes from, and the
-detection of divergence (a non-finite loss or gradient stops training with a warning or an
-error and keeps the best state).
+:func:`train_loop` trains a :class:`~dsident.StateSpaceModel` in place. Per epoch it draws a
+:class:`numpy.random.Generator` from ``(seed, epoch)``, asks a *sampler* for that epoch's
+batches, and for every batch computes
 
-The pieces of that loop are public helpers that the teacher-forcing engine
-(:mod:`dsident.inference.teacher_forcing`, whose loop draws random windows, adapts its forcing
-strength per batch and keeps the best state by a free-run score) uses as well: the optimizer by
-name (:func:`make_optimizer`), the exponential learning-rate decay (:func:`lr_decay_factor`,
-:func:`set_learning_rate`), one guarded update (:func:`gradient_step`), divergence handling
-(:func:`handle_divergence`) and checkpoints (:func:`save_checkpoint`, :func:`load_checkpoint`,
-:func:`restore_training_state`).
+    loss = loss_fn(model, batch) + model.dynamics.regularization() + Σ penalties(model),
 
-Shape legend: ``W`` windows, ``L`` window length (time), ``N`` obs_dim, ``K`` input_dim.
+takes one guarded gradient step (gradient-norm clipping; a non-finite loss or gradient is
+never applied) and calls ``on_batch``. Every ``eval_every`` epochs an ``evaluate`` hook scores
+the model; the state with the lowest score is the one the model holds at the end. What differs
+between the engines lives in the hooks:
+
+================  ====================================  =========================================
+hook              BPTT (:mod:`.bptt`)                   teacher forcing (:mod:`.teacher_forcing`)
+================  ====================================  =========================================
+``sampler``       every window once, shuffled           random windows, a fixed number per epoch
+``loss_fn``       free-running loss                     forced loss; returns the forced trajectory
+``penalties``     none                                  latent L2, condition number of ``B``
+``on_batch``      none                                  re-estimates α every k batches (logged)
+``evaluate``      validation loss, every epoch          D_stsp of a free run, every ``eval_every``
+``engine_state``  none                                  α (stored in checkpoints)
+================  ====================================  =========================================
+
+The loop also owns the optimizer (by name), the exponential learning-rate decay, the tqdm bar,
+divergence handling (:class:`TrainingDivergedError` or a warning; the best state is kept) and
+checkpoints that a later call resumes exactly: model, optimizer, best state, history, epoch
+and batch counters, the seed and the hooks' ``engine_state``. All randomness of the loop comes
+from generators seeded by ``(seed, epoch)``, so the epoch number and the seed are the whole
+random state at an epoch boundary, where checkpoints are written.
+
+Shape legend: ``B`` batch (windows), ``L`` window length (time), ``N`` obs_dim, ``K`` input_dim.
 """
 from __future__ import annotations
 
@@ -25,9 +37,9 @@ import math
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -35,15 +47,19 @@ import xarray as xr
 from torch import Tensor
 
 from .._version import __version__
-from ..data.container import to_arrays
+from .windows import Batch
 
-__all__ = ["Windows", "make_windows", "split_windows", "train_loop", "resolve_device", "TrainingDivergedError",
-           "OPTIMIZERS", "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state",
-           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "handle_divergence",
-           "LOSSES", "check_data_fits_model"]
+__all__ = ["train_loop", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError", "LOSSES",
+           "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS", "make_optimizer",
+           "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint", "load_checkpoint",
+           "restore_training_state", "gradient_step", "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
 LOSSES = ("auto", "mse", "nll")
+#: version of the checkpoint layout written by :func:`train_loop`
+_CHECKPOINT_VERSION = 2
+#: per-epoch history lists every run records
+_EPOCH_KEYS = ("epoch", "train_loss", "lr", "grad_norm", "regularization", "eval_epoch")
 
 
 def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) -> None:
@@ -63,111 +79,28 @@ def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) 
                          "model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
 
 
+def check_int(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int; ValueError naming ``name`` unless it is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {name}={value!r}.")
+    return int(value)
+
+
+def check_number(name: str, value: Any, *, positive: bool = False, allow_none: bool = False) -> float | None:
+    """``value`` as a float; ValueError naming ``name`` unless it is a finite number > 0
+    (``positive``) or >= 0, or None when ``allow_none``."""
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        kind = "a positive number" if positive else "a number >= 0"
+        raise ValueError(f"`{name}` must be {kind}{' or None' if allow_none else ''}; got {name}={value!r}.")
+    return float(value)
+
+
 class TrainingDivergedError(RuntimeError):
     """Raised (with ``on_divergence="raise"``) when the training loss or a gradient is not finite."""
-
-
-@dataclass
-class Windows:
-    """Fixed-length training windows (numpy, float64).
-
-    Attributes
-    ----------
-    x : ndarray of shape (W, L, N)
-        Observations; NaN = missing (masked, never filled).
-    mask : bool ndarray of shape (W, L, N)
-        True = observed.
-    u : ndarray of shape (W, L, K) or None
-        Inputs; steps after the end of a trial hold 0 (they only drive masked steps).
-    """
-
-    x: np.ndarray
-    mask: np.ndarray
-    u: np.ndarray | None
-
-    def __len__(self) -> int:
-        return int(self.x.shape[0])
-
-    def subset(self, index: np.ndarray) -> "Windows":
-        """The windows at ``index``."""
-        return Windows(self.x[index], self.mask[index], None if self.u is None else self.u[index])
-
-
-@dataclass
-class Batch:
-    """A batch of windows as tensors on the training device.
-
-    Attributes
-    ----------
-    x : Tensor of shape (B, L, N)
-        Observations with missing entries set to 0 *only* so that arithmetic stays finite;
-        every loss must multiply by ``mask``.
-    mask : bool Tensor of shape (B, L, N)
-    u : Tensor of shape (B, L, K) or None
-    """
-
-    x: Tensor
-    mask: Tensor
-    u: Tensor | None
-
-
-def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
-    """Cut every trial into consecutive, non-overlapping windows of ``seq_len`` steps.
-
-    A trial shorter than ``seq_len`` (or every trial when ``seq_len`` is None) gives one window
-    as long as the longest trial, padded with missing samples. A remainder shorter than
-    ``seq_len`` at the end of a trial is kept when it has at least 2 steps (padded likewise).
-
-    Parameters
-    ----------
-    data : xarray.Dataset
-        The canonical container (``x(trial, time, channel)``, optional ``u``, ``length``).
-    seq_len : int or None
-
-    Returns
-    -------
-    Windows
-    """
-    arrays = to_arrays(data)
-    n_trials, n_time, _ = arrays.x.shape
-    if seq_len is None or seq_len >= n_time:
-        length = n_time
-    else:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 2:
-            raise ValueError(f"`seq_len` must be an integer >= 2 or None; got seq_len={seq_len!r}.")
-        length = int(seq_len)
-    xs, us = [], []
-    for i in range(n_trials):
-        n_valid = int(arrays.length[i])
-        for start in range(0, n_valid - 1, length):
-            stop = min(start + length, n_valid)
-            if stop - start < 2:
-                continue
-            x = np.full((length, arrays.x.shape[2]), np.nan)
-            x[: stop - start] = arrays.x[i, start:stop]
-            xs.append(x)
-            if arrays.u is not None:
-                u = np.zeros((length, arrays.u.shape[2]))
-                u[: stop - start] = np.nan_to_num(arrays.u[i, start:stop], nan=0.0)
-                us.append(u)
-    x = np.stack(xs)
-    return Windows(x=x, mask=np.isfinite(x), u=np.stack(us) if us else None)
-
-
-def split_windows(windows: Windows, val_fraction: float, rng: np.random.Generator) -> tuple[Windows, Windows | None]:
-    """Random split into training and validation windows (at least one of each when possible)."""
-    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
-        raise ValueError(f"`val_fraction` must be a number in [0, 1); got val_fraction={val_fraction!r}.")
-    n = len(windows)
-    n_val = int(round(val_fraction * n))
-    if val_fraction > 0 and n >= 2:
-        n_val = min(max(n_val, 1), n - 1)
-    else:
-        n_val = 0
-    if n_val == 0:
-        return windows, None
-    order = rng.permutation(n)
-    return windows.subset(np.sort(order[n_val:])), windows.subset(np.sort(order[:n_val]))
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -186,12 +119,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
         return torch.device(device)
     raise ValueError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
 
-
-def _to_batch(windows: Windows, dtype: torch.dtype, device: torch.device) -> Batch:
-    x = torch.as_tensor(np.nan_to_num(windows.x, nan=0.0), dtype=dtype, device=device)
-    mask = torch.as_tensor(windows.mask, device=device)
-    u = None if windows.u is None else torch.as_tensor(windows.u, dtype=dtype, device=device)
-    return Batch(x=x, mask=mask, u=u)
 
 
 #: optimizers a training loop can be asked for by name
@@ -249,6 +176,10 @@ def load_checkpoint(path: Path, engine: str | None) -> dict[str, Any]:
     if payload.get("engine") != engine:
         raise ValueError(f"`checkpoint` file {str(path)!r} was written by engine {payload.get('engine')!r}, "
                          f"not {engine!r}.")
+    if payload.get("format_version") != _CHECKPOINT_VERSION:
+        raise ValueError(f"`checkpoint` file {str(path)!r} has layout version {payload.get('format_version')!r}; "
+                         f"this dsident reads version {_CHECKPOINT_VERSION}. Use a new checkpoint path or "
+                         "resume=False.")
     return payload
 
 
@@ -294,6 +225,9 @@ def handle_divergence(model: torch.nn.Module, message: str, *, best_state: dict[
                       stacklevel: int) -> None:
     """Record a divergence in ``history``, restore ``best_state`` (when there is one) and warn or raise.
 
+    Without a best state the model keeps its parameters: the refused update was never applied,
+    so they are the last finite ones.
+
     ``stacklevel`` counts as if :func:`warnings.warn` were called by the caller of this function;
     ``advice`` ends the warning (what to try next).
 
@@ -306,166 +240,276 @@ def handle_divergence(model: torch.nn.Module, message: str, *, best_state: dict[
     history["divergence"] = message
     if best_state is not None:
         model.load_state_dict(best_state)
+        kept = f"the best state seen so far (epoch {history['best_epoch']}) was restored in the model."
+    else:
+        kept = "no state had been scored yet, so the model keeps its last finite parameters."
     if on_divergence == "raise":
         model.to(original_device)
-        raise TrainingDivergedError(message + " The best state seen so far was restored in the model.")
-    warnings.warn(message + " Training stopped; the best state seen so far (epoch "
-                  f"{history['best_epoch']}) was restored. " + advice, RuntimeWarning, stacklevel=stacklevel + 1)
+        raise TrainingDivergedError(f"{message} Training stopped; {kept}")
+    warnings.warn(f"{message} Training stopped; {kept} {advice}", RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-def train_loop(model: torch.nn.Module, train: Windows, val: Windows | None,
-               loss_fn: Callable[[torch.nn.Module, Batch], Tensor], *, n_epochs: int, batch_size: int,
-               lr: float, lr_end: float | None, grad_clip: float | None, seed: int | None, progress: bool,
-               device: str | torch.device, checkpoint: str | os.PathLike | None, checkpoint_every: int,
-               resume: bool, on_divergence: str, settings: dict[str, Any],
-               val_loss_fn: Callable[[torch.nn.Module, Batch], Tensor] | None = None) -> dict[str, Any]:
-    """Train ``model`` in place on ``train`` windows with a pluggable data loss.
+
+# ---------------------------------------------------------------------------------------------
+# the loop
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TrainingProgress:
+    """Where the loop stands; passed to the ``on_batch``, ``on_epoch`` and ``evaluate`` hooks.
+
+    Attributes
+    ----------
+    epoch : int
+        The current epoch (counted from 0 over resumed runs too).
+    n_batches_done : int
+        Gradient steps taken so far, resumed runs included.
+    train_loss : float
+        Mean data loss per window of the epoch just finished (NaN during an epoch).
+    elapsed_s : float
+        Training time so far in seconds, resumed runs included (set before ``evaluate``).
+    """
+
+    epoch: int = 0
+    n_batches_done: int = 0
+    train_loss: float = math.nan
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Evaluation:
+    """What an ``evaluate`` hook reports about the model at the end of an epoch.
+
+    Attributes
+    ----------
+    score : float
+        Lower is better; the model ends with the state of the lowest finite score.
+    values : dict of str to float
+        Appended to the history lists of the same names (and shown on the progress bar).
+    diverged : str or None
+        A message: training stops as diverged (e.g. a non-finite validation loss).
+    """
+
+    score: float
+    values: dict[str, float] = field(default_factory=dict)
+    diverged: str | None = None
+
+
+class EngineState(Protocol):
+    """State a hook keeps between batches (teacher forcing: α), saved in checkpoints."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def _record(history: dict[str, Any], values: Mapping[str, Any] | None) -> None:
+    """Append every value to the history list of its name (plain Python numbers, checkpoint-safe)."""
+    for key, value in (values or {}).items():
+        number = int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else float(value)
+        history.setdefault(key, []).append(number)
+
+
+def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor | tuple[Tensor, Any]],
+               sampler: Callable[[np.random.Generator], Iterable[Batch]], n_epochs: int, lr: float,
+               lr_end: float | None = None, optimizer: str = "adam", grad_clip: float | None = None,
+               seed: int | None = None, progress: bool = True, device: str | torch.device = "auto",
+               checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1, resume: bool = True,
+               on_divergence: str = "warn", settings: Mapping[str, Any],
+               penalties: Callable[[Any], Iterable[Tensor]] | None = None,
+               on_batch: Callable[[Any, TrainingProgress, Batch, Any], Mapping[str, float] | None] | None = None,
+               on_epoch: Callable[[Any, TrainingProgress], Mapping[str, float] | None] | None = None,
+               evaluate: Callable[[Any, TrainingProgress], Evaluation] | None = None, eval_every: int = 1,
+               score_name: str = "score", engine_state: EngineState | None = None,
+               history_keys: Sequence[str] = (),
+               divergence_advice: str = "Try a smaller `lr` or a smaller `grad_clip`.") -> dict[str, Any]:
+    """Train ``model`` in place by gradient steps on the batches of a sampler.
 
     Parameters
     ----------
     model : StateSpaceModel
         Its ``dynamics.regularization()`` is added to every training loss.
-    train, val : Windows
-        Training and (optional) validation windows. Without validation windows the best state
-        is chosen on the training loss of each epoch.
-    loss_fn : callable ``(model, Batch) -> scalar Tensor``
-        The data term, averaged so that batches of different sizes are comparable.
-    n_epochs, batch_size : int
-        One epoch visits every training window once, in an order drawn from ``seed`` and the
-        epoch number (so a resumed run sees the same order it would have seen).
+    loss_fn : callable ``(model, batch) -> loss`` or ``-> (loss, aux)``
+        The data term of a :class:`~dsident.inference.windows.Batch` (scalar Tensor, averaged
+        so that batches of different sizes are comparable); ``aux`` (e.g. the forced
+        trajectory) is handed to ``on_batch``.
+    sampler : callable ``(rng) -> iterable of Batch``
+        The batches of one epoch (tensors on the training ``device``), drawn from ``rng``, a
+        :class:`numpy.random.Generator` seeded by ``(seed, epoch)`` (see
+        :mod:`dsident.inference.windows`).
+    n_epochs : int
+        Epochs to train, counted over resumed runs (a run resumed at epoch 3 of 10 trains 7).
     lr, lr_end : float
-        Adam learning rate, decayed exponentially to ``lr_end`` at the last epoch when given.
+        Learning rate, decayed exponentially to ``lr_end`` at the last epoch when given.
+    optimizer : {"adam", "radam"}
     grad_clip : float or None
         Maximum gradient 2-norm.
-    device : "cpu", "cuda" or "auto"
+    seed : int or None
+        Seeds the epoch generators (None behaves as 0).
+    progress : bool
+        Show a tqdm bar (training loss, ``on_epoch`` values, the last evaluation).
+    device : "cpu", "cuda", "cuda:i" or "auto"
+        The model is moved there for training and back at the end.
     checkpoint : path or None
         Written every ``checkpoint_every`` epochs and at the end; if it exists and ``resume``
-        is true, training continues from it.
+        is true, training continues from it (written with another ``seed``: ValueError).
     on_divergence : {"warn", "raise"}
+        A non-finite loss or gradient (never applied) stops training and restores the best
+        state; then a ``RuntimeWarning`` or :class:`TrainingDivergedError`.
     settings : dict
-        Recorded in the history (must include ``engine``).
-    val_loss_fn : callable, optional
-        Loss on validation windows (default ``loss_fn``).
+        Recorded in the history; ``settings["engine"]`` names the engine (checkpoints of
+        another engine are refused).
+    penalties : callable ``(model) -> iterable of scalar Tensors``, optional
+        Further terms added to the loss, in order, after the regularization.
+    on_batch : callable ``(model, progress, batch, aux) -> dict or None``, optional
+        Called after every applied update (``progress.n_batches_done`` counts it); returned
+        values are appended to the history lists of their names.
+    on_epoch : callable ``(model, progress) -> dict or None``, optional
+        Called at the end of every epoch (``progress.train_loss`` set); values recorded likewise.
+    evaluate : callable ``(model, progress) -> Evaluation``, optional
+        Called in eval mode every ``eval_every`` epochs and after the last one (0: never).
+        Without it no state is scored and the model keeps its last state.
+    score_name : str
+        The best score is recorded as ``history["best_" + score_name]``.
+    engine_state : object with ``state_dict()`` / ``load_state_dict(state)``, optional
+        State the hooks keep across batches, saved in checkpoints and restored on resume.
+    history_keys : sequence of str
+        History lists the hooks fill (present, maybe empty, in every history and checkpoint).
+    divergence_advice : str
+        Ends the divergence warning.
 
     Returns
     -------
     dict
-        ``epoch``, ``train_loss``, ``val_loss``, ``regularization``, ``lr`` (per epoch lists),
-        ``best_epoch``, ``best_loss``, ``diverged``, ``n_epochs_run``, ``wall_time_s``,
-        ``settings``, ``package_version``.
+        Per epoch: ``epoch``, ``train_loss``, ``lr``, ``grad_norm`` (mean pre-clipping norm),
+        ``regularization``; ``eval_epoch`` per evaluation; the hooks' lists; ``best_epoch``
+        (-1: none), ``best_<score_name>``, ``diverged`` (and ``divergence``, the message),
+        ``n_epochs_run``, ``n_batches_done``, ``wall_time_s`` (this call), ``settings``,
+        ``package_version`` and ``resumed_from_epoch`` after a resume.
     """
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
-    for name, value in (("n_epochs", n_epochs), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer; got {name}={value!r}.")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"`lr` must be a positive number; got lr={lr!r}.")
-    if lr_end is not None and not (isinstance(lr_end, (int, float)) and math.isfinite(lr_end) and lr_end > 0):
-        raise ValueError(f"`lr_end` must be a positive number or None; got lr_end={lr_end!r}.")
-    if grad_clip is not None and not (isinstance(grad_clip, (int, float)) and grad_clip > 0):
-        raise ValueError(f"`grad_clip` must be a positive number or None; got grad_clip={grad_clip!r}.")
-    val_loss_fn = loss_fn if val_loss_fn is None else val_loss_fn
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"`optimizer` must be one of {tuple(OPTIMIZERS)}; got optimizer={optimizer!r}.")
+    n_epochs = check_int("n_epochs", n_epochs)
+    checkpoint_every = check_int("checkpoint_every", checkpoint_every)
+    eval_every = check_int("eval_every", eval_every, minimum=0)
+    lr = check_number("lr", lr, positive=True)
+    lr_end = check_number("lr_end", lr_end, positive=True, allow_none=True)
+    grad_clip = check_number("grad_clip", grad_clip, positive=True, allow_none=True)
+    engine = settings.get("engine")
     dev = resolve_device(device)
     original_device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
     model.to(dev)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer("adam", params, lr)
+    opt = make_optimizer(optimizer, params, lr)
     gamma = lr_decay_factor(lr, lr_end, n_epochs)
-    history: dict[str, Any] = {"epoch": [], "train_loss": [], "val_loss": [], "regularization": [], "lr": [],
-                               "best_epoch": -1, "best_loss": math.inf, "diverged": False,
-                               "settings": dict(settings), "package_version": __version__}
-    best_state = state_copy(model)
-    start_epoch = 0
+    best_key = f"best_{score_name}"
+    history: dict[str, Any] = {key: [] for key in (*_EPOCH_KEYS, *history_keys)}
+    history.update({"best_epoch": -1, best_key: math.inf, "diverged": False, "settings": dict(settings),
+                    "package_version": __version__})
+    state = TrainingProgress()
+    best_state: dict[str, Tensor] | None = None
+    start_epoch, elapsed_before = 0, 0.0
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
-        payload = load_checkpoint(ckpt_path, settings.get("engine"))
-        restore_training_state(model, optimizer, payload, ckpt_path, original_device)
-        best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
-        for key in ("epoch", "train_loss", "val_loss", "regularization", "lr"):
-            history[key] = list(payload["history"][key])
+        payload = load_checkpoint(ckpt_path, engine)
+        if payload["seed"] != seed:
+            model.to(original_device)
+            raise ValueError(f"`checkpoint` file {str(ckpt_path)!r} was written with seed={payload['seed']!r}, "
+                             f"not seed={seed!r}; an exact resume needs the same seed (or use resume=False).")
+        restore_training_state(model, opt, payload, ckpt_path, original_device)
+        if payload["best_state"]:
+            best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
+        history.update({key: list(values) for key, values in payload["history"].items() if isinstance(values, list)})
         history["best_epoch"] = int(payload["history"]["best_epoch"])
-        history["best_loss"] = float(payload["history"]["best_loss"])
-        start_epoch = int(payload["next_epoch"])
+        history[best_key] = float(payload["history"][best_key])
+        if engine_state is not None:
+            engine_state.load_state_dict(payload["engine_state"])
+        start_epoch, state.n_batches_done = int(payload["next_epoch"]), int(payload["n_batches_done"])
+        elapsed_before = float(payload["elapsed_s"])
         history["resumed_from_epoch"] = start_epoch
-    val_batches = [] if val is None else [_to_batch(val.subset(np.arange(i, min(i + batch_size, len(val)))), dtype, dev)
-                                          for i in range(0, len(val), batch_size)]
 
     def save(next_epoch: int) -> None:
         if ckpt_path is None:
             return
+        lists = {key: value for key, value in history.items() if isinstance(value, list)}
         save_checkpoint(ckpt_path, {
-            "format": "dsident-training-checkpoint", "engine": settings.get("engine"), "next_epoch": next_epoch,
-            "model_state": cpu_state(model.state_dict()),
-            "optimizer_state": optimizer.state_dict(),
-            "best_state": cpu_state(best_state),
-            "history": {key: history[key] for key in ("epoch", "train_loss", "val_loss", "regularization", "lr",
-                                                       "best_epoch", "best_loss")},
+            "format": "dsident-training-checkpoint", "format_version": _CHECKPOINT_VERSION, "engine": engine,
+            "seed": seed, "next_epoch": next_epoch, "n_batches_done": state.n_batches_done,
+            "elapsed_s": time.perf_counter() - t0 + elapsed_before,
+            "model_state": cpu_state(model.state_dict()), "optimizer_state": opt.state_dict(),
+            "best_state": {} if best_state is None else cpu_state(best_state),
+            "engine_state": None if engine_state is None else engine_state.state_dict(),
+            "history": {**lists, "best_epoch": history["best_epoch"], best_key: history[best_key]},
+            "settings": {k: (v if isinstance(v, (int, float, str, type(None))) else str(v))
+                         for k, v in settings.items()},
         })
 
     def diverged(message: str) -> None:
-        # stacklevel 3 (counted from here): the warning points at the engine that called train_loop
+        # stacklevel 4 (counted from here): the warning points at the code that called the engine
         handle_divergence(model, message, best_state=best_state, history=history, on_divergence=on_divergence,
-                          original_device=original_device,
-                          advice="Try a smaller `lr`, a smaller `grad_clip` or shorter `seq_len`.", stacklevel=3)
+                          original_device=original_device, advice=divergence_advice, stacklevel=4)
 
     from tqdm.auto import tqdm
     t0 = time.perf_counter()
-    n_train = len(train)
-    bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc=settings.get("engine", "train"),
-               dynamic_ncols=True)
-    stop = False
+    bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc=engine or "train", dynamic_ncols=True)
     for epoch in range(start_epoch, n_epochs):
+        state.epoch, state.train_loss = epoch, math.nan
         current_lr = lr * gamma ** epoch
-        set_learning_rate(optimizer, current_lr)
-        order = np.random.default_rng([0 if seed is None else int(seed), epoch]).permutation(n_train)
+        set_learning_rate(opt, current_lr)
+        rng = np.random.default_rng([0 if seed is None else int(seed), epoch])
         model.train()
-        total, count = 0.0, 0
-        for i in range(0, n_train, batch_size):
-            batch = _to_batch(train.subset(np.sort(order[i: i + batch_size])), dtype, dev)
-            data_loss = loss_fn(model, batch)
-            reg = model.dynamics.regularization()
-            _, divergence = gradient_step(data_loss + reg, optimizer, params, grad_clip, epoch)
+        total, count, norms, divergence = 0.0, 0, [], None
+        for batch in sampler(rng):
+            out = loss_fn(model, batch)
+            data_loss, aux = out if isinstance(out, tuple) else (out, None)
+            loss = data_loss + model.dynamics.regularization()
+            for term in (() if penalties is None else penalties(model)):
+                loss = loss + term
+            norm, divergence = gradient_step(loss, opt, params, grad_clip, epoch)
             if divergence is not None:
-                diverged(divergence)
-                stop = True
                 break
-            n_b = batch.x.shape[0]
-            total += float(data_loss.detach()) * n_b
-            count += n_b
-        if stop:
+            state.n_batches_done += 1
+            total += float(data_loss.detach()) * batch.x.shape[0]
+            count += batch.x.shape[0]
+            norms.append(float(norm))
+            if on_batch is not None:
+                _record(history, on_batch(model, state, batch, aux))
+        if divergence is not None:
+            diverged(divergence)
             break
-        train_loss = total / max(count, 1)
+        state.train_loss = total / max(count, 1)
         model.eval()
-        if val_batches:
-            with torch.no_grad():
-                vl = sum(float(val_loss_fn(model, b)) * b.x.shape[0] for b in val_batches) / len(val)
-        else:
-            vl = train_loss
         with torch.no_grad():
             reg_value = float(model.dynamics.regularization())
-        history["epoch"].append(epoch)
-        history["train_loss"].append(train_loss)
-        history["val_loss"].append(vl if val_batches else math.nan)
-        history["regularization"].append(reg_value)
-        history["lr"].append(current_lr)
-        if math.isfinite(vl) and vl < history["best_loss"]:
-            history["best_loss"], history["best_epoch"] = vl, epoch
-            best_state = state_copy(model)
-        elif not math.isfinite(vl):
-            diverged(f"The validation loss became {vl} at epoch {epoch}.")
-            break
+        _record(history, {"epoch": epoch, "train_loss": state.train_loss, "lr": current_lr,
+                          "grad_norm": float(np.mean(norms)) if norms else math.nan, "regularization": reg_value})
+        epoch_values = {} if on_epoch is None else dict(on_epoch(model, state) or {})
+        _record(history, epoch_values)
+        shown = {"loss": state.train_loss, **epoch_values}
+        if evaluate is not None and eval_every > 0 and ((epoch + 1) % eval_every == 0 or epoch + 1 == n_epochs):
+            state.elapsed_s = time.perf_counter() - t0 + elapsed_before
+            result = evaluate(model, state)
+            _record(history, {"eval_epoch": epoch, **result.values})
+            shown.update(result.values)
+            if result.diverged is not None:
+                diverged(result.diverged)
+                break
+            if math.isfinite(result.score) and result.score < history[best_key]:
+                history[best_key], history["best_epoch"] = float(result.score), epoch
+                best_state = state_copy(model)
         bar.update(1)
-        bar.set_postfix(train=f"{train_loss:.4g}", val=f"{vl:.4g}")
+        bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items()})
         if (epoch + 1) % checkpoint_every == 0:
             save(epoch + 1)
     bar.close()
     if not history["diverged"]:
         # the checkpoint keeps the *last* state (a resumed run continues from it); the model gets the best
         save(history["epoch"][-1] + 1 if history["epoch"] else start_epoch)
-        model.load_state_dict(best_state)
+        if best_state is not None:
+            model.load_state_dict(best_state)
     history["n_epochs_run"] = len(history["epoch"])
+    history["n_batches_done"] = state.n_batches_done
     history["wall_time_s"] = time.perf_counter() - t0
     model.to(original_device)
     return history

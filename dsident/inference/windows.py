@@ -1,0 +1,239 @@
+"""Training windows and the samplers that turn them into batches for :func:`~dsident.inference.training.train_loop`.
+
+Gradient engines train on fixed-length *windows* of the data. Two samplers are provided:
+
+- :class:`ShuffledWindows` (BPTT): the trials are cut once into consecutive windows
+  (:func:`make_windows`); every epoch visits each window once, in a shuffled order.
+- :class:`RandomWindows` (teacher forcing): every batch draws windows at random start
+  positions inside the trials, a fixed number of batches per epoch, optionally with Gaussian
+  noise added to the observations.
+
+A sampler is a callable ``sampler(rng) -> iterable of Batch``: ``rng`` is the epoch's
+:class:`numpy.random.Generator` (drawn by the loop from the seed and the epoch number, so a
+resumed run sees the batches it would have seen), and the batches are tensors on the training
+device.
+
+Shape legend: ``W`` windows, ``B`` batch, ``L`` window length (time), ``N`` obs_dim,
+``K`` input_dim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import Tensor
+
+from ..data.container import to_arrays
+
+__all__ = ["Windows", "Batch", "make_windows", "split_windows", "to_batch", "ShuffledWindows", "RandomWindows"]
+
+
+@dataclass
+class Windows:
+    """Fixed-length training windows (numpy, float64).
+
+    Attributes
+    ----------
+    x : ndarray of shape (W, L, N)
+        Observations; NaN = missing (masked, never filled).
+    mask : bool ndarray of shape (W, L, N)
+        True = observed.
+    u : ndarray of shape (W, L, K) or None
+        Inputs; steps after the end of a trial hold 0 (they only drive masked steps).
+    """
+
+    x: np.ndarray
+    mask: np.ndarray
+    u: np.ndarray | None
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def subset(self, index: np.ndarray) -> "Windows":
+        """The windows at ``index``."""
+        return Windows(self.x[index], self.mask[index], None if self.u is None else self.u[index])
+
+
+@dataclass
+class Batch:
+    """A batch of windows as tensors on the training device.
+
+    Attributes
+    ----------
+    x : Tensor of shape (B, L, N)
+        Observations with missing entries set to 0 *only* so that arithmetic stays finite;
+        every loss must multiply by ``mask``.
+    mask : bool Tensor of shape (B, L, N)
+    u : Tensor of shape (B, L, K) or None
+        ``u[:, t]`` drives the step into time ``t``.
+    dt : Tensor of shape (B, L) or None
+        Sampling step into each time point (irregular sampling, time units); None: the
+        model's ``dt``.
+    """
+
+    x: Tensor
+    mask: Tensor
+    u: Tensor | None
+    dt: Tensor | None = None
+
+
+def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
+    """Cut every trial into consecutive, non-overlapping windows of ``seq_len`` steps.
+
+    A trial shorter than ``seq_len`` (or every trial when ``seq_len`` is None) gives one window
+    as long as the longest trial, padded with missing samples. A remainder shorter than
+    ``seq_len`` at the end of a trial is kept when it has at least 2 steps (padded likewise).
+
+    Parameters
+    ----------
+    data : xarray.Dataset
+        The canonical container (``x(trial, time, channel)``, optional ``u``, ``length``).
+    seq_len : int or None
+
+    Returns
+    -------
+    Windows
+    """
+    arrays = to_arrays(data)
+    n_trials, n_time, _ = arrays.x.shape
+    if seq_len is None or seq_len >= n_time:
+        length = n_time
+    else:
+        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 2:
+            raise ValueError(f"`seq_len` must be an integer >= 2 or None; got seq_len={seq_len!r}.")
+        length = int(seq_len)
+    xs, us = [], []
+    for i in range(n_trials):
+        n_valid = int(arrays.length[i])
+        for start in range(0, n_valid - 1, length):
+            stop = min(start + length, n_valid)
+            if stop - start < 2:
+                continue
+            x = np.full((length, arrays.x.shape[2]), np.nan)
+            x[: stop - start] = arrays.x[i, start:stop]
+            xs.append(x)
+            if arrays.u is not None:
+                u = np.zeros((length, arrays.u.shape[2]))
+                u[: stop - start] = np.nan_to_num(arrays.u[i, start:stop], nan=0.0)
+                us.append(u)
+    x = np.stack(xs)
+    return Windows(x=x, mask=np.isfinite(x), u=np.stack(us) if us else None)
+
+
+def split_windows(windows: Windows, val_fraction: float, rng: np.random.Generator) -> tuple[Windows, Windows | None]:
+    """Random split into training and validation windows (at least one of each when possible)."""
+    if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 <= val_fraction < 1:
+        raise ValueError(f"`val_fraction` must be a number in [0, 1); got val_fraction={val_fraction!r}.")
+    n = len(windows)
+    n_val = int(round(val_fraction * n))
+    if val_fraction > 0 and n >= 2:
+        n_val = min(max(n_val, 1), n - 1)
+    else:
+        n_val = 0
+    if n_val == 0:
+        return windows, None
+    order = rng.permutation(n)
+    return windows.subset(np.sort(order[n_val:])), windows.subset(np.sort(order[:n_val]))
+
+
+def to_batch(windows: Windows, dtype: torch.dtype, device: torch.device) -> Batch:
+    """``windows`` as a :class:`Batch` of ``dtype`` tensors on ``device`` (missing values set to 0)."""
+    x = torch.as_tensor(np.nan_to_num(windows.x, nan=0.0), dtype=dtype, device=device)
+    mask = torch.as_tensor(windows.mask, device=device)
+    u = None if windows.u is None else torch.as_tensor(windows.u, dtype=dtype, device=device)
+    return Batch(x=x, mask=mask, u=u)
+
+
+class ShuffledWindows:
+    """Every window once per epoch, in a shuffled order, ``batch_size`` at a time.
+
+    Parameters
+    ----------
+    windows : Windows
+    batch_size : int
+        The last batch of an epoch holds the remainder.
+    dtype, device
+        Of the batches' tensors.
+    """
+
+    def __init__(self, windows: Windows, batch_size: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.windows, self.batch_size, self.dtype, self.device = windows, int(batch_size), dtype, device
+
+    def __call__(self, rng: np.random.Generator) -> Iterator[Batch]:
+        """The batches of one epoch (order drawn from ``rng``; each batch keeps time order of its windows)."""
+        order = rng.permutation(len(self.windows))
+        for i in range(0, len(self.windows), self.batch_size):
+            yield to_batch(self.windows.subset(np.sort(order[i: i + self.batch_size])), self.dtype, self.device)
+
+
+class RandomWindows:
+    """Windows of ``seq_len`` steps at random positions of the trials of a dataset.
+
+    Every window lies inside its trial (a trial shorter than ``seq_len`` gives one window,
+    padded with missing samples); all start positions are equally likely.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The canonical container; an irregular ``sample_time`` gives each batch its ``dt``.
+    seq_len : int
+        Window length L (shortened to the longest trial).
+    batch_size, batches_per_epoch : int
+    dtype, device
+        Of the batches' tensors (the data are held on ``device`` once).
+    noise_std : float, default 0
+        Standard deviation of Gaussian noise added to the observations of every batch (data
+        units); drawn from a generator seeded from the epoch's ``rng``.
+    """
+
+    def __init__(self, ds: xr.Dataset, seq_len: int, batch_size: int, batches_per_epoch: int, dtype: torch.dtype,
+                 device: torch.device, noise_std: float = 0.0) -> None:
+        arrays = to_arrays(ds)
+        lengths = arrays.length.astype(int)
+        self.seq_len = int(min(seq_len, int(lengths.max())))
+        if self.seq_len < 2:
+            raise ValueError(f"training windows need at least 2 steps; the longest trial has {int(lengths.max())}.")
+        self.batch_size, self.batches_per_epoch, self.noise_std = int(batch_size), int(batches_per_epoch), noise_std
+        # pad every trial with a window of missing samples, so that gathering never runs off the end
+        pad = self.seq_len
+        x = np.concatenate([arrays.x, np.full((arrays.x.shape[0], pad, arrays.x.shape[2]), np.nan)], axis=1)
+        self.mask = torch.as_tensor(np.isfinite(x), device=device)
+        self.x = torch.as_tensor(np.nan_to_num(x, nan=0.0), dtype=dtype, device=device)
+        self.u = None
+        if arrays.u is not None:
+            u = np.concatenate([np.nan_to_num(arrays.u, nan=0.0),
+                                np.zeros((arrays.u.shape[0], pad, arrays.u.shape[2]))], axis=1)
+            self.u = torch.as_tensor(u, dtype=dtype, device=device)
+        self.dt = None
+        if arrays.time is not None:
+            steps = np.diff(arrays.time, axis=1, prepend=np.nan)
+            steps = np.where(np.isfinite(steps) & (steps > 0), steps, arrays.dt)
+            steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
+            self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
+        self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
+        self.cum_starts = np.cumsum(self.n_starts)
+        self.offsets = torch.arange(self.seq_len, device=device)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """``batch_size`` windows at start positions drawn from ``rng`` (no noise)."""
+        flat = rng.integers(0, int(self.cum_starts[-1]), size=batch_size)
+        trial = np.searchsorted(self.cum_starts, flat, side="right")
+        start = flat - np.concatenate([[0], self.cum_starts[:-1]])[trial]
+        ti = torch.as_tensor(trial, device=self.x.device)[:, None]
+        ts = torch.as_tensor(start, device=self.x.device)[:, None] + self.offsets[None]
+        return Batch(x=self.x[ti, ts], mask=self.mask[ti, ts], u=None if self.u is None else self.u[ti, ts],
+                     dt=None if self.dt is None else self.dt[ti, ts])
+
+    def __call__(self, rng: np.random.Generator) -> Iterator[Batch]:
+        """The ``batches_per_epoch`` batches of one epoch."""
+        # the noise seed is drawn first (also without noise), so the windows do not depend on noise_std
+        noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        for _ in range(self.batches_per_epoch):
+            batch = self.sample(self.batch_size, rng)
+            if self.noise_std > 0:
+                noise = torch.randn(batch.x.shape, generator=noise_gen, dtype=batch.x.dtype).to(batch.x.device)
+                batch.x = batch.x + self.noise_std * noise
+            yield batch
