@@ -127,8 +127,10 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
         every ``checkpoint_every`` epochs; an existing one is resumed when ``resume`` is true,
         and the resumed run ends where an uninterrupted one would have.
     on_divergence : {"warn", "raise"}
-        A non-finite loss or gradient stops training, restores the best state and warns
-        (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+        A non-finite loss or gradient stops training (the update is not applied), restores the
+        state of the best epoch so far (none yet: the model keeps its last finite parameters)
+        and warns (``RuntimeWarning``) or raises
+        :class:`~dsident.inference.training.TrainingDivergedError`.
 
     Returns
     -------

@@ -17,8 +17,12 @@ with ``α_t = α`` at every step (generalized teacher forcing, ``mode="generaliz
 learns to predict, while the forcing keeps the trajectory near the data and the gradients
 bounded. α = 1 every step gives one-step-ahead prediction; α = 0 gives free-running BPTT.
 
-The optimiser is RAdam with an exponentially decaying learning rate and gradient-norm
-clipping. Every ``eval_every`` epochs the model runs freely for ``eval_steps`` steps from a
+Training runs in the loop shared with BPTT (:func:`~dsident.inference.training.train_loop`:
+Adam or RAdam, exponential learning-rate decay, gradient-norm clipping, checkpoints, the
+progress bar); this module supplies its hooks: random windows
+(:class:`~dsident.inference.windows.RandomWindows`), the forced loss, the GTF penalties, the α
+schedule (re-estimated every ``alpha_update_every`` batches, saved in checkpoints) and the
+evaluation: every ``eval_every`` epochs the model runs freely for ``eval_steps`` steps from a
 data point, and the state-space divergence D_stsp and power-spectrum distance D_H of that run
 (:mod:`dsident.metrics`) are recorded; the state with the lowest D_stsp is the one the model
 holds at the end (the reconstruction criterion, not the training loss).
@@ -353,26 +357,28 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Reference data for the scoring (default: the training data; its longest trial).
     device : {"auto", "cpu", "cuda"}
     checkpoint : path, optional
-        Training checkpoint (model, optimizer, α, best state, history), written every
-        ``checkpoint_every`` epochs (default ``eval_every``, or 10) and at the end; with
-        ``resume`` an existing one is continued.
+        Training checkpoint (model, optimizer, α, best state, history, batch counter, seed),
+        written every ``checkpoint_every`` epochs (default ``eval_every``, or 10) and at the
+        end; with ``resume`` an existing one is continued, and the run ends where an
+        uninterrupted one would have (same seed required).
     resume : bool, default True
     on_divergence : {"warn", "raise"}
-        A non-finite loss or gradient stops training, restores the best state, and warns
-        (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+        A non-finite loss or gradient stops training (the update is not applied), restores the
+        best scored state (none scored yet: the model keeps its last finite parameters), and
+        warns (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
 
     Returns
     -------
     dict
         Per epoch: ``epoch``, ``train_loss``, ``alpha`` (at the end of the epoch), ``lr``,
-        ``grad_norm`` (mean pre-clipping norm). Per evaluation: ``eval_epoch``,
+        ``grad_norm`` (mean pre-clipping norm), ``regularization``. Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
         D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
         so far, resumed runs included).
         The α schedule: ``alpha_update_batch``, ``alpha_estimate``, ``jacobian_bound``,
         ``alpha_after_update``. Then ``best_epoch``, ``best_state_space_divergence``,
-        ``diverged``, ``n_epochs_run``, ``wall_time_s``, ``settings``, ``package_version``
-        (and ``resumed_from_epoch`` after a resume).
+        ``diverged``, ``n_epochs_run``, ``n_batches_done``, ``wall_time_s``, ``settings``,
+        ``package_version`` (and ``resumed_from_epoch`` after a resume).
 
     Notes
     -----
