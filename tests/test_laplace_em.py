@@ -61,3 +61,49 @@ def test_poisson_fit_runs_and_keeps_finite_parameters():
     assert not h["diverged"]
     assert np.all(np.isfinite(h["log_likelihood"]))
     assert all(np.all(np.isfinite(np.asarray(v))) for v in h["params"].values() if isinstance(v, np.ndarray))
+
+
+def test_prior_is_the_paper_penalty_in_log_likelihood_units():
+    """EM maximises log p(X) − (T/2)·L_reg: the ridge prior is −(n_trans/2)·eq. 3, on the first
+    M_reg units only (A → 1, W rows → 0 off the diagonal, h → 0), so that a model τ is the
+    paper's LL-unit τ divided by T."""
+    import torch
+
+    from dsident.dynamics import PLRNN as PLRNNDynamics
+    from dsident.inference.laplace_em import PLRNNParams, prior_from_dynamics
+
+    dyn = PLRNNDynamics(6, tau=0.3, tau_h=0.05, seed=1)
+    rng = np.random.default_rng(0)
+    with torch.no_grad():
+        dyn.a.copy_(torch.as_tensor(rng.normal(0.5, 0.3, 6)))
+        dyn.W.copy_(torch.as_tensor(rng.normal(0.0, 0.3, (6, 6))))
+        dyn.h.copy_(torch.as_tensor(rng.normal(0.0, 0.3, 6)))
+    n_trans = 1500
+    prior = prior_from_dynamics(dyn, n_trans)
+    W = dyn.W.detach().double().numpy() * (1 - np.eye(6))
+    p = PLRNNParams(A=dyn.a.detach().double().numpy(), W=W, h=dyn.h.detach().double().numpy(), C=np.zeros((6, 0)),
+                    Sigma=np.ones(6), mu0=np.zeros(6), B=np.zeros((3, 6)), b=np.zeros(3), Gamma=np.ones(3))
+    assert prior.value(p) == pytest.approx(-0.5 * n_trans * float(dyn.regularization()), rel=1e-6)
+    # eq. 3 written out: regularized units 0, 1, 2
+    reg = slice(0, 3)
+    by_hand = (0.3 * np.sum((p.A[reg] - 1) ** 2) + 0.3 * np.sum(W[reg] ** 2) + 0.05 * np.sum(p.h[reg] ** 2))
+    assert prior.value(p) == pytest.approx(-0.5 * n_trans * by_hand, rel=1e-6)
+    assert np.all(prior.A_weight[3:] == 0) and np.all(prior.W_weight[3:] == 0) and np.all(prior.h_weight[3:] == 0)
+    assert np.all(np.diag(prior.W_weight) == 0)
+
+
+def test_strong_regularization_pins_the_regularized_units():
+    """With a very large τ the fitted regularized units are a manifold attractor (A = 1, W rows = 0,
+    h = 0) while the other units stay free; a τ = 0 fit from the same seed does not sit there."""
+    ds = _data(T=200)
+    strong = dsident.models.PLRNN(latent_dim=4, tau=1e6, seed=0)
+    strong.fit(ds, method="laplace-em", progress=False, n_iter_per_stage=3, anneal=(1.0, 0.1))
+    p = strong.history_["params"]
+    np.testing.assert_allclose(p["A"][:2], 1.0, atol=1e-4)
+    np.testing.assert_allclose(p["W"][:2], 0.0, atol=1e-4)
+    np.testing.assert_allclose(p["h"][:2], 0.0, atol=1e-4)
+    assert np.abs(p["A"][2:] - 1).max() > 1e-3 or np.abs(p["W"][2:]).max() > 1e-3
+    free = dsident.models.PLRNN(latent_dim=4, tau=0.0, seed=0)
+    free.fit(ds, method="laplace-em", progress=False, n_iter_per_stage=3, anneal=(1.0, 0.1))
+    q = free.history_["params"]
+    assert np.abs(q["A"][:2] - 1).max() > 1e-3 or np.abs(q["h"][:2]).max() > 1e-3

@@ -100,3 +100,31 @@ def test_poisson_loadings_recovered_by_numerical_mstep():
     est = mstep_glm_obs(_point_posterior(z), make_chain(x[None]), p, n_steps=100)
     np.testing.assert_allclose(est.B, B, atol=0.05)
     np.testing.assert_allclose(est.b, b, atol=0.05)
+
+
+def test_ridge_mstep_equals_augmented_least_squares_on_the_transitions():
+    """Independent route: per row, minimise (1/Σ_i) Σ_t (z_ti − θ·β_t)² + Σ_k λ_k (θ_k − target_k)²
+    by least squares on the raw transitions with the prior as extra rows. The process-noise
+    variance weights the prior (the reference M-step's σ·τ ridge), so Σ_i ≠ 1 is used here."""
+    p, z, x, u = _simulate(T=3000, seed=5)
+    chain = make_chain(x[None], u=u[None])
+    st = expected_stats(_point_posterior(z), chain, readout="relu")
+    sigma = np.array([0.05, 0.3, 2.0])
+    prior = manifold_prior(3, 2, 400.0, 250.0, 150.0)
+    est = mstep(st, p._replace(Sigma=sigma), prior)
+    zp, zc, phi = z[:-1], z[1:], np.maximum(z[:-1], 0)
+    for i in range(3):
+        others = [j for j in range(3) if j != i]
+        design = np.column_stack([zp[:, i], phi[:, others], u[1:], np.ones(len(zc))])
+        lam = np.concatenate([[prior.A_weight[i]], prior.W_weight[i, others], [0.0], [prior.h_weight[i]]])
+        tgt = np.concatenate([[prior.A_target[i]], prior.W_target[i, others], [0.0], [prior.h_target[i]]])
+        rows = np.vstack([design / np.sqrt(sigma[i]), np.diag(np.sqrt(lam))])
+        rhs = np.concatenate([zc[:, i] / np.sqrt(sigma[i]), np.sqrt(lam) * tgt])
+        theta = np.linalg.lstsq(rows, rhs, rcond=None)[0]
+        np.testing.assert_allclose(est.A[i], theta[0], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(est.W[i, others], theta[1:3], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(est.C[i], theta[3:4], rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(est.h[i], theta[4], rtol=1e-7, atol=1e-9)
+    # the prior matters here: without it the regularized rows differ
+    free = mstep(st, p._replace(Sigma=sigma))
+    assert np.abs(free.A[:2] - est.A[:2]).min() > 1e-3
