@@ -224,7 +224,8 @@ class _FreeRunScorer:
     def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
         d_stsp, d_h = self.score(model, seed=self.seed)
         return Evaluation(score=d_stsp, values={"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
-                                                "eval_time_s": progress.elapsed_s})
+                                                "eval_time_s": progress.elapsed_s},
+                          shown={"D_stsp": d_stsp, "D_H": d_h})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -284,14 +284,17 @@ class Evaluation:
     score : float
         Lower is better; the model ends with the state of the lowest finite score.
     values : dict of str to float
-        Appended to the history lists of the same names (and shown on the progress bar).
+        Appended to the history lists of the same names.
     diverged : str or None
         A message: training stops as diverged (e.g. a non-finite validation loss).
+    shown : dict of str to float, optional
+        What the progress bar shows (default: ``values``).
     """
 
     score: float
     values: dict[str, float] = field(default_factory=dict)
     diverged: str | None = None
+    shown: dict[str, float] | None = None
 
 
 class EngineState(Protocol):
@@ -491,7 +494,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             state.elapsed_s = time.perf_counter() - t0 + elapsed_before
             result = evaluate(model, state)
             _record(history, {"eval_epoch": epoch, **result.values})
-            shown.update(result.values)
+            shown.update(result.values if result.shown is None else result.shown)
             if result.diverged is not None:
                 diverged(result.diverged)
                 break

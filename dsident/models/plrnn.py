@@ -98,8 +98,16 @@ class ShallowPLRNN(LatentModelEstimator):
         z_t = A z_{t-1} + W_1 \phi(W_2 z_{t-1} + h_2) + h_1 + C s_t, \qquad
         x_t \sim p(x_t \mid B\, g(z_t) + b)
 
-    (:class:`dsident.dynamics.ShallowPLRNN`). Usually trained by BPTT or teacher forcing with
-    the identity readout (the first N latent units are the observations).
+    (:class:`dsident.dynamics.ShallowPLRNN`) with ``φ`` = ReLU; with ``clip=True`` the hidden
+    layer is ``relu(W_2 z + h_2) − relu(W_2 z)``, bounded by ``|h_2|`` per unit, so that orbits
+    stay bounded whenever ``‖A‖₂ < 1``. ``fit`` trains it by generalized teacher forcing
+    (``method="teacher-forcing"``, :func:`~dsident.inference.teacher_forcing.fit_teacher_forcing`)
+    unless another ``method`` is given (``"bptt"``, ``"svi"``, ...).
+
+    For chaotic data the recommended model is ``clip=True`` with the identity readout and
+    ``latent_dim`` = number of channels, trained by teacher forcing (measured settings in
+    ``docs/teacher_forcing.md``). ``clip`` stays False by default, so that the plain shallow
+    PLRNN, and results measured with it without naming ``clip`` (e.g. by BPTT), are unchanged.
 
     Parameters
     ----------
@@ -108,7 +116,8 @@ class ShallowPLRNN(LatentModelEstimator):
     hidden_dim : int, default 50
         H, width of the hidden ReLU layer.
     clip : bool, default False
-        Use the clipped (bounded) nonlinearity.
+        Use the clipped (bounded) nonlinearity; pass True for teacher-forcing reconstructions
+        of chaotic systems (the GTF paper's model).
     observation : str or ObservationModel, default "gaussian"
     readout : {"identity", "linear", "relu"}, default "identity"
     observation_options : dict, optional
@@ -120,9 +129,20 @@ class ShallowPLRNN(LatentModelEstimator):
     ----------
     model_, history_, method_, n_features_in_, channel_names_
         See :class:`~dsident.models.base.LatentModelEstimator`.
+
+    References
+    ----------
+    Hess, Monfared, Brenner, Durstewitz (2023), "Generalized teacher forcing for learning
+    chaotic dynamics", ICML (the clipped shallow PLRNN and GTF).
+
+    Examples
+    --------
+    >>> import dsident
+    >>> m = dsident.models.ShallowPLRNN(latent_dim=3, hidden_dim=100, clip=True)   # doctest: +SKIP
+    >>> m.fit(train, n_epochs=150, seq_len=100).generate(1000, seed=0)           # doctest: +SKIP
     """
 
-    default_method: ClassVar[str] = "bptt"
+    default_method: ClassVar[str] = "teacher-forcing"
 
     def __init__(self, latent_dim: int = 16, *, hidden_dim: int = 50, clip: bool = False,
                  observation: Any = "gaussian", readout: str = "identity",
