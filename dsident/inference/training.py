@@ -400,6 +400,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     lr_end = check_number("lr_end", lr_end, positive=True, allow_none=True)
     grad_clip = check_number("grad_clip", grad_clip, positive=True, allow_none=True)
     engine = settings.get("engine")
+    seed = None if seed is None else int(seed)       # a plain int in the checkpoint
     dev = resolve_device(device)
     original_device = next(model.parameters()).device
     model.to(dev)
@@ -460,7 +461,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         state.epoch, state.train_loss = epoch, math.nan
         current_lr = lr * gamma ** epoch
         set_learning_rate(opt, current_lr)
-        rng = np.random.default_rng([0 if seed is None else int(seed), epoch])
+        rng = np.random.default_rng([0 if seed is None else seed, epoch])
         model.train()
         total, count, norms, divergence = 0.0, 0, [], None
         for batch in sampler(rng):
