@@ -83,7 +83,7 @@ def test_prior_is_the_paper_penalty_in_log_likelihood_units():
     W = dyn.W.detach().double().numpy() * (1 - np.eye(6))
     p = PLRNNParams(A=dyn.a.detach().double().numpy(), W=W, h=dyn.h.detach().double().numpy(), C=np.zeros((6, 0)),
                     Sigma=np.ones(6), mu0=np.zeros(6), B=np.zeros((3, 6)), b=np.zeros(3), Gamma=np.ones(3))
-    assert prior.value(p) == pytest.approx(-0.5 * n_trans * float(dyn.regularization()), rel=1e-6)
+    assert prior.value(p) == pytest.approx(-0.5 * n_trans * float(dyn.regularization().detach()), rel=1e-6)
     # eq. 3 written out: regularized units 0, 1, 2
     reg = slice(0, 3)
     by_hand = (0.3 * np.sum((p.A[reg] - 1) ** 2) + 0.3 * np.sum(W[reg] ** 2) + 0.05 * np.sum(p.h[reg] ** 2))
