@@ -85,7 +85,7 @@ def test_methods_need_a_fit(est, action, tmp_path):
 
 
 def test_default_methods():
-    assert PLRNN.default_method == "laplace-em" and ShallowPLRNN.default_method == "bptt"
+    assert PLRNN.default_method == "laplace-em" and ShallowPLRNN.default_method == "teacher-forcing"
 
 
 # -- errors at fit -----------------------------------------------------------------------------
@@ -160,9 +160,9 @@ def test_observation_options_reach_the_observation(dummy_engine):
 
 
 def test_default_method_is_used(tiny_data, monkeypatch, dummy_engine):
-    monkeypatch.setitem(dsident.inference.ENGINES, "bptt", dsident.inference.ENGINES[dummy_engine])
+    monkeypatch.setitem(dsident.inference.ENGINES, "teacher-forcing", dsident.inference.ENGINES[dummy_engine])
     est = ShallowPLRNN(latent_dim=3, hidden_dim=4, seed=0).fit(tiny_data)
-    assert est.method_ == "bptt"
+    assert est.method_ == "teacher-forcing"
 
 
 def test_fit_with_the_bptt_engine(tiny_data):
