@@ -475,7 +475,9 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
     the rule finds the higher mode about three times as often as it finds the lower one
     (docs/laplace_em.md).
     """
-    state = np.where(z > 0, 1, -1).astype(np.int8)
+    # entries exactly at 0 start held at the kink: a warm start from a previous mode (EM) then
+    # resumes that search's active set instead of re-deriving it from a sign pattern
+    state = np.sign(z).astype(np.int8)
     best_state = None              # the pattern whose solve gave the current point z (none yet:
     #                                a start point is no region's maximiser, so the first solve is taken)
     fac = None
