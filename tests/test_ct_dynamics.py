@@ -16,14 +16,6 @@ from dsident.dynamics.solvers import integrate
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tensors are tiny: intra-op threads only add scheduling latency on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 MODELS = {
     "gnode-euler": lambda: GatedNODE(4, 2, hidden_dim=6, n_layers=3, seed=0),
     "gnode-2layer-gate-rk4": lambda: GatedNODE(4, 2, hidden_dim=6, gate_layers=2, gate_hidden_dim=5,

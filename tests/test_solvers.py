@@ -10,13 +10,6 @@ from dsident.dynamics import solvers as S
 DT = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tensors are tiny: intra-op threads only add scheduling latency on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 A = torch.tensor([[-0.5, 2.0, 0.0], [-2.0, -0.3, 0.4], [0.1, 0.0, -1.0]], dtype=DT)   # 3 states
 Z0 = torch.tensor([[1.0, 0.0, 0.5], [0.5, -1.0, 0.2], [0.1, 0.2, -0.3], [2.0, 1.0, 1.0], [0.0, 0.0, 1.0]],
                   dtype=DT)                                                            # batch 5 != 3
