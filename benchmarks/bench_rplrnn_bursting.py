@@ -148,7 +148,8 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
     print("|---|---|---|---|---|---|---|---|---|---|")
     for tau in taus:
         r = [rows[(tau, M, t)] for M in latents for t in trials]
-        counts = {k: sum(x["regime"] == k for x in r) for k in ("diverged", "fixed point", "tonic", "bursting", "other")}
+        counts = {k: sum(x["regime"] == k for x in r)
+                  for k in ("diverged", "fixed point", "tonic", "bursting", "other")}
 
         def ms(key: str) -> str:
             v = np.array([x[key] for x in r if np.isfinite(x[key])])
