@@ -34,6 +34,9 @@ Evaluation of every fit (all with the package's own metric functions):
 
 Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18]
       [--trials 0,1,2] [--floor]
+The default is 99 fits: 30–70 min on 2 shared cores (most fits take 5–50 s; some at M ≥ 17 take
+minutes). ``--taus 0,0.667 --latents 8,10,12,14,16`` (30 fits, ≈ 8 min) is the smaller run
+reported in docs/laplace_em.md.
 """
 from __future__ import annotations
 
