@@ -231,6 +231,30 @@ def _obs_weights(p: PLRNNParams, chain: Chain, z: np.ndarray) -> tuple[np.ndarra
     return m * mu * (1.0 - mu), m * (chain.x - mu)
 
 
+def _pattern_blocks(d_dyn: np.ndarray, g: np.ndarray, w: np.ndarray | None, K_dd: np.ndarray, K1: np.ndarray,
+                    Ob: np.ndarray | None, same: bool, B: np.ndarray) -> np.ndarray:
+    """The pattern-dependent part of the diagonal blocks, (n, M, M): transition curvature of the
+    next step plus the observation curvature (``w`` per step, or the constant ``Ob`` when None)."""
+    n, M = d_dyn.shape
+    D = np.empty((n, M, M))
+    for lo in range(0, n, _CHUNK):       # chunks over time: small temporaries, cache-friendly
+        sl = slice(lo, min(lo + _CHUNK, n))
+        dc = d_dyn[sl]
+        Dc = D[sl]
+        np.multiply(dc[:, :, None] * dc[:, None, :], K_dd[None], out=Dc)
+        T1 = dc[:, :, None] * K1[None]
+        Dc += T1
+        Dc += np.swapaxes(T1, 1, 2)
+        if not same:
+            gc = g[sl]
+            if w is None:
+                Dc += (gc[:, :, None] * gc[:, None, :]) * Ob[None]
+            else:                        # observation curvature G Bᵀ diag(w_t) B G per step
+                Bw = B[None, :, :] * w[sl, :, None]                  # (chunk, N, M)
+                Dc += (gc[:, :, None] * gc[:, None, :]) * np.matmul(np.swapaxes(Bw, 1, 2), B)
+    return D
+
+
 def precision_blocks(params: PLRNNParams, chain: Chain, z: np.ndarray, *, linear_dynamics: bool = False
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Negative Hessian of the log joint (block-tridiagonal) and its linear term at the pattern of z.
@@ -264,35 +288,29 @@ def precision_blocks(params: PLRNNParams, chain: Chain, z: np.ndarray, *, linear
     Ob = (B.T * w[0]) @ B if const_obs else None
     same = const_obs and (p.readout == "relu") != linear_dynamics   # g == d_dyn: one product serves both
     K_dd = (K2 + Ob) if same else K2
-    D = np.empty((n, M, M))
-    for lo in range(0, n, _CHUNK):       # chunks over time: small temporaries, cache-friendly
-        sl = slice(lo, min(lo + _CHUNK, n))
-        dc = d_dyn[sl]
-        Dc = D[sl]
-        np.multiply(dc[:, :, None] * dc[:, None, :], K_dd[None], out=Dc)
-        T1 = dc[:, :, None] * K1[None]
-        Dc += T1
-        Dc += np.swapaxes(T1, 1, 2)
-        if not same:
-            gc = g[sl]
-            if const_obs:
-                Dc += (gc[:, :, None] * gc[:, None, :]) * Ob[None]
-            else:                        # observation curvature G Bᵀ diag(w_t) B G per step
-                Bw = B[None, :, :] * w[sl, :, None]                  # (chunk, N, M)
-                Dc += (gc[:, :, None] * gc[:, None, :]) * np.matmul(np.swapaxes(Bw, 1, 2), B)
+    # The transition blocks depend on t only through the on/off pattern of z_t (and, without
+    # missing samples, so do the observation blocks), and long series revisit few patterns
+    # (≈ 3 000 of 100 000 steps at M = 16): build each distinct block once and gather.
+    packed = np.packbits(z > 0, axis=1)
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    if const_obs:
+        Du = _pattern_blocks(d_dyn[first], g[first], None, K_dd, K1, Ob, same, B)
+        D = np.take(Du, inverse, axis=0)
+        del Du
+    else:
+        D = _pattern_blocks(d_dyn, g, w, K_dd, K1, Ob, same, B)
     de = d_dyn[ends]                     # remove the transition terms at trial ends (few rows)
     D[ends] -= (de[:, :, None] * de[:, None, :]) * K2[None] + de[:, :, None] * K1[None] + K1.T[None] * de[:, None, :]
     diag = _prior_precision(p, chain) + nx[:, None] * (p.A * s * p.A)
     idx = np.arange(M)
     D[:, idx, idx] += diag
     # off-diagonal blocks -S J_t for t = 0..n-2
-    E = np.empty((max(n - 1, 0), M, M))
     SA, SW = np.diag(s * p.A), s[:, None] * p.W
-    for lo in range(0, n - 1, _CHUNK):
-        sl = slice(lo, min(lo + _CHUNK, n - 1))
-        np.multiply(SW[None], d_dyn[sl, None, :], out=E[sl])
-        E[sl] += SA[None]
-        E[sl] *= -nx[sl, None, None]
+    Eu = -(SW[None] * d_dyn[first][:, None, :] + SA[None])
+    E = np.take(Eu, inverse[:max(n - 1, 0)], axis=0)
+    E[ends[ends < n - 1]] = 0.0          # no coupling across trial boundaries
     # linear term
     c = p.h + chain.s @ p.C.T
     m0 = np.where(chain.start[:, None], p.mu0 + chain.s @ p.C.T, c)
