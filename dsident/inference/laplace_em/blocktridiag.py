@@ -76,20 +76,26 @@ class Workspace:
 def _chol_inv_logdet(blocks: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """Inverse Cholesky factors ``L^-1`` (lower triangular) and summed log-determinant of a stack
     of SPD blocks (k, M, M); written into ``out`` when given."""
+    Linv, logdets = _chol_inv_blocks(blocks, out)
+    return Linv, float(logdets.sum())
+
+
+def _chol_inv_blocks(blocks: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``L^-1`` and the log-determinant of each block, (k, M, M) and (k,)."""
     try:
         L = np.linalg.cholesky(blocks)
     except np.linalg.LinAlgError as err:
         raise np.linalg.LinAlgError(
             "block-tridiagonal matrix is not positive definite (a pivot block failed Cholesky); "
             "the posterior precision is singular or the parameters diverged") from err
-    logdet = 2.0 * float(np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum())
+    logdets = 2.0 * np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
     Linv = np.empty_like(L) if out is None else out
     # batched LAPACK triangular solves L X = I (torch, float64 on the CPU) straight into Linv:
     # about 6x faster than a numpy 2x2-block recursion on stacks of 16x16 blocks
     k, M = L.shape[0], L.shape[-1]
     eye = torch.eye(M, dtype=torch.float64).expand(k, M, M)
     torch.linalg.solve_triangular(torch.from_numpy(L), eye, upper=False, out=torch.from_numpy(Linv))
-    return Linv, logdet
+    return Linv, logdets
 
 
 def _mT(a: np.ndarray) -> np.ndarray:
@@ -134,10 +140,15 @@ def factor_block_tridiag(D: np.ndarray, E: np.ndarray) -> BlockTridiagFactor:
     return _factor_owned(blocks)
 
 
-def _factor_owned(blocks: list, ws: Workspace | None = None) -> BlockTridiagFactor:
+def _factor_owned(blocks: list, ws: Workspace | None = None, groups: np.ndarray | None = None
+                  ) -> BlockTridiagFactor:
     """:func:`factor_block_tridiag` on ``blocks = [D, E]`` (validated float64), emptying the list
     so that the input blocks are freed after the first level when the caller holds no other
-    reference (peak memory at large n). With ``ws`` the stored factors go into its buffers."""
+    reference (peak memory at large n). With ``ws`` the stored factors go into its buffers.
+
+    ``groups`` (n,) int, optional: labels with ``D[i] == D[j]`` whenever
+    ``groups[i] == groups[j]``. The first level then factors each distinct diagonal block once
+    (the E-step's blocks repeat: they depend on t only through an on/off pattern)."""
     def buf(key, shape):
         return None if ws is None else ws.get(key, shape)
     D, E = blocks
@@ -150,8 +161,17 @@ def _factor_owned(blocks: list, ws: Workspace | None = None) -> BlockTridiagFact
         n_odd, n_even = m // 2, (m + 1) // 2
         k_r = n_even - 1                   # odd blocks that have a right neighbour
         lv = len(levels)
-        Linv, ld = _chol_inv_logdet(D[1::2], buf((lv, "Linv"), (n_odd, M, M)))
-        logdet += ld
+        if lv == 0 and groups is not None:
+            _, first, inverse = np.unique(groups[1::2][:n_odd], return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+            Lu, ldu = _chol_inv_blocks(D[1::2][first])
+            out = buf((lv, "Linv"), (n_odd, M, M))
+            Linv = np.take(Lu, inverse, axis=0, out=out)
+            logdet += float(ldu[inverse].sum())
+            del Lu
+        else:
+            Linv, ld = _chol_inv_logdet(D[1::2], buf((lv, "Linv"), (n_odd, M, M)))
+            logdet += ld
         Dn = D[0::2].copy()
         del D
         X = np.matmul(Linv, E[0::2][:n_odd], out=buf((lv, "X"), (n_odd, M, M)))      # L_i^-1 H[i, i-1]

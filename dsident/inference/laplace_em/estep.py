@@ -421,6 +421,19 @@ def posterior_mode(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None 
     return z, ModeInfo(n_solves, False, "max_iter reached")
 
 
+def _block_groups(params: PLRNNParams, chain: Chain, state: np.ndarray) -> np.ndarray | None:
+    """Labels (n,) of equal diagonal precision blocks for a search state (1 on, -1 off, 0 held
+    at the kink), or None where blocks differ step by step (missing samples, non-Gaussian
+    observations). A block depends on t only through the state of z_t and whether t starts or
+    ends a trial."""
+    if params.likelihood != "gaussian" or not chain.mask.all():
+        return None
+    bits = np.concatenate([state > 0, state == 0, chain.start[:, None], ~chain.nxt[:, None]], axis=1)
+    packed = np.packbits(bits, axis=1)
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
+    return np.unique(keys, return_inverse=True)[1].ravel()
+
+
 def _clamped_blocks(D: np.ndarray, E: np.ndarray, v: np.ndarray, free: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fix the entries where ``free`` is False at 0 (identity rows/columns, zero right-hand side)."""
@@ -512,7 +525,7 @@ def _gaussian_active_set(params, chain, z, f_cur, f, n_solves, linear_dynamics, 
             D, E, v = _clamped_blocks(D, E, v, free)
         blocks = [D, E]
         del D, E                       # the factor frees them after its first level (memory at large T)
-        fac = _factor_owned(blocks, ws)
+        fac = _factor_owned(blocks, ws, _block_groups(params, chain, state))
         z_sol = solve_factored(fac, v)
         del v
         n_solves += 1
@@ -613,7 +626,7 @@ def laplace_estep(params: PLRNNParams, chain: Chain, z_init: np.ndarray | None =
         D, E, _ = precision_blocks(params, chain, z, linear_dynamics=linear_dynamics)
         blocks = [D, E]
         del D, E                   # the factor frees them after its first level (memory at large T)
-        fac = _factor_owned(blocks, ws)
+        fac = _factor_owned(blocks, ws, _block_groups(params, chain, np.where(z > 0, 1, -1)))
         del ws                     # the factor holds the buffers now; selected_inverse frees them
     lj = log_joint(params, chain, z, linear_dynamics=linear_dynamics)
     ll = lj + 0.5 * z.size * _LOG2PI - 0.5 * fac.logdet
