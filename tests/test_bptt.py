@@ -16,15 +16,6 @@ from dsident.model import StateSpaceModel
 from dsident.observations import Gaussian
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Small sequential problems run 10-100x slower with 2 contended intra-op threads; restored after."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
-
 def linear_rotation_data(n_trials=6, n_time=60, seed=0):
     """A damped rotation superimposed on a relaxation to (1.5, -1), observed directly."""
     rng = np.random.default_rng(seed)

@@ -10,15 +10,6 @@ from dsident.data.systems import get_system, simulate  # noqa: E402
 from dsident.models.continuous import GatedNODE, LatentFeatureObservation, LTC, ORGaNICs, RecurrentFWP  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These networks are tiny: intra-op threads only add scheduling latency on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def lorenz_window():
     x = simulate(get_system("lorenz63"), 240, 0.01, transient=5.0, seed=0)

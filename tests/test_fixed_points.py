@@ -7,15 +7,6 @@ from dsident import analysis
 from dsident.dynamics import PLRNN, ShallowPLRNN, PLRNNParams
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Small sequential problems run 10-100x slower with 2 contended intra-op threads; restored after."""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
-
 def plrnn_map(p, z):
     return z * p.A + np.maximum(z, 0.0) @ p.W.T + p.h
 

@@ -24,15 +24,6 @@ from dsident.model import StateSpaceModel
 from dsident.observations import Gaussian, Poisson
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: on a busy machine intra-op threads cost far more than they bring."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class LinearDynamics(LatentDynamics):
     """z_t = A z_{t-1} + C u_t (discrete) or z_t = z_{t-1} + dt (A z_{t-1} + C u_t) (Euler)."""
 
