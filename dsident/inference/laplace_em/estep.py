@@ -231,6 +231,15 @@ def _obs_weights(p: PLRNNParams, chain: Chain, z: np.ndarray) -> tuple[np.ndarra
     return m * mu * (1.0 - mu), m * (chain.x - mu)
 
 
+def _row_labels(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a boolean array (n, k): the index of each distinct row's first
+    occurrence and the label (n,) of every row."""
+    packed = np.packbits(bits, axis=1)
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
 def _pattern_blocks(d_dyn: np.ndarray, g: np.ndarray, w: np.ndarray | None, K_dd: np.ndarray, K1: np.ndarray,
                     Ob: np.ndarray | None, same: bool, B: np.ndarray) -> np.ndarray:
     """The pattern-dependent part of the diagonal blocks, (n, M, M): transition curvature of the
@@ -291,10 +300,7 @@ def precision_blocks(params: PLRNNParams, chain: Chain, z: np.ndarray, *, linear
     # The transition blocks depend on t only through the on/off pattern of z_t (and, without
     # missing samples, so do the observation blocks), and long series revisit few patterns
     # (≈ 3 000 of 100 000 steps at M = 16): build each distinct block once and gather.
-    packed = np.packbits(z > 0, axis=1)
-    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
+    first, inverse = _row_labels(z > 0)
     if const_obs:
         Du = _pattern_blocks(d_dyn[first], g[first], None, K_dd, K1, Ob, same, B)
         D = np.take(Du, inverse, axis=0)
@@ -429,9 +435,7 @@ def _block_groups(params: PLRNNParams, chain: Chain, state: np.ndarray) -> np.nd
     if params.likelihood != "gaussian" or not chain.mask.all():
         return None
     bits = np.concatenate([state > 0, state == 0, chain.start[:, None], ~chain.nxt[:, None]], axis=1)
-    packed = np.packbits(bits, axis=1)
-    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))[:, 0]
-    return np.unique(keys, return_inverse=True)[1].ravel()
+    return _row_labels(bits)[1]
 
 
 def _clamped_blocks(D: np.ndarray, E: np.ndarray, v: np.ndarray, free: np.ndarray
