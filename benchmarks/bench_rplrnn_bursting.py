@@ -122,7 +122,8 @@ def floor(data) -> None:
               flush=True)
 
 
-def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False) -> None:
+def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False,
+        select: str = "likelihood") -> None:
     import dsident
     from dsident.datasets import load
 
@@ -138,7 +139,7 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
                 seed = 100 * trial + M
                 est = dsident.models.PLRNN(latent_dim=M, tau=tau, seed=seed)
                 t0 = time.perf_counter()
-                est.fit(ds, method="laplace-em", progress=False)
+                est.fit(ds, method="laplace-em", progress=False, select=select)
                 fit_s = time.perf_counter() - t0
                 r = evaluate_fit(est, data["x"].values[trial], seed)
                 r["fit_s"] = fit_s
@@ -193,5 +194,9 @@ if __name__ == "__main__":
     ap.add_argument("--latents", default="8-18", help="M values: 'lo-hi' or comma-separated")
     ap.add_argument("--trials", default="0,1,2")
     ap.add_argument("--floor", action="store_true", help="also score the true system (≈ 45 s)")
+    ap.add_argument("--select", default="likelihood", choices=["likelihood", "bounded"],
+                    help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
     a = ap.parse_args()
-    run([float(v) for v in a.taus.split(",")], _int_list(a.latents), _int_list(a.trials), do_floor=a.floor)
+    print(f"select = {a.select}")
+    run([float(v) for v in a.taus.split(",")], _int_list(a.latents), _int_list(a.trials), do_floor=a.floor,
+        select=a.select)

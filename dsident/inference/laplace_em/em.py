@@ -27,8 +27,19 @@ from .estep import Chain, chain_to_trials, laplace_estep, make_chain
 from .lds_init import fit_lds, pca_init
 from .mstep import RidgePrior, expected_stats, mstep, mstep_glm_obs, no_prior
 from .params import PLRNNParams, check_laplace_model, params_from_model, params_to_model
+from .selection import data_box, free_run_exit
 
-__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother"]
+__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "SELECT_RULES"]
+
+#: the rules for which EM iterate of an annealing stage is kept (``select=``)
+SELECT_RULES = ("likelihood", "bounded")
+
+
+def _start_states(iterates: list[tuple[float, PLRNNParams]], starts: np.ndarray, max_starts: int = 8) -> np.ndarray:
+    """Initial states (P, S, M) of the free-run check: each iterate's μ0, then up to
+    ``max_starts − 1`` of the trials' smoothed first states (shared by all iterates)."""
+    starts = starts[: max_starts - 1]
+    return np.stack([np.concatenate([p.mu0[None, :], starts], axis=0) for _, p in iterates])
 
 
 def chain_from_dataset(ds: xr.Dataset) -> Chain:
@@ -86,7 +97,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                    fix_B_after_first_stage: bool = True, tol: float = 1e-3, n_iter_lds: int = 20,
                    lds_init: bool = True, update_sigma: bool = False, flip: str = "all",
                    max_estep_iter: int = 30, gamma_floor: float = 1e-5, initial_var: float | None = None,
-                   regularize: bool = True) -> dict:
+                   regularize: bool = True, select: str = "likelihood", check_steps: int = 50_000,
+                   bound_margin: float = 1.0) -> dict:
     """Fit a PLRNN state-space model by Laplace-EM with the rPLRNN annealing protocol.
 
     Parameters
@@ -123,13 +135,28 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         Variance of the first latent state; default the model's ``initial_var``.
     regularize : bool
         Use the dynamics' manifold-attractor penalty as the ridge prior.
+    select : {"likelihood", "bounded"}
+        Which iterate of a stage is kept. ``"likelihood"`` (the paper's rule): the highest
+        objective. ``"bounded"``: the highest objective among the iterates whose noise-free free
+        run (from μ0 and from each trial's smoothed first state, inputs off) keeps its mean
+        observation inside the data's range widened by ``bound_margin`` times its width for
+        ``check_steps`` steps; a stage with no such iterate ends the annealing and the previous
+        stage's choice is kept (in the first stage the rule falls back to the likelihood, with a
+        warning).
+    check_steps : int
+        Length of the free run of ``select="bounded"`` (time steps).
+    bound_margin : float
+        Widening of the data's per-channel range for ``select="bounded"``.
 
     Returns
     -------
     dict
         ``log_likelihood`` (Laplace log p(X) per EM iteration), ``objective`` (plus log prior),
         ``stage`` and ``sigma`` per iteration, ``lds_log_likelihood``, ``stage_best``
-        (best objective per stage), ``estep_solves``, ``diverged`` (bool), ``message``,
+        (objective of each stage's kept iterate), ``stage_kept`` (its iteration index within the
+        stage), ``stage_exit`` (per stage, the free-run exit step of every iterate, −1 = bounded;
+        ``select="bounded"`` only), ``annealing_stopped`` (the stage whose iterates all left
+        the data's range, or None), ``estep_solves``, ``diverged`` (bool), ``message``,
         ``time_s`` and ``settings``.
 
     Raises
@@ -143,7 +170,12 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         raise ValueError(f"n_iter_per_stage must be >= 1; got {n_iter_per_stage}")
     if len(anneal) == 0 or any((not np.isfinite(a)) or a <= 0 for a in anneal):
         raise ValueError(f"anneal must be a non-empty sequence of positive variances; got {anneal!r}")
+    if select not in SELECT_RULES:
+        raise ValueError(f"`select` must be one of {SELECT_RULES}; got {select!r}")
+    if int(check_steps) < 1:
+        raise ValueError(f"`check_steps` must be a positive number of time steps; got {check_steps!r}")
     chain = chain_from_dataset(ds)
+    box = data_box(chain.x, chain.mask, bound_margin) if select == "bounded" else None
     t0 = time.perf_counter()
     current = params_from_model(model)
     M, K = current.latent_dim, current.input_dim
@@ -153,7 +185,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         else float(initial_var)
     prior = prior_from_dynamics(model.dynamics, chain.n_transitions) if regularize else no_prior(M)
     history: dict[str, Any] = {"log_likelihood": [], "objective": [], "stage": [], "sigma": [], "estep_solves": [],
-                               "lds_log_likelihood": [], "stage_best": [], "diverged": False, "message": ""}
+                               "lds_log_likelihood": [], "stage_best": [], "stage_kept": [], "stage_exit": [],
+                               "annealing_stopped": None, "diverged": False, "message": ""}
     z_prev = None
     if lds_init:
         p0 = pca_init(chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
@@ -176,6 +209,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
             current = current._replace(Sigma=np.full(M, float(level)) if not (update_sigma and k > 0) else current.Sigma)
             update_B = not (fix_B_after_first_stage and k > 0)
             stage_best, stage_obj, obj0, prev_obj = current, -np.inf, None, None
+            iterates: list[tuple[float, PLRNNParams]] = []
             for it in range(n_iter_per_stage):
                 try:
                     post = laplace_estep(current, chain, z_prev, flip=flip, max_iter=max_estep_iter)
@@ -195,6 +229,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(stage=k, ll=f"{post.log_lik:.4g}")
+                iterates.append((float(obj), current))
                 if obj > stage_obj:
                     stage_best, stage_obj = current, obj
                 if obj0 is None:
@@ -213,7 +248,31 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                     history["diverged"], history["message"] = True, f"stage {k} iteration {it}: M-step diverged"
                     break
                 current = new
+            kept = int(np.argmax([o for o, _ in iterates])) if iterates else -1
+            if select == "bounded" and iterates:
+                starts = z_prev[chain.start] if z_prev is not None else np.zeros((0, M))
+                # the latent bound is generous: a diverging unit grows geometrically and crosses
+                # any finite bound within a few steps, while a bounded orbit may roam beyond the
+                # smoothed states' range
+                zbox = data_box(z_prev, np.ones(z_prev.shape, dtype=bool), 10.0)
+                exits = free_run_exit([p for _, p in iterates], _start_states(iterates, starts), box,
+                                      int(check_steps), latent_box=zbox)
+                history["stage_exit"].append([int(e) for e in exits])
+                ok = np.flatnonzero(exits < 0)
+                if ok.size:
+                    kept = int(ok[np.argmax([iterates[i][0] for i in ok])])
+                    stage_best, stage_obj = iterates[kept][1], iterates[kept][0]
+                elif k > 0:
+                    history["annealing_stopped"] = k
+                    history["message"] = (f"stage {k} (sigma={level:g}): every iterate's free run left the data's "
+                                          f"range; kept stage {k - 1}")
+                    break
+                else:
+                    warnings.warn("select='bounded': no iterate of the first stage has a free run inside the "
+                                  "data's range; keeping the highest-likelihood one (its free runs leave the "
+                                  "data's range).", RuntimeWarning, stacklevel=2)
             history["stage_best"].append(float(stage_obj))
+            history["stage_kept"].append(kept)
             current = stage_best
             best_params = stage_best
             if history["diverged"]:
@@ -232,5 +291,6 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                            "anneal": list(anneal), "fix_B_after_first_stage": fix_B_after_first_stage, "tol": tol,
                            "n_iter_lds": n_iter_lds if lds_init else 0, "update_sigma": update_sigma, "flip": flip,
                            "max_estep_iter": max_estep_iter, "gamma_floor": gamma_floor, "initial_var": init_var,
-                           "regularize": regularize, "n_transitions": chain.n_transitions}
+                           "regularize": regularize, "select": select, "check_steps": int(check_steps),
+                           "bound_margin": bound_margin, "n_transitions": chain.n_transitions}
     return history
