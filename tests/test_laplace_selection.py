@@ -95,6 +95,7 @@ def test_unknown_select_rule_is_refused():
         dsident.models.PLRNN(latent_dim=2, seed=0).fit(ds, method="laplace-em", progress=False, select="best")
 
 
+@pytest.mark.slow
 def test_bounded_rule_keeps_the_best_iterate_whose_free_run_stays_in_range():
     from dsident.datasets import load
     from dsident.inference.laplace_em import chain_from_dataset
