@@ -33,7 +33,8 @@ def test_resolve_layers_in_order_and_user_wins():
 def test_quick_preset_overrides_dataset_defaults():
     quick = resolve_config("lorenz63", "shplrnn", "teacher-forcing", preset="quick")
     full = resolve_config("lorenz63", "shplrnn", "teacher-forcing")
-    assert quick["eval_length"] == cfgmod.PRESETS["quick"]["all"]["eval_length"] != full["eval_length"]
+    assert quick["train_length"] == cfgmod.PRESETS["quick"]["all"]["train_length"] != full["train_length"]
+    assert quick["eval_length"] == cfgmod.PRESETS["quick"]["all"]["eval_length"]
 
 
 def test_resolve_refuses_unknown_keys_and_presets():

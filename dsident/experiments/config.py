@@ -47,9 +47,13 @@ GLOBAL_DEFAULTS: dict[str, Any] = {
 
 #: per dataset: how much data to fit on and how long a stretch to evaluate on
 DATASET_DEFAULTS: dict[str, dict[str, Any]] = {
-    "lorenz63": {"train_length": 50_000, "eval_length": 30_000},      # floor D_stsp 0.17 at 30 k
-    "bursting_neuron": {"train_length": 50_000, "eval_length": 30_000},
-    "ecg": {"train_length": 50_000, "eval_length": 30_000},
+    # T = 10 000 test samples: the length every table in README/docs was measured at (floors
+    # there: Lorenz-63 0.446, bursting neuron 0.126, ECG 0.71); binned D_stsp depends strongly
+    # on T, so a longer evaluation (--eval-length / eval_length) needs its own floor, which the
+    # table prints beside it
+    "lorenz63": {"train_length": 50_000, "eval_length": 10_000},
+    "bursting_neuron": {"train_length": 50_000, "eval_length": 10_000},
+    "ecg": {"train_length": 50_000, "eval_length": 10_000},
     "lorenz63_spikes": {"train_length": 20_000, "eval_length": 10_000},
 }
 
