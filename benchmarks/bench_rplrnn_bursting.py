@@ -123,7 +123,7 @@ def floor(data) -> None:
 
 
 def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False,
-        select: str = "likelihood") -> None:
+        select: str = "bounded") -> None:
     import dsident
     from dsident.datasets import load
 
@@ -194,7 +194,7 @@ if __name__ == "__main__":
     ap.add_argument("--latents", default="8-18", help="M values: 'lo-hi' or comma-separated")
     ap.add_argument("--trials", default="0,1,2")
     ap.add_argument("--floor", action="store_true", help="also score the true system (≈ 45 s)")
-    ap.add_argument("--select", default="likelihood", choices=["likelihood", "bounded"],
+    ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded"],
                     help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
     a = ap.parse_args()
     print(f"select = {a.select}")

@@ -5,7 +5,9 @@
    0.001), B free in the first stage and fixed afterwards; in each stage at most
    ``n_iter_per_stage`` EM iterations, stopping when the objective gains less than
    ``tol·|objective_0|``; the best-objective parameters of each stage start the next one, and
-   the best of the last stage are written into the model.
+   the best of the last stage are written into the model. With ``select="bounded"`` (the
+   default) "best" is the highest objective among the iterates whose free run stays within the
+   data's range (:mod:`.selection`), and a stage with no such iterate ends the annealing.
 
 The objective monitored is the Laplace approximation of log p(X) plus the log of the ridge
 prior (the manifold-attractor penalty). The penalty weights come from
@@ -97,7 +99,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                    fix_B_after_first_stage: bool = True, tol: float = 1e-3, n_iter_lds: int = 20,
                    lds_init: bool = True, update_sigma: bool = False, flip: str = "all",
                    max_estep_iter: int = 30, gamma_floor: float = 1e-5, initial_var: float | None = None,
-                   regularize: bool = True, select: str = "likelihood", check_steps: int = 50_000,
+                   regularize: bool = True, select: str = "bounded", check_steps: int = 50_000,
                    bound_margin: float = 1.0) -> dict:
     """Fit a PLRNN state-space model by Laplace-EM with the rPLRNN annealing protocol.
 
@@ -135,9 +137,9 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         Variance of the first latent state; default the model's ``initial_var``.
     regularize : bool
         Use the dynamics' manifold-attractor penalty as the ridge prior.
-    select : {"likelihood", "bounded"}
+    select : {"bounded", "likelihood"}
         Which iterate of a stage is kept. ``"likelihood"`` (the paper's rule): the highest
-        objective. ``"bounded"``: the highest objective among the iterates whose noise-free free
+        objective. ``"bounded"`` (default): the highest objective among the iterates whose noise-free free
         run (from μ0 and from each trial's smoothed first state, inputs off) keeps its mean
         observation inside the data's range widened by ``bound_margin`` times its width for
         ``check_steps`` steps; a stage with no such iterate ends the annealing and the previous
