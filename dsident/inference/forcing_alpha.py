@@ -116,6 +116,14 @@ def make_teacher(observation: Any, x: Tensor, mask: Tensor) -> TeacherSignal:
         xn = torch.where(mask, x, torch.full_like(x, float("nan")))
         z_hat = observation.invert(xn, mask).to(x.dtype)
         m = z_hat.shape[-1]
+        n_read = getattr(observation, "n_read", None)
+        if isinstance(n_read, int) and n_read < m:
+            # the likelihood reads only the leading n_read units (ODE-RFWP's vector state, ORGaNICs'
+            # principal neurons): the data say nothing about the rest (fast weights, modulators),
+            # whose invert() entries are mere fill values, so those units run freely
+            weight = torch.zeros_like(z_hat)
+            weight[..., :n_read] = mask.any(-1, keepdim=True).to(x.dtype)
+            return TeacherSignal(z_hat=z_hat, weight=weight)
         loadings = getattr(observation, "B", None)
         if not isinstance(loadings, Tensor) or loadings.ndim != 2:
             return TeacherSignal(z_hat=z_hat, weight=mask.any(-1, keepdim=True).to(x.dtype))
