@@ -111,12 +111,17 @@ def section_bursting(M: int) -> dict:
     import dsident
     from dsident.datasets import load
     ds = load("bursting_neuron", split="short").isel(trial=[0])
-    est = dsident.models.PLRNN(latent_dim=M, tau=0.0, seed=0)
-    t = time.perf_counter()
-    est.fit(ds, method="laplace-em", progress=False)
-    h = est.history_
-    return {"M": M, "fit_s": time.perf_counter() - t, "em_iterations": len(h["log_likelihood"]),
-            "final_ll": h["log_likelihood"][-1], "diverged": h["diverged"]}
+    out: dict = {"M": M}
+    # the default keeps the best iterate whose free run stays bounded (a 50 000-step check per
+    # stage); the paper's rule keeps the best likelihood: both are timed
+    for select in ("bounded", "likelihood"):
+        est = dsident.models.PLRNN(latent_dim=M, tau=0.0, seed=0)
+        t = time.perf_counter()
+        est.fit(ds, method="laplace-em", progress=False, select=select)
+        h = est.history_
+        out[select] = {"fit_s": round(time.perf_counter() - t, 2), "em_iterations": len(h["log_likelihood"]),
+                       "final_ll": h["log_likelihood"][-1], "diverged": h["diverged"]}
+    return out
 
 
 def _run(section: str, arg: int) -> dict:

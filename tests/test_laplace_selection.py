@@ -101,7 +101,7 @@ def test_bounded_rule_keeps_the_best_iterate_whose_free_run_stays_in_range():
     from dsident.inference.laplace_em import chain_from_dataset
 
     ds = load("bursting_neuron", split="short").isel(trial=[1])
-    est = dsident.models.PLRNN(latent_dim=8, tau=0.0, seed=108)
+    est = dsident.models.PLRNN(latent_dim=10, tau=0.0, seed=110)
     est.fit(ds, method="laplace-em", progress=False, select="bounded", check_steps=20_000)
     h = est.history_
     obj, stage = np.array(h["objective"]), np.array(h["stage"])
@@ -113,10 +113,13 @@ def test_bounded_rule_keeps_the_best_iterate_whose_free_run_stays_in_range():
         exits = np.array(h["stage_exit"][k])
         o = obj[stage == k]
         kept = h["stage_kept"][k]
-        if (exits < 0).any():
+        if (exits == -1).any():
             # the kept iterate is bounded and no bounded iterate of the stage has a higher objective
-            assert exits[kept] < 0
-            assert o[kept] == pytest.approx(o[exits < 0].max())
+            assert exits[kept] == -1
+            assert o[kept] == pytest.approx(o[exits == -1].max())
+            # iterates are left unchecked (-2) only when the best one of all was bounded
+            if (exits == -2).any():
+                assert o[kept] == pytest.approx(o.max())
     # independent route: the fitted model's own (torch) free run from its mu0 stays in the data's range
     box = data_box(*chain_from_dataset(ds)[:2], margin=1.0)
     gen = est.generate(20_000, seed=0)

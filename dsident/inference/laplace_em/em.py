@@ -156,7 +156,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         ``log_likelihood`` (Laplace log p(X) per EM iteration), ``objective`` (plus log prior),
         ``stage`` and ``sigma`` per iteration, ``lds_log_likelihood``, ``stage_best``
         (objective of each stage's kept iterate), ``stage_kept`` (its iteration index within the
-        stage), ``stage_exit`` (per stage, the free-run exit step of every iterate, −1 = bounded;
+        stage), ``stage_exit`` (per stage and iterate, the step at which its free run left the
+        data's range, −1 = stayed inside, −2 = not checked because the best iterate stayed inside;
         ``select="bounded"`` only), ``annealing_stopped`` (the stage whose iterates all left
         the data's range, or None), ``estep_solves``, ``diverged`` (bool), ``message``,
         ``time_s`` and ``settings``.
@@ -257,8 +258,15 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                 # any finite bound within a few steps, while a bounded orbit may roam beyond the
                 # smoothed states' range
                 zbox = data_box(z_prev, np.ones(z_prev.shape, dtype=bool), 10.0)
-                exits = free_run_exit([p for _, p in iterates], _start_states(iterates, starts), box,
-                                      int(check_steps), latent_box=zbox)
+                z0 = _start_states(iterates, starts)
+                # usually the best iterate is bounded: check it alone first, the rest only if not
+                exits = np.full(len(iterates), -2)       # -2: not checked
+                exits[kept] = free_run_exit([iterates[kept][1]], z0[kept:kept + 1], box, int(check_steps),
+                                            latent_box=zbox)[0]
+                if exits[kept] >= 0 and len(iterates) > 1:
+                    rest = np.flatnonzero(np.arange(len(iterates)) != kept)
+                    exits[rest] = free_run_exit([iterates[i][1] for i in rest], z0[rest], box, int(check_steps),
+                                                latent_box=zbox)
                 history["stage_exit"].append([int(e) for e in exits])
                 ok = np.flatnonzero(exits < 0)
                 if ok.size:
