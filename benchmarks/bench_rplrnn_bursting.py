@@ -32,7 +32,8 @@ Evaluation of every fit (all with the package's own metric functions):
 - Diverged runs are left out of the means (as in the paper) and count as losses in the
   paired comparison.
 
-Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18]
+Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18] [--seeds 0-4]
+      [--select bounded|likelihood]
       [--trials 0,1,2] [--floor]
 The default is 99 fits: 30–70 min on 2 shared cores (most fits take 5–50 s; some at M ≥ 17 take
 minutes). ``--taus 0,0.667 --latents 8,10,12,14,16`` (30 fits, ≈ 8 min) is the smaller run
@@ -123,7 +124,7 @@ def floor(data) -> None:
 
 
 def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False,
-        select: str = "bounded") -> None:
+        select: str = "bounded", seeds: list[int] | None = None) -> None:
     import dsident
     from dsident.datasets import load
 
@@ -132,26 +133,26 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
     if do_floor:
         floor(data)
     rows: dict[tuple, dict] = {}
+    # one run per (M, trial) with the seed 100·trial + M, or one per (M, trial, seed) with --seeds
+    cells = [(M, t, s) for M in latents for t in trials for s in (seeds if seeds else [100 * t + M])]
     for tau in taus:
-        for M in latents:
-            for trial in trials:
-                ds = data.isel(trial=[trial])
-                seed = 100 * trial + M
-                est = dsident.models.PLRNN(latent_dim=M, tau=tau, seed=seed)
-                t0 = time.perf_counter()
-                est.fit(ds, method="laplace-em", progress=False, select=select)
-                fit_s = time.perf_counter() - t0
-                r = evaluate_fit(est, data["x"].values[trial], seed)
-                r["fit_s"] = fit_s
-                r["loglik"] = float(est.history_["log_likelihood"][-1])
-                rows[(tau, M, trial)] = r
-                print(f"tau={tau:<7g} M={M:2d} trial={trial} fit {fit_s:5.1f} s  regime={r['regime']:<11}  "
-                      f"D_stsp obs {r['d_obs']:6.2f}  clean {r['d_clean']:6.2f}  D_H {r['d_h']:.3f}", flush=True)
+        for M, trial, seed in cells:
+            ds = data.isel(trial=[trial])
+            est = dsident.models.PLRNN(latent_dim=M, tau=tau, seed=seed)
+            t0 = time.perf_counter()
+            est.fit(ds, method="laplace-em", progress=False, select=select)
+            fit_s = time.perf_counter() - t0
+            r = evaluate_fit(est, data["x"].values[trial], seed)
+            r["fit_s"] = fit_s
+            r["loglik"] = float(est.history_["log_likelihood"][-1])
+            rows[(tau, M, trial, seed)] = r
+            print(f"tau={tau:<7g} M={M:2d} trial={trial} seed={seed:<3d} fit {fit_s:5.1f} s  regime={r['regime']:<11}  "
+                  f"D_stsp obs {r['d_obs']:6.2f}  clean {r['d_clean']:6.2f}  D_H {r['d_h']:.3f}", flush=True)
     print("\nsummary (means over non-diverged runs ± SEM; n = runs)")
     print("| τ | runs | diverged | fixed point | tonic | bursting | other | D_stsp obs | D_stsp clean | D_H |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for tau in taus:
-        r = [rows[(tau, M, t)] for M in latents for t in trials]
+        r = [rows[(tau, *c)] for c in cells]
         counts = {k: sum(x["regime"] == k for x in r)
                   for k in ("diverged", "fixed point", "tonic", "bursting", "other")}
 
@@ -165,18 +166,22 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
             continue
         for key in ("d_obs", "d_clean", "d_h"):
             wins = ties = 0
-            for M in latents:
-                for t in trials:
-                    a = np.nan_to_num(rows[(tau, M, t)][key], nan=np.inf)
-                    b = np.nan_to_num(rows[(0.0, M, t)][key], nan=np.inf)
-                    wins += a < b
-                    ties += a == b
-            print(f"tau={tau:g} lower {key} than tau=0 (paired by M and trial): {wins}/{len(latents) * len(trials)}"
+            for c in cells:
+                a = np.nan_to_num(rows[(tau, *c)][key], nan=np.inf)
+                b = np.nan_to_num(rows[(0.0, *c)][key], nan=np.inf)
+                wins += a < b
+                ties += a == b
+            print(f"tau={tau:g} lower {key} than tau=0 (paired by M, trial and seed): {wins}/{len(cells)}"
                   f" (ties {ties})")
     for t in trials:
+        mine = [c for c in cells if c[1] == t]
         print(f"trial {t}: bursting runs " + ", ".join(
-            f"tau={tau:g}: {sum(rows[(tau, M, t)]['regime'] == 'bursting' for M in latents)}/{len(latents)}"
+            f"tau={tau:g}: {sum(rows[(tau, *c)]['regime'] == 'bursting' for c in mine)}/{len(mine)}"
             for tau in taus))
+        for tau in taus:
+            dh = [rows[(tau, *c)]['d_h'] for c in mine if rows[(tau, *c)]['regime'] == 'bursting']
+            if dh:
+                print(f"  tau={tau:g}: D_H of the bursting runs " + ", ".join(f"{v:.3f}" for v in dh))
     print(f"mean fit time {np.mean([r['fit_s'] for r in rows.values()]):.1f} s")
 
 
@@ -194,9 +199,11 @@ if __name__ == "__main__":
     ap.add_argument("--latents", default="8-18", help="M values: 'lo-hi' or comma-separated")
     ap.add_argument("--trials", default="0,1,2")
     ap.add_argument("--floor", action="store_true", help="also score the true system (≈ 45 s)")
+    ap.add_argument("--seeds", default=None, help="fit seeds ('lo-hi' or comma-separated): one run per "
+                    "(M, trial, seed) instead of one per (M, trial) with seed 100·trial + M")
     ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded"],
                     help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
     a = ap.parse_args()
     print(f"select = {a.select}")
     run([float(v) for v in a.taus.split(",")], _int_list(a.latents), _int_list(a.trials), do_floor=a.floor,
-        select=a.select)
+        select=a.select, seeds=_int_list(a.seeds) if a.seeds else None)
