@@ -33,7 +33,7 @@ Evaluation of every fit (all with the package's own metric functions):
   paired comparison.
 
 Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18] [--seeds 0-4]
-      [--select bounded|likelihood]
+      [--select bounded|likelihood|dstsp]
       [--trials 0,1,2] [--floor]
 The default is 99 fits: 30–70 min on 2 shared cores (most fits take 5–50 s; some at M ≥ 17 take
 minutes). ``--taus 0,0.667 --latents 8,10,12,14,16`` (30 fits, ≈ 8 min) is the smaller run
@@ -201,7 +201,7 @@ if __name__ == "__main__":
     ap.add_argument("--floor", action="store_true", help="also score the true system (≈ 45 s)")
     ap.add_argument("--seeds", default=None, help="fit seeds ('lo-hi' or comma-separated): one run per "
                     "(M, trial, seed) instead of one per (M, trial) with seed 100·trial + M")
-    ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded"],
+    ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded", "dstsp"],
                     help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
     a = ap.parse_args()
     print(f"select = {a.select}")

@@ -126,3 +126,26 @@ def test_bounded_rule_keeps_the_best_iterate_whose_free_run_stays_in_range():
     x = gen["x"].values[0]
     assert gen.attrs["diverged"] == 0
     assert np.all((x >= box.lo) & (x <= box.hi))
+
+
+def test_dstsp_rule_keeps_the_lowest_divergence_bounded_iterate():
+    rng = np.random.default_rng(0)
+    t = np.arange(600) * 0.2
+    x = np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], -1) + 0.1 * rng.normal(size=(600, 3))
+    ds = dsident.data.as_dataset(x, dt=0.2)
+    est = dsident.models.PLRNN(latent_dim=4, tau=0.0, seed=0)
+    est.fit(ds, method="laplace-em", progress=False, select="dstsp", n_iter_per_stage=4, anneal=(1.0, 0.1, 0.01),
+            check_steps=5_000)
+    h = est.history_
+    assert len(h["stage_dstsp"]) == len(h["stage_kept"]) >= 2
+    mins = []
+    for k, d in enumerate(h["stage_dstsp"]):
+        d = np.array(d)
+        exits = np.array(h["stage_exit"][k])
+        # every iterate was checked, and only the bounded ones were scored
+        assert np.all(exits != -2) and np.all(np.isnan(d[exits >= 0]))
+        assert h["stage_kept"][k] == int(np.nanargmin(d))
+        mins.append(np.nanmin(d))
+    assert h["best_stage"] == int(np.argmin(mins))
+    gen = est.generate(5_000, seed=0)
+    assert gen.attrs["diverged"] == 0 and np.all(np.isfinite(gen["x"].values))

@@ -29,12 +29,49 @@ from .estep import Chain, chain_to_trials, laplace_estep, make_chain
 from .lds_init import fit_lds, pca_init
 from .mstep import RidgePrior, expected_stats, mstep, mstep_glm_obs, no_prior
 from .params import PLRNNParams, check_laplace_model, params_from_model, params_to_model
-from .selection import data_box, free_run_exit
+from .selection import data_box, free_run_exit, free_run_observations
 
 __all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "SELECT_RULES"]
 
 #: the rules for which EM iterate of an annealing stage is kept (``select=``)
-SELECT_RULES = ("likelihood", "bounded")
+SELECT_RULES = ("likelihood", "bounded", "dstsp")
+
+
+def _scatter(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
+    """``values`` placed at ``index`` of a length-``n`` vector of NaN."""
+    out = np.full(n, np.nan)
+    out[index] = values
+    return out
+
+
+def _free_run_divergence(candidates: list[PLRNNParams], chain: Chain, rng: np.random.Generator,
+                         burn_in: int = 1_000, min_steps: int = 10_000) -> np.ndarray:
+    """D_stsp (KL(data ‖ model), the package's estimator) of each candidate's free run.
+
+    Each candidate runs from its μ0 without process noise for ``burn_in`` plus
+    max(``min_steps``, data length) steps; its observations are drawn from the observation model
+    (Gaussian noise with Γ, Poisson or Bernoulli samples), so that the comparison is between
+    the model's and the data's distributions of observations. Returns (P,) nats (NaN when
+    undefined).
+    """
+    from ...metrics import state_space_divergence
+
+    data = np.where(chain.mask, chain.x, np.nan)
+    n = max(min_steps, data.shape[0])
+    mean = free_run_observations(candidates, np.stack([c.mu0[None, :] for c in candidates]), burn_in + n)
+    out = np.full(len(candidates), np.nan)
+    for i, c in enumerate(candidates):
+        m = mean[i, 0, burn_in:]
+        if not np.all(np.isfinite(m)):
+            continue
+        if c.likelihood == "poisson":
+            x = rng.poisson(np.minimum(m, 1e6)).astype(float)
+        elif c.likelihood == "bernoulli":
+            x = rng.binomial(1, m).astype(float)
+        else:
+            x = m + np.sqrt(c.Gamma) * rng.standard_normal(m.shape)
+        out[i] = state_space_divergence(data, x)
+    return out
 
 
 def _start_states(iterates: list[tuple[float, PLRNNParams]], starts: np.ndarray, max_starts: int = 8) -> np.ndarray:
@@ -137,14 +174,16 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         Variance of the first latent state; default the model's ``initial_var``.
     regularize : bool
         Use the dynamics' manifold-attractor penalty as the ridge prior.
-    select : {"bounded", "likelihood"}
+    select : {"bounded", "likelihood", "dstsp"}
         Which iterate of a stage is kept. ``"likelihood"`` (the paper's rule): the highest
         objective. ``"bounded"`` (default): the highest objective among the iterates whose noise-free free
         run (from μ0 and from each trial's smoothed first state, inputs off) keeps its mean
         observation inside the data's range widened by ``bound_margin`` times its width for
         ``check_steps`` steps; a stage with no such iterate ends the annealing and the previous
         stage's choice is kept (in the first stage the rule falls back to the likelihood, with a
-        warning).
+        warning). ``"dstsp"``: among the bounded iterates, the one whose free run (with
+        observation noise) has the lowest state-space divergence from the training data; the
+        model gets the lowest-divergence iterate of all stages, not necessarily of the last.
     check_steps : int
         Length of the free run of ``select="bounded"`` (time steps).
     bound_margin : float
@@ -158,7 +197,9 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         (objective of each stage's kept iterate), ``stage_kept`` (its iteration index within the
         stage), ``stage_exit`` (per stage and iterate, the step at which its free run left the
         data's range, −1 = stayed inside, −2 = not checked because the best iterate stayed inside;
-        ``select="bounded"`` only), ``annealing_stopped`` (the stage whose iterates all left
+        ``select="bounded"`` only), ``stage_dstsp`` (per stage and iterate, the free run's
+        D_stsp; ``select="dstsp"`` only), ``best_stage`` (the stage the model's parameters come
+        from), ``annealing_stopped`` (the stage whose iterates all left
         the data's range, or None), ``estep_solves``, ``diverged`` (bool), ``message``,
         ``time_s`` and ``settings``.
 
@@ -175,10 +216,11 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         raise ValueError(f"anneal must be a non-empty sequence of positive variances; got {anneal!r}")
     if select not in SELECT_RULES:
         raise ValueError(f"`select` must be one of {SELECT_RULES}; got {select!r}")
+    rng = np.random.default_rng(seed)
     if int(check_steps) < 1:
         raise ValueError(f"`check_steps` must be a positive number of time steps; got {check_steps!r}")
     chain = chain_from_dataset(ds)
-    box = data_box(chain.x, chain.mask, bound_margin) if select == "bounded" else None
+    box = data_box(chain.x, chain.mask, bound_margin) if select != "likelihood" else None
     t0 = time.perf_counter()
     current = params_from_model(model)
     M, K = current.latent_dim, current.input_dim
@@ -189,7 +231,9 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     prior = prior_from_dynamics(model.dynamics, chain.n_transitions) if regularize else no_prior(M)
     history: dict[str, Any] = {"log_likelihood": [], "objective": [], "stage": [], "sigma": [], "estep_solves": [],
                                "lds_log_likelihood": [], "stage_best": [], "stage_kept": [], "stage_exit": [],
-                               "annealing_stopped": None, "diverged": False, "message": ""}
+                               "stage_dstsp": [], "best_stage": None, "annealing_stopped": None,
+                               "diverged": False, "message": ""}
+    best_dstsp = np.inf
     z_prev = None
     if lds_init:
         p0 = pca_init(chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
@@ -252,7 +296,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                     break
                 current = new
             kept = int(np.argmax([o for o, _ in iterates])) if iterates else -1
-            if select == "bounded" and iterates:
+            if select != "likelihood" and iterates:
                 starts = z_prev[chain.start] if z_prev is not None else np.zeros((0, M))
                 # the latent bound is generous: a diverging unit grows geometrically and crosses
                 # any finite bound within a few steps, while a bounded orbit may roam beyond the
@@ -263,13 +307,22 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                 exits = np.full(len(iterates), -2)       # -2: not checked
                 exits[kept] = free_run_exit([iterates[kept][1]], z0[kept:kept + 1], box, int(check_steps),
                                             latent_box=zbox)[0]
-                if exits[kept] >= 0 and len(iterates) > 1:
+                if (exits[kept] >= 0 or select == "dstsp") and len(iterates) > 1:
                     rest = np.flatnonzero(np.arange(len(iterates)) != kept)
                     exits[rest] = free_run_exit([iterates[i][1] for i in rest], z0[rest], box, int(check_steps),
                                                 latent_box=zbox)
                 history["stage_exit"].append([int(e) for e in exits])
                 ok = np.flatnonzero(exits < 0)
-                if ok.size:
+                if ok.size and select == "dstsp":
+                    d = _free_run_divergence([iterates[i][1] for i in ok], chain, rng)
+                    history["stage_dstsp"].append([float(v) for v in _scatter(d, ok, len(iterates))])
+                    kept = int(ok[np.nanargmin(d)]) if np.isfinite(d).any() else \
+                        int(ok[np.argmax([iterates[i][0] for i in ok])])
+                    stage_best, stage_obj = iterates[kept][1], iterates[kept][0]
+                    if np.nanmin(np.append(d, np.inf)) < best_dstsp:
+                        best_dstsp, best_params = float(np.nanmin(d)), stage_best
+                        history["best_stage"] = k
+                elif ok.size:
                     kept = int(ok[np.argmax([iterates[i][0] for i in ok])])
                     stage_best, stage_obj = iterates[kept][1], iterates[kept][0]
                 elif k > 0:
@@ -278,13 +331,15 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                                           f"range; kept stage {k - 1}")
                     break
                 else:
-                    warnings.warn("select='bounded': no iterate of the first stage has a free run inside the "
+                    warnings.warn(f"select={select!r}: no iterate of the first stage has a free run inside the "
                                   "data's range; keeping the highest-likelihood one (its free runs leave the "
                                   "data's range).", RuntimeWarning, stacklevel=2)
             history["stage_best"].append(float(stage_obj))
             history["stage_kept"].append(kept)
             current = stage_best
-            best_params = stage_best
+            if select != "dstsp" or not np.isfinite(best_dstsp):
+                best_params = stage_best
+                history["best_stage"] = k
             if history["diverged"]:
                 break
     finally:

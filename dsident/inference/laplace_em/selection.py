@@ -15,7 +15,45 @@ import numpy as np
 
 from .params import PLRNNParams
 
-__all__ = ["DataBox", "data_box", "free_run_exit"]
+__all__ = ["DataBox", "data_box", "free_run_exit", "free_run_observations"]
+
+
+class _BatchedMap:
+    """The noise-free, input-free maps of P candidates run together from S initial states each.
+
+    ``z`` has shape (P, S, M); :meth:`step` applies ``z ← A∘z + W φ(z) + h`` and
+    :meth:`mean_observation` gives (P, S, N): ``B g(z) + b``, or its ``exp`` for Poisson counts,
+    or its logistic for Bernoulli probabilities.
+    """
+
+    def __init__(self, candidates: Sequence[PLRNNParams], z0: np.ndarray) -> None:
+        P = len(candidates)
+        self.A = np.stack([c.A for c in candidates])[:, None, :]        # (P, 1, M)
+        self.Wt = np.stack([c.W.T for c in candidates])                 # (P, M, M)
+        self.h = np.stack([c.h for c in candidates])[:, None, :]        # (P, 1, M)
+        self.Bt = np.stack([c.B.T for c in candidates])                 # (P, M, N)
+        self.b = np.stack([c.b for c in candidates])[:, None, :]        # (P, 1, N)
+        self.relu_readout = candidates[0].readout == "relu"
+        self.likelihood = candidates[0].likelihood
+        M = self.A.shape[2]
+        z0 = np.asarray(z0, dtype=float)
+        if z0.ndim == 2:
+            z0 = np.broadcast_to(z0, (P,) + z0.shape)
+        if z0.ndim != 3 or z0.shape[0] != P or z0.shape[2] != M:
+            raise ValueError(f"`z0` must have shape (S, {M}) or ({P}, S, {M}); got {z0.shape}")
+        self.z = z0.copy()
+
+    def step(self) -> None:
+        self.z = self.A * self.z + np.matmul(np.maximum(self.z, 0.0), self.Wt) + self.h
+
+    def mean_observation(self) -> np.ndarray:
+        g = np.maximum(self.z, 0.0) if self.relu_readout else self.z
+        eta = np.matmul(g, self.Bt) + self.b
+        if self.likelihood == "poisson":
+            return np.exp(eta)                                          # expected counts per bin
+        if self.likelihood == "bernoulli":
+            return 1.0 / (1.0 + np.exp(-eta))
+        return eta
 
 
 class DataBox(NamedTuple):
@@ -93,33 +131,19 @@ def free_run_exit(candidates: Sequence[PLRNNParams], z0: np.ndarray, box: DataBo
     P = len(candidates)
     if P == 0:
         return np.zeros(0, dtype=int)
-    A = np.stack([c.A for c in candidates])[:, None, :]                 # (P, 1, M)
-    Wt = np.stack([c.W.T for c in candidates])                          # (P, M, M)
-    h = np.stack([c.h for c in candidates])[:, None, :]                 # (P, 1, M)
-    Bt = np.stack([c.B.T for c in candidates])                          # (P, M, N)
-    b = np.stack([c.b for c in candidates])[:, None, :]                 # (P, 1, N)
-    relu_readout = candidates[0].readout == "relu"
-    z0 = np.asarray(z0, dtype=float)
-    if z0.ndim == 2:
-        z0 = np.broadcast_to(z0, (P,) + z0.shape)
-    if z0.ndim != 3 or z0.shape[0] != P or z0.shape[2] != A.shape[2]:
-        raise ValueError(f"`z0` must have shape (S, {A.shape[2]}) or ({P}, S, {A.shape[2]}); got {z0.shape}")
-    z = z0.copy()                                                       # (P, S, M)
-    likelihood = candidates[0].likelihood
+    run = _BatchedMap(candidates, z0)
     exit_step = np.full(P, -1, dtype=int)
     live = np.ones(P, dtype=bool)
 
     def check(step: int) -> None:
-        g = np.maximum(z, 0.0) if relu_readout else z
-        x = np.matmul(g, Bt) + b                                        # (P, S, N): eta
-        if likelihood == "poisson":
-            x = np.exp(x)                                               # expected counts per bin
-        elif likelihood == "bernoulli":
+        x = run.mean_observation()                                      # (P, S, N)
+        if run.likelihood == "bernoulli":
             # probabilities are bounded anyway: only a non-finite latent state counts as an exit
             x = np.where(np.isfinite(x), 0.5 * (box.lo + box.hi), x)
         inside = np.isfinite(x) & (x >= box.lo) & (x <= box.hi)
         bad = ~np.all(inside, axis=(1, 2))
         if latent_box is not None:
+            z = run.z
             bad |= ~np.all(np.isfinite(z) & (z >= latent_box.lo) & (z <= latent_box.hi), axis=(1, 2))
         new = bad & live
         exit_step[new] = step
@@ -127,9 +151,38 @@ def free_run_exit(candidates: Sequence[PLRNNParams], z0: np.ndarray, box: DataBo
 
     with np.errstate(over="ignore", invalid="ignore"):
         for t in range(1, n_steps + 1):
-            z = A * z + np.matmul(np.maximum(z, 0.0), Wt) + h
+            run.step()
             if t % check_every == 0 or t == n_steps:
                 check(t)
                 if not live.any():
                     break
     return exit_step
+
+
+def free_run_observations(candidates: Sequence[PLRNNParams], z0: np.ndarray, n_steps: int) -> np.ndarray:
+    """The mean observations of each candidate's noise-free, input-free free run.
+
+    Parameters
+    ----------
+    candidates : sequence of PLRNNParams, length P
+        Parameter sets with a common latent dimension M, readout and likelihood.
+    z0 : ndarray (S, M) or (P, S, M)
+        Initial latent states.
+    n_steps : int
+        Steps recorded after the initial state.
+
+    Returns
+    -------
+    ndarray (P, S, n_steps, N)
+        ``B g(z_t) + b`` (its ``exp`` for Poisson, logistic for Bernoulli) for t = 1..n_steps;
+        non-finite where a run overflowed.
+    """
+    if n_steps < 1:
+        raise ValueError(f"`n_steps` must be >= 1; got {n_steps}")
+    run = _BatchedMap(candidates, z0)
+    out = np.empty(run.z.shape[:2] + (n_steps, run.Bt.shape[2]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(n_steps):
+            run.step()
+            out[:, :, t] = run.mean_observation()
+    return out
