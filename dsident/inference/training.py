@@ -52,7 +52,7 @@ from .windows import Batch
 __all__ = ["train_loop", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError", "LOSSES",
            "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS", "make_optimizer",
            "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint", "load_checkpoint",
-           "restore_training_state", "gradient_step", "handle_divergence"]
+           "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
 LOSSES = ("auto", "mse", "nll")
@@ -213,11 +213,33 @@ def gradient_step(total: Tensor, optimizer: torch.optim.Optimizer, params: list[
         return None, f"The training loss became {float(total.detach())} at epoch {epoch}."
     optimizer.zero_grad(set_to_none=True)
     total.backward()
-    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip is not None else math.inf)
+    norm = gradient_norm(params)
     if not torch.isfinite(norm):
         return None, f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}."
+    if grad_clip is not None:
+        # the coefficient of torch.nn.utils.clip_grad_norm_, from the float64 norm
+        coef = min(float(grad_clip) / (float(norm) + 1e-6), 1.0)
+        if coef < 1.0:
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(coef)
     optimizer.step()
     return norm, None
+
+
+def gradient_norm(params: list[Tensor]) -> Tensor:
+    """Total 2-norm of the parameters' gradients, computed in float64 (a float64 scalar Tensor).
+
+    In float32 the sum of squares overflows once single entries exceed about 1e19, so finite
+    gradients (a chaotic window early in training) would read as an infinite norm and stop
+    training although clipping can handle them; NaN or infinite entries still give a
+    non-finite norm.
+    """
+    grads = [p.grad.detach() for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros((), dtype=torch.float64)
+    per_tensor = torch.stack([torch.linalg.vector_norm(g.to(torch.float64)).cpu() for g in grads])
+    return torch.linalg.vector_norm(per_tensor)
 
 
 def handle_divergence(model: torch.nn.Module, message: str, *, best_state: dict[str, Tensor] | None,
