@@ -134,6 +134,70 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
         "fit_options": {"alpha": 0.1, "n_epochs": 100, "seq_len": 200, "optimizer": "adam", "lr": 3e-3,
                         "lr_end": 1e-4, "eval_every": 5},
     },
+    # The continuous-time models on Lorenz-63 (benchmarks/bench_ct_models.py, docs/continuous.md
+    # "On the benchmark"): seed 0, 20 000 train samples, one torch thread on the shared 2 cores,
+    # scored on the first 10 000 test samples (floor 0.446 / 0.027). SVI's own defaults (windows
+    # of 200, batch 32, 2 000 steps) cost 10–30 min a fit, and with the initial process variance
+    # 0.01 the learned noise (0.001–0.005 per step) explains Lorenz's motion: gnODE free runs
+    # fell to a fixed point (D_stsp 14.1, D_H 1.0; 1 500 and 3 000 steps). process_noise = 1e-5
+    # (it stays ≈ 2e-5) makes the latent dynamics carry the motion.
+    # gnODE, SVI: D_stsp 1.95, D_H 0.055, bounded (4.4× the floor: partly); 457 s.
+    # (1 500 steps: 10.7 / 0.20 in 187 s; the ELBO still rose at 4 000.)
+    ("lorenz63", "gnode", "svi"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "process_noise": 1e-5},
+        "fit_options": {"window": 100, "batch_size": 16, "n_steps": 4000, "patience": None},
+    },
+    # gnODE, teacher forcing: M = 3 units read out directly, F's output left linear (with tanh
+    # the identity-read state cannot leave [-1, 1]): D_stsp 1.88, D_H 0.039 (4.2× the floor:
+    # partly; training-set D_stsp reached 1.28); 251 s.
+    ("lorenz63", "gnode", "teacher-forcing"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 3, "readout": "identity", "output_nonlinearity": "identity"},
+        "fit_options": {"n_epochs": 100, "seq_len": 100, "optimizer": "adam", "lr": 3e-3, "lr_end": 1e-4,
+                        "eval_every": 5},
+    },
+    # LTC (synaptic, 2 fused unfolds per sample), SVI: the free run falls to a fixed point
+    # (D_H 1.0; ELBO 0.48 nats/step against the gnODE's 3.4, still rising): not yet; 268 s.
+    ("lorenz63", "ltc", "svi"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "process_noise": 1e-5, "n_substeps": 2},
+        "fit_options": {"window": 100, "batch_size": 16, "n_steps": 3000, "patience": None},
+    },
+    # LTC, teacher forcing (linear readout, adaptive α ≈ 0.18): chaotic-looking free runs of the
+    # data's range, D_stsp 7.47, D_H 0.237 (still falling at 60 epochs): not yet; 270 s.
+    ("lorenz63", "ltc", "teacher-forcing"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "n_substeps": 2},
+        "fit_options": {"n_epochs": 60, "seq_len": 100, "optimizer": "adam", "lr": 3e-3, "lr_end": 1e-4,
+                        "eval_every": 5},
+    },
+    # ODE-RFWP (Euler: 4× cheaper than RK4 at dt/τ = 1), SVI: fixed point (D_stsp 14.1, D_H 0.58);
+    # 238 s. Teacher forcing (only y forced; α stays ≈ 0.43): fixed point (14.1 / 0.36); 337 s.
+    ("lorenz63", "rfwp", "svi"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "process_noise": 1e-5, "solver": "euler"},
+        "fit_options": {"window": 100, "batch_size": 16, "n_steps": 2000, "patience": None},
+    },
+    ("lorenz63", "rfwp", "teacher-forcing"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "solver": "euler"},
+        "fit_options": {"n_epochs": 60, "seq_len": 100, "optimizer": "adam", "lr": 3e-3, "lr_end": 1e-4,
+                        "eval_every": 5},
+    },
+    # ORGaNICs (8 + 8 units, free W_r), SVI: fixed point (14.1 / 1.0); 289 s. Teacher forcing
+    # (only y forced): free runs diverged for 15 epochs, then a fixed point (14.1 / 1.0); 301 s.
+    ("lorenz63", "organics", "svi"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8, "process_noise": 1e-5},
+        "fit_options": {"window": 100, "batch_size": 16, "n_steps": 3000, "patience": None},
+    },
+    ("lorenz63", "organics", "teacher-forcing"): {
+        "train_length": 20_000,
+        "model_params": {"latent_dim": 8},
+        "fit_options": {"n_epochs": 80, "seq_len": 100, "optimizer": "adam", "lr": 3e-3, "lr_end": 1e-4,
+                        "eval_every": 5},
+    },
 }
 
 #: named presets applied after the defaults (``--quick``); see :mod:`dsident.experiments.benchmark`.
