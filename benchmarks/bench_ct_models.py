@@ -82,7 +82,8 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["lorenz63"])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--methods", nargs="+", default=None, help="default: each model's default method")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds 0 .. n-1")
+    parser.add_argument("--seeds", type=int, default=1, help="number of seeds")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first .. first + n - 1")
     parser.add_argument("--eval-length", type=int, default=10_000)
     parser.add_argument("--set", default="{}", help="JSON overlaid on every cell's configuration (trials)")
     parser.add_argument("--threads", type=int, default=1)
@@ -92,7 +93,7 @@ def main() -> None:
     apply_thread_limit(args.threads)
     extra = json.loads(args.set)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_ct_models_"))
-    seeds = list(range(args.seeds))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     print(f"points in {out}; {args.threads} torch thread(s); evaluation on the first {args.eval_length} "
           f"test samples" + (f"; settings overlaid: {json.dumps(extra)}" if extra else "; the benchmark's defaults"))
 
