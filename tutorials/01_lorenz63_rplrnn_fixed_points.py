@@ -23,6 +23,7 @@ from dsident import analysis, metrics, plotting
 from dsident.experiments import load_data
 from dsident.experiments.config import resolve_config
 
+torch.set_num_threads(1)   # the model is small: extra threads only wait for each other
 FAST = os.environ.get("DSIDENT_FAST") == "1"
 OUT = Path(os.environ.get("DSIDENT_TUTORIAL_OUT", "tutorial_outputs")) / "01_lorenz63"
 OUT.mkdir(parents=True, exist_ok=True)
@@ -111,6 +112,14 @@ plotting.plot_attractor_pairs(test, generated, save=OUT / "pairs.png")
 # solutions, with their stability from the Jacobian's eigenvalues. Lorenz-63 has three fixed
 # points (two unstable foci in the wings and a saddle at the origin); a good reconstruction
 # has unstable fixed points near the wings' centres.
+#
+# What the full run (seed 0) gives: D_stsp 2.76 and D_H 0.110. The free run traces the
+# butterfly's outer loops in both wings but misses the small loops near the wing centres. The
+# search finds three fixed points, in the right places: a saddle near Lorenz's origin (data
+# space (0.04, 0, −1.94), |λ|max 1.09) and one spiral in each wing, at (1.14, 0.94, 0.41) and
+# (−1.18, −1.11, 0.47). The two spirals are weakly *stable* (|λ|max 0.997 and 0.970), whereas
+# Lorenz's are unstable. This is why the free run stays on the outer loops, and it is one way to
+# see that the reconstruction is only partial.
 
 # %%
 fps = analysis.fixed_points(model)
