@@ -118,7 +118,7 @@ plotting.plot_attractor_pairs(test, generated, save=OUT / "pairs.png")
 # search finds three fixed points, in the right places: a saddle near Lorenz's origin (data
 # space (0.04, 0, −1.94), |λ|max 1.09) and one spiral in each wing, at (1.14, 0.94, 0.41) and
 # (−1.18, −1.11, 0.47). The two spirals are weakly *stable* (|λ|max 0.997 and 0.970), whereas
-# Lorenz's are unstable. This is why the free run stays on the outer loops, and it is one way to
+# Lorenz's are unstable. This fits the free run staying on the outer loops, and it is one way to
 # see that the reconstruction is only partial.
 
 # %%
