@@ -74,6 +74,21 @@ def test_manifold_regularizer_by_hand():
     assert float(f.regularization().detach()) == pytest.approx(expected)
 
 
+def test_manifold_regularizer_on_the_last_units_by_hand():
+    f = _small_plrnn("manifold", tau_A=2.0, tau_W=3.0, tau_h=5.0, reg_units="last")
+    # units 1 and 2: (A-1)^2 = 1 + 4; W rows 1,2 off-diagonal: 9+1+0.25+0.0625; h: 4+9
+    expected = 2.0 * 5.0 + 3.0 * 10.3125 + 5.0 * 13.0
+    assert float(f.regularization().detach()) == pytest.approx(expected)
+    q = f.quadratic_penalty()
+    np.testing.assert_array_equal(q.a_weight > 0, [False, True, True])
+    np.testing.assert_array_equal(q.a_target, [0.0, 1.0, 1.0])
+    # the initialization puts the last units on the manifold attractor
+    p = PLRNN(6, seed=4, reg_units="last").params()
+    np.testing.assert_array_equal(p.A[3:], 1.0)
+    np.testing.assert_array_equal(p.W[3:], 0.0)
+    assert np.all(p.A[:3] != 1.0)
+
+
 def test_manifold_regularizer_mean_normalization_by_hand():
     f = _small_plrnn("manifold", tau=4.0, reg_normalization="mean")
     expected = 4.0 * (1.25 / 2 + 15.0 / 4 + 5.0 / 2)
@@ -162,6 +177,7 @@ def test_set_params_and_shape_check():
     ({"latent_dim": 3, "tau": -1.0}, "tau"),
     ({"latent_dim": 3, "tau_W": float("nan")}, "tau_W"),
     ({"latent_dim": 3, "reg_normalization": "max"}, "reg_normalization"),
+    ({"latent_dim": 3, "reg_units": "middle"}, "reg_units"),
 ])
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -27,6 +27,8 @@ from .base import LatentDynamics
 #: the penalties of the paper's Table 1 that the PLRNN offers (``penalty=`` argument).
 PENALTIES = ("manifold", "none", "iplrnn", "l2p", "l2f", "orthogonal")
 _NORMALIZATIONS = ("sum", "mean")
+#: which units the manifold / l2p penalty acts on
+REG_UNITS = ("first", "last")
 
 
 class PLRNNParams(NamedTuple):
@@ -110,6 +112,10 @@ class PLRNN(LatentDynamics):
         Fraction of units that are regularized, ``M_reg = round(reg_fraction * M)``; the first
         ``M_reg`` units form the "memory" subsystem. Used by ``penalty="manifold"`` and
         ``"l2p"``.
+    reg_units : {"first", "last"}, default "first"
+        Which units are regularized: the first ``M_reg`` (the paper's convention) or the last.
+        With an identity readout, which reads the first N units, "last" keeps the penalty off
+        the observed units (as the authors' dendPLRNN teacher-forcing code does).
     tau : float >= 0, default 1.0
         Common regularization weight; ``tau_A``, ``tau_W``, ``tau_h`` default to it (the
         paper uses one common value for all experiments).
@@ -177,7 +183,7 @@ class PLRNN(LatentDynamics):
     def __init__(self, latent_dim: int, input_dim: int = 0, *, reg_fraction: float = 0.5,
                  tau: float = 1.0, tau_A: float | None = None, tau_W: float | None = None,
                  tau_h: float | None = None, penalty: str = "manifold",
-                 reg_normalization: str = "sum", seed: int | None = None) -> None:
+                 reg_normalization: str = "sum", reg_units: str = "first", seed: int | None = None) -> None:
         super().__init__()
         m = _check_positive_int("latent_dim", latent_dim)
         k = _check_positive_int("input_dim", input_dim, minimum=0)
@@ -186,6 +192,8 @@ class PLRNN(LatentDynamics):
             raise ValueError(f"`reg_fraction` must be a number in [0, 1]; got reg_fraction={reg_fraction!r}.")
         if penalty not in PENALTIES:
             raise ValueError(f"`penalty` must be one of {PENALTIES}; got penalty={penalty!r}.")
+        if reg_units not in REG_UNITS:
+            raise ValueError(f"`reg_units` must be one of {REG_UNITS}; got reg_units={reg_units!r}.")
         if reg_normalization not in _NORMALIZATIONS:
             raise ValueError(f"`reg_normalization` must be one of {_NORMALIZATIONS}; "
                              f"got reg_normalization={reg_normalization!r}.")
@@ -199,7 +207,7 @@ class PLRNN(LatentDynamics):
         self.latent_dim, self.input_dim = m, k
         self.reg_fraction = float(reg_fraction)
         self.tau, self.tau_A, self.tau_W, self.tau_h = float(tau), tau_A, tau_W, tau_h
-        self.penalty, self.reg_normalization = penalty, reg_normalization
+        self.penalty, self.reg_normalization, self.reg_units = penalty, reg_normalization, reg_units
         self.seed = None if seed is None else int(seed)
         # Python's round() is banker's rounding; round half up keeps M_reg = M/2 for odd M sensible
         self.n_regularized = int(np.floor(self.reg_fraction * m + 0.5))
@@ -213,8 +221,9 @@ class PLRNN(LatentDynamics):
         w = torch.as_tensor(aw - np.diag(np.diag(aw)), dtype=torch.get_default_dtype())
         h = _normal(rng, (m,), 1.0 / np.sqrt(m))
         c = _normal(rng, (m, k), 0.1 / np.sqrt(m))
-        n_init = {"manifold": self.n_regularized, "iplrnn": m}.get(penalty, 0)
-        a[:n_init], w[:n_init], h[:n_init] = 1.0, 0.0, 0.0
+        init = torch.as_tensor(self._unit_mask() if penalty == "manifold" else
+                               np.full(m, penalty == "iplrnn"))
+        a[init], w[init], h[init] = 1.0, 0.0, 0.0
         self.a, self.W, self.h, self.C = nn.Parameter(a), nn.Parameter(w), nn.Parameter(h), nn.Parameter(c)
         self.register_buffer("offdiag", _offdiag_mask(m), persistent=False)
 
@@ -284,6 +293,8 @@ class PLRNN(LatentDynamics):
     def _unit_mask(self) -> np.ndarray:
         m = self.latent_dim
         if self.penalty in ("manifold", "l2p"):
+            if self.reg_units == "last":
+                return np.arange(m) >= m - self.n_regularized
             return np.arange(m) < self.n_regularized
         if self.penalty == "l2f":
             return np.ones(m, dtype=bool)

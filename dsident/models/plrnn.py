@@ -25,6 +25,10 @@ class PLRNN(LatentModelEstimator):
         M, number of latent units.
     reg_fraction : float in [0, 1], default 0.5
         Fraction of regularized ("memory") units, M_reg / M.
+    reg_units : {"first", "last"}, default "first"
+        Whether the first (the paper) or the last M_reg units are regularized. With
+        ``readout="identity"`` (the first N units are the observations), "last" keeps the
+        penalty off the observed units.
     tau : float >= 0, default 1.0
         Common weight of the three regularization sums (τ_A = τ_W = τ_h = τ unless set).
     tau_A, tau_W, tau_h : float or None
@@ -67,7 +71,8 @@ class PLRNN(LatentModelEstimator):
 
     def __init__(self, latent_dim: int = 16, *, reg_fraction: float = 0.5, tau: float = 1.0,
                  tau_A: float | None = None, tau_W: float | None = None, tau_h: float | None = None,
-                 penalty: str = "manifold", reg_normalization: str = "sum", observation: Any = "gaussian",
+                 penalty: str = "manifold", reg_normalization: str = "sum", reg_units: str = "first",
+                 observation: Any = "gaussian",
                  readout: str = "relu", observation_options: dict[str, Any] | None = None,
                  process_noise: float = 0.01, initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
@@ -78,6 +83,7 @@ class PLRNN(LatentModelEstimator):
         self.tau_h = tau_h
         self.penalty = penalty
         self.reg_normalization = reg_normalization
+        self.reg_units = reg_units
         self.observation = observation
         self.readout = readout
         self.observation_options = observation_options
@@ -88,7 +94,7 @@ class PLRNN(LatentModelEstimator):
     def _build_dynamics(self, input_dim: int) -> LatentDynamics:
         return PLRNNDynamics(self.latent_dim, input_dim, reg_fraction=self.reg_fraction, tau=self.tau,
                              tau_A=self.tau_A, tau_W=self.tau_W, tau_h=self.tau_h, penalty=self.penalty,
-                             reg_normalization=self.reg_normalization, seed=self.seed)
+                             reg_normalization=self.reg_normalization, reg_units=self.reg_units, seed=self.seed)
 
 
 class ShallowPLRNN(LatentModelEstimator):
