@@ -143,7 +143,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 0.01 the learned noise (0.001–0.005 per step) explains Lorenz's motion: gnODE free runs
     # fell to a fixed point (D_stsp 14.1, D_H 1.0; 1 500 and 3 000 steps). process_noise = 1e-5
     # (it stays ≈ 2e-5) makes the latent dynamics carry the motion.
-    # gnODE, SVI: D_stsp 1.95, D_H 0.055, bounded (4.4× the floor: partly); 457 s.
+    # gnODE, SVI: seeds 0 / 1: D_stsp 1.95 / 2.08, D_H 0.055 / 0.057, bounded (4.4–4.7× the
+    # floor: partly); 457 / 313 s.
     # (1 500 steps: 10.7 / 0.20 in 187 s; the ELBO still rose at 4 000.)
     ("lorenz63", "gnode", "svi"): {
         "train_length": 20_000,
