@@ -63,8 +63,8 @@ print(train)
 #
 # Honest status (3 seeds, about 4–5 CPU minutes a fit, floor D_stsp 0.446 and D_H 0.027 at
 # T = 10 000): every free run stays bounded and visits both wings, but the reconstruction is only
-# partial. D_stsp is 2.76 / 7.89 / 6.18 (seeds 0 / 1 / 2), so the median is 14× the floor, and
-# D_H is 0.11–0.25. The clipped shallow PLRNN below reaches D_stsp ≈ 1.1 and D_H 0.03. The
+# partial. D_stsp is 2.76 / 4.00 / 5.77 (seeds 0 / 1 / 2), so the median is 9× the floor, and
+# D_H is 0.11–0.18. The clipped shallow PLRNN below reaches D_stsp ≈ 1.1 and D_H 0.03. The
 # manifold-attractor regularizer is switched off (`penalty="none"`). Laplace-EM, the paper's route
 # (`method="laplace-em"`), did not reach Lorenz-63 within a few CPU minutes.
 # (`DSIDENT_TUTORIAL_SHALLOW=1` switches to the clipped shallow PLRNN, which reconstructs

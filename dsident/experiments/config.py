@@ -127,9 +127,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # D_stsp 12.5-14, one-wing cycles, fixed points or divergence); a learned linear readout does.
     # Adaptive α (≈ 0.65) gave D_stsp 11.6; constant α = 0.2: 7.2; 0.1: 3.06 (80 epochs; D_H 0.10);
     # 0.05: 5.5 (100 epochs); batch 32 (80 epochs): 7.3. penalty="none": the manifold regularizer
-    # was not tried with this readout. 3 seeds of this entry: D_stsp 6.18 [2.76, 7.89], D_H 0.19
-    # [0.11, 0.25], all bounded, both wings: a partial reconstruction (median 14× the floor, not
-    # the 3× target). 230-310 s a fit.
+    # was not tried with this readout. 3 seeds of this entry: D_stsp 4.00 [2.76, 5.77], D_H 0.16
+    # [0.11, 0.18], all bounded, both wings: a partial reconstruction (median 9× the floor, not
+    # the 3× target). 220-270 s a fit.
     ("lorenz63", "rplrnn", "teacher-forcing"): {
         "train_length": 20_000,
         "model_params": {"latent_dim": 20, "readout": "linear", "penalty": "none"},
