@@ -213,43 +213,44 @@ def gradient_step(total: Tensor, optimizer: torch.optim.Optimizer, params: list[
         return None, f"The training loss became {float(total.detach())} at epoch {epoch}."
     optimizer.zero_grad(set_to_none=True)
     total.backward()
-    # measure first (the norm clip_grad_norm_ computes, in the gradients' dtype): on a
-    # non-finite norm clip_grad_norm_ would scale every gradient by 0 or NaN
-    grads = [q.grad.detach() for q in params if q.grad is not None]
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])) if grads \
-        else torch.zeros(())
-    if torch.isfinite(norm) and grad_clip is not None:
-        norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    norm = gradient_norm(params, dtype=None)
     if not torch.isfinite(norm):
         # In float32 the sum of squares overflows once entries pass about 1e19, so finite
-        # gradients can read as an infinite norm: recompute it in float64 and clip with
-        # clip_grad_norm_'s coefficient. (Only here: the float32 path stays the common one, so
-        # fixed-seed fits keep their results.)
+        # gradients can read as an infinite norm: measure again in float64 (the common path
+        # stays in the gradients' dtype, so fixed-seed fits keep their results)
         norm = gradient_norm(params)
         if not torch.isfinite(norm):
             return None, f"A gradient became non-finite (norm {float(norm)}) at epoch {epoch}."
-        if grad_clip is not None:
-            coef = min(float(grad_clip) / (float(norm) + 1e-6), 1.0)
-            if coef < 1.0:
-                for p in params:
-                    if p.grad is not None:
-                        p.grad.mul_(coef)
+    if grad_clip is not None:
+        # torch.nn.utils.clip_grad_norm_'s coefficient, from the norm measured above
+        coef = torch.clamp(grad_clip / (norm + 1e-6), max=1.0)
+        for q in params:
+            if q.grad is not None:
+                q.grad.mul_(coef.to(q.grad))
     optimizer.step()
     return norm, None
 
 
-def gradient_norm(params: list[Tensor]) -> Tensor:
-    """Total 2-norm of the parameters' gradients, computed in float64 (a float64 scalar Tensor).
+def gradient_norm(params: list[Tensor], dtype: torch.dtype | None = torch.float64) -> Tensor:
+    """Total 2-norm of the parameters' gradients, as a scalar Tensor on the first gradient's device.
 
-    In float32 the sum of squares overflows once single entries exceed about 1e19, so finite
-    gradients (a chaotic window early in training) would read as an infinite norm and stop
-    training although clipping can handle them; NaN or infinite entries still give a
-    non-finite norm.
+    Parameters
+    ----------
+    params : list of Tensor
+        Parameters; those without a gradient are skipped.
+    dtype : torch.dtype or None, default float64
+        Precision of the sum of squares. None keeps the gradients' own dtype, which is how
+        ``torch.nn.utils.clip_grad_norm_`` measures. In float32 the sum of squares overflows
+        once single entries exceed about 1e19, so finite gradients (a chaotic window early in
+        training) read as an infinite norm; float64 measures them. NaN or infinite entries
+        give a non-finite norm either way.
     """
     grads = [p.grad.detach() for p in params if p.grad is not None]
     if not grads:
-        return torch.zeros((), dtype=torch.float64)
-    per_tensor = torch.stack([torch.linalg.vector_norm(g.to(torch.float64)).cpu() for g in grads])
+        return torch.zeros((), dtype=dtype or torch.get_default_dtype())
+    device = grads[0].device
+    per_tensor = torch.stack([torch.linalg.vector_norm(g if dtype is None else g.to(dtype)).to(device)
+                              for g in grads])
     return torch.linalg.vector_norm(per_tensor)
 
 
