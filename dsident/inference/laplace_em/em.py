@@ -255,8 +255,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         for k, level in enumerate(anneal):
             current = current._replace(Sigma=np.full(M, float(level)) if not (update_sigma and k > 0) else current.Sigma)
             update_B = not (fix_B_after_first_stage and k > 0)
-            stage_best, stage_obj, obj0, prev_obj = current, -np.inf, None, None
-            iterates: list[tuple[float, PLRNNParams]] = []
+            obj0, prev_obj = None, None
+            iterates: list[tuple[float, PLRNNParams]] = []   # (objective, parameters) of each E-step
             for it in range(n_iter_per_stage):
                 try:
                     post = laplace_estep(current, chain, z_prev, flip=flip, max_iter=max_estep_iter)
@@ -277,8 +277,6 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                     bar.update(1)
                     bar.set_postfix(stage=k, ll=f"{post.log_lik:.4g}")
                 iterates.append((float(obj), current))
-                if obj > stage_obj:
-                    stage_best, stage_obj = current, obj
                 if obj0 is None:
                     obj0 = obj
                 elif obj - prev_obj < tol * abs(obj0) and obj - prev_obj >= 0:
@@ -318,13 +316,11 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                     history["stage_dstsp"].append([float(v) for v in _scatter(d, ok, len(iterates))])
                     kept = int(ok[np.nanargmin(d)]) if np.isfinite(d).any() else \
                         int(ok[np.argmax([iterates[i][0] for i in ok])])
-                    stage_best, stage_obj = iterates[kept][1], iterates[kept][0]
                     if np.nanmin(np.append(d, np.inf)) < best_dstsp:
-                        best_dstsp, best_params = float(np.nanmin(d)), stage_best
+                        best_dstsp, best_params = float(np.nanmin(d)), iterates[kept][1]
                         history["best_stage"] = k
                 elif ok.size:
                     kept = int(ok[np.argmax([iterates[i][0] for i in ok])])
-                    stage_best, stage_obj = iterates[kept][1], iterates[kept][0]
                 elif k > 0:
                     history["annealing_stopped"] = k
                     history["message"] = (f"stage {k} (sigma={level:g}): every iterate's free run left the data's "
@@ -334,6 +330,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                     warnings.warn(f"select={select!r}: no iterate of the first stage has a free run inside the "
                                   "data's range; keeping the highest-likelihood one (its free runs leave the "
                                   "data's range).", RuntimeWarning, stacklevel=2)
+            stage_obj, stage_best = iterates[kept] if iterates else (-np.inf, current)
             history["stage_best"].append(float(stage_obj))
             history["stage_kept"].append(kept)
             current = stage_best
