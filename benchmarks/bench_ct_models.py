@@ -35,13 +35,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dsident import metrics
 from dsident.experiments.config import default_method, resolve_config
 from dsident.experiments.runner import DONE, apply_thread_limit, point_id, read_record, run_point
 
 MODELS = ("gnode", "ltc", "rfwp", "organics")
-#: floor (true system against itself) at 10 000 test samples, measured by bench_teacher_forcing.py
-KNOWN_FLOORS = {("lorenz63", 10_000): (0.446, 0.027), ("bursting_neuron", 10_000): (0.126, 0.005),
-                ("ecg", 10_000): (0.71, 0.012)}
 
 
 def cell_configs(dataset: str, model: str, method: str, seeds: list[int], eval_length: int,
@@ -118,9 +116,9 @@ def main() -> None:
     for row in rows:
         print("| " + " | ".join(str(v) for v in row) + " |")
     for dataset in args.datasets:
-        floor = KNOWN_FLOORS.get((dataset, args.eval_length))
-        if floor:
-            print(f"floor {dataset} at {args.eval_length} samples: D_stsp {floor[0]}, D_H {floor[1]}")
+        fa = metrics.floor(dataset, length=args.eval_length).attrs
+        print(f"floor {dataset} at {args.eval_length} samples: D_stsp {fa['state_space_divergence_mean']:.3g}, "
+              f"D_H {fa['power_spectrum_distance_mean']:.3g}")
     print("D_stsp / D_H / diverged / fit time: median [min, max] over seeds")
     if not args.out:
         shutil.rmtree(out, ignore_errors=True)
