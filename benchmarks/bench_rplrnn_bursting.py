@@ -34,7 +34,7 @@ Evaluation of every fit (all with the package's own metric functions):
 
 Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18] [--seeds 0-4]
       [--select bounded|likelihood|dstsp]
-      [--trials 0,1,2] [--floor]
+      [--trials 0,1,2] [--floor] [--no-manifold-init] [--out rows.jsonl]
 The default is 99 fits: 30–70 min on 2 shared cores (most fits take 5–50 s; some at M ≥ 17 take
 minutes). ``--taus 0,0.667 --latents 8,10,12,14,16`` (30 fits, ≈ 8 min) is the smaller run
 reported in docs/laplace_em.md.
@@ -124,7 +124,10 @@ def floor(data) -> None:
 
 
 def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False,
-        select: str = "bounded", seeds: list[int] | None = None) -> None:
+        select: str = "bounded", seeds: list[int] | None = None, manifold_init: bool = True,
+        out: str | None = None) -> None:
+    from scipy.stats import binomtest
+
     import dsident
     from dsident.datasets import load
 
@@ -140,12 +143,16 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
             ds = data.isel(trial=[trial])
             est = dsident.models.PLRNN(latent_dim=M, tau=tau, seed=seed)
             t0 = time.perf_counter()
-            est.fit(ds, method="laplace-em", progress=False, select=select)
+            est.fit(ds, method="laplace-em", progress=False, select=select, manifold_init=manifold_init)
             fit_s = time.perf_counter() - t0
             r = evaluate_fit(est, data["x"].values[trial], seed)
             r["fit_s"] = fit_s
             r["loglik"] = float(est.history_["log_likelihood"][-1])
             rows[(tau, M, trial, seed)] = r
+            if out:
+                with open(out, "a") as fh:
+                    fh.write(json.dumps({"tau": tau, "M": M, "trial": trial, "seed": seed, "select": select,
+                                         "manifold_init": manifold_init, **r}) + "\n")
             print(f"tau={tau:<7g} M={M:2d} trial={trial} seed={seed:<3d} fit {fit_s:5.1f} s  regime={r['regime']:<11}  "
                   f"D_stsp obs {r['d_obs']:6.2f}  clean {r['d_clean']:6.2f}  D_H {r['d_h']:.3f}", flush=True)
     print("\nsummary (means over non-diverged runs ± SEM; n = runs)")
@@ -171,8 +178,12 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
                 b = np.nan_to_num(rows[(0.0, *c)][key], nan=np.inf)
                 wins += a < b
                 ties += a == b
+            # one-sided sign test over the untied pairs: how surprising are this many wins if
+            # τ made no difference (each pair a fair coin)?
+            p = binomtest(int(wins), int(len(cells) - ties), 0.5, alternative="greater").pvalue \
+                if len(cells) > ties else float("nan")
             print(f"tau={tau:g} lower {key} than tau=0 (paired by M, trial and seed): {wins}/{len(cells)}"
-                  f" (ties {ties})")
+                  f" (ties {ties}; sign test p = {p:.3f})")
     for t in trials:
         mine = [c for c in cells if c[1] == t]
         print(f"trial {t}: bursting runs " + ", ".join(
@@ -203,7 +214,12 @@ if __name__ == "__main__":
                     "(M, trial, seed) instead of one per (M, trial) with seed 100·trial + M")
     ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded", "dstsp"],
                     help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
+    ap.add_argument("--no-manifold-init", action="store_true",
+                    help="keep the LDS values of the regularized units at the start of EM (the reference "
+                         "code's annealing) instead of setting them to A = 1, W = 0, h = 0")
+    ap.add_argument("--out", default=None, help="append one JSON line per fit to this file")
     a = ap.parse_args()
-    print(f"select = {a.select}")
+    print(f"select = {a.select}, manifold_init = {not a.no_manifold_init}")
     run([float(v) for v in a.taus.split(",")], _int_list(a.latents), _int_list(a.trials), do_floor=a.floor,
-        select=a.select, seeds=_int_list(a.seeds) if a.seeds else None)
+        select=a.select, seeds=_int_list(a.seeds) if a.seeds else None, manifold_init=not a.no_manifold_init,
+        out=a.out)

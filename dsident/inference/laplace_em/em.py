@@ -136,8 +136,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                    fix_B_after_first_stage: bool = True, tol: float = 1e-3, n_iter_lds: int = 20,
                    lds_init: bool = True, update_sigma: bool = False, flip: str = "all",
                    max_estep_iter: int = 30, gamma_floor: float = 1e-5, initial_var: float | None = None,
-                   regularize: bool = True, select: str = "bounded", check_steps: int = 50_000,
-                   bound_margin: float = 1.0) -> dict:
+                   regularize: bool = True, manifold_init: bool = True, select: str = "bounded",
+                   check_steps: int = 50_000, bound_margin: float = 1.0) -> dict:
     """Fit a PLRNN state-space model by Laplace-EM with the rPLRNN annealing protocol.
 
     Parameters
@@ -174,6 +174,11 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         Variance of the first latent state; default the model's ``initial_var``.
     regularize : bool
         Use the dynamics' manifold-attractor penalty as the ridge prior.
+    manifold_init : bool
+        After the LDS initialisation, set the regularized units to the penalty's targets
+        (A_ii = 1, W_i,: = 0, h_i = 0), as in the rPLRNN's initialisation (Fig. S1 of the paper).
+        ``False`` keeps the LDS values for every unit (A = diag of the LDS transition matrix), as
+        the reference EM code's annealing does; the penalty then pulls them gradually.
     select : {"bounded", "likelihood", "dstsp"}
         Which iterate of a stage is kept. ``"likelihood"`` (the paper's rule): the highest
         objective. ``"bounded"`` (default): the highest objective among the iterates whose noise-free free
@@ -241,12 +246,13 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
         if current.likelihood == "gaussian":
             p0, lls, z_prev = fit_lds(chain, p0, n_iter=n_iter_lds)
             history["lds_log_likelihood"] = [float(v) for v in lls]
-        # the manifold-attractor init of the regularized units (A=1, W=0, h=0) where a prior pulls
-        reg = prior.A_weight > 0
-        A = np.where(reg, prior.A_target, p0.A)
-        W = np.where(prior.W_weight > 0, prior.W_target, p0.W)
-        h = np.where(prior.h_weight > 0, prior.h_target, p0.h)
-        current = p0._replace(A=A, W=W, h=h)
+        current = p0
+        if manifold_init:
+            # the manifold-attractor init of the regularized units (A=1, W=0, h=0) where a prior pulls
+            A = np.where(prior.A_weight > 0, prior.A_target, p0.A)
+            W = np.where(prior.W_weight > 0, prior.W_target, p0.W)
+            h = np.where(prior.h_weight > 0, prior.h_target, p0.h)
+            current = p0._replace(A=A, W=W, h=h)
     else:
         current = current._replace(Sigma=np.full(M, anneal[0]), Sigma0=np.full(M, init_var))
     bar = _progress(n_iter_per_stage * len(anneal), progress)
@@ -353,6 +359,7 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
                            "anneal": list(anneal), "fix_B_after_first_stage": fix_B_after_first_stage, "tol": tol,
                            "n_iter_lds": n_iter_lds if lds_init else 0, "update_sigma": update_sigma, "flip": flip,
                            "max_estep_iter": max_estep_iter, "gamma_floor": gamma_floor, "initial_var": init_var,
-                           "regularize": regularize, "select": select, "check_steps": int(check_steps),
+                           "regularize": regularize, "manifold_init": manifold_init, "select": select,
+                           "check_steps": int(check_steps),
                            "bound_margin": bound_margin, "n_transitions": chain.n_transitions}
     return history
