@@ -111,3 +111,27 @@ def test_strong_regularization_pins_the_regularized_units(reg_units):
     free.fit(ds, method="laplace-em", progress=False, n_iter_per_stage=3, anneal=(1.0, 0.1))
     q = free.history_["params"]
     assert np.abs(q["A"][:2] - 1).max() > 1e-3 or np.abs(q["h"][:2]).max() > 1e-3
+
+
+@pytest.mark.parametrize("manifold_init", [True, False])
+def test_manifold_init_sets_or_keeps_the_lds_values_of_the_regularized_units(manifold_init):
+    """With one EM iteration in one stage the kept parameters are the initial ones. The manifold
+    init puts the regularized units at A = 1, W rows = 0, h = 0; without it every unit keeps the
+    LDS initialisation, which a τ = 0 fit from the same seed reaches by a route without any prior."""
+    ds = _data(T=200)
+    opts = dict(method="laplace-em", progress=False, n_iter_per_stage=1, anneal=(1.0,), select="likelihood")
+    reg = dsident.models.PLRNN(latent_dim=4, tau=1.0, seed=3).fit(ds, manifold_init=manifold_init, **opts)
+    lds = dsident.models.PLRNN(latent_dim=4, tau=0.0, seed=3).fit(ds, **opts)
+    p, q = reg.history_["params"], lds.history_["params"]
+    assert reg.history_["settings"]["manifold_init"] is manifold_init
+    np.testing.assert_allclose(p["A"][2:], q["A"][2:])
+    np.testing.assert_allclose(p["W"][2:], q["W"][2:])
+    if manifold_init:
+        np.testing.assert_array_equal(p["A"][:2], 1.0)
+        np.testing.assert_array_equal(p["W"][:2], 0.0)
+        np.testing.assert_array_equal(p["h"][:2], 0.0)
+        assert np.abs(q["A"][:2] - 1).max() > 1e-3
+    else:
+        np.testing.assert_allclose(p["A"], q["A"])
+        np.testing.assert_allclose(p["W"], q["W"])
+        np.testing.assert_allclose(p["h"], q["h"])
