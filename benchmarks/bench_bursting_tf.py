@@ -127,6 +127,11 @@ def run_seed(cfg: dict[str, Any], seed: int, train, test) -> dict[str, Any]:
     return {"seed": seed, "D_stsp": scores["D_stsp"], "D_H": scores["D_H"], "PE": scores["PE"],
             "diverged": bool(scores["diverged"]), "fit_s": fit_s, "best_epoch": hist.get("best_epoch"),
             "final_alpha": (hist.get("alpha") or [np.nan])[-1], "dropped": dropped,
+            # the training trace, for the JSON lines: the free-run score the engine selects on
+            # (against the training series) and the mean pre-clipping gradient norm per epoch
+            "eval_epoch": list(hist.get("eval_epoch") or []),
+            "train_stsp": list(hist.get("state_space_divergence") or []),
+            "grad_norm": list(hist.get("grad_norm") or []),
             "burst": burst_stats(np.asarray(gen["x"].values[0], dtype=float))}
 
 
