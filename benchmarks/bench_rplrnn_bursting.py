@@ -34,7 +34,7 @@ Evaluation of every fit (all with the package's own metric functions):
 
 Run:  python benchmarks/bench_rplrnn_bursting.py [--taus 0,0.667,66.7] [--latents 8-18] [--seeds 0-4]
       [--select bounded|likelihood|dstsp]
-      [--trials 0,1,2] [--floor] [--no-manifold-init] [--out rows.jsonl]
+      [--trials 0,1,2] [--floor] [--manifold-init] [--out rows.jsonl]
 The default is 99 fits: 30–70 min on 2 shared cores (most fits take 5–50 s; some at M ≥ 17 take
 minutes). ``--taus 0,0.667 --latents 8,10,12,14,16`` (30 fits, ≈ 8 min) is the smaller run
 reported in docs/laplace_em.md.
@@ -124,7 +124,7 @@ def floor(data) -> None:
 
 
 def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: bool = False,
-        select: str = "bounded", seeds: list[int] | None = None, manifold_init: bool = True,
+        select: str = "bounded", seeds: list[int] | None = None, manifold_init: bool = False,
         out: str | None = None) -> None:
     from scipy.stats import binomtest
 
@@ -214,12 +214,12 @@ if __name__ == "__main__":
                     "(M, trial, seed) instead of one per (M, trial) with seed 100·trial + M")
     ap.add_argument("--select", default="bounded", choices=["likelihood", "bounded", "dstsp"],
                     help="which EM iterate each annealing stage keeps (fit_laplace_em's `select`)")
-    ap.add_argument("--no-manifold-init", action="store_true",
-                    help="keep the LDS values of the regularized units at the start of EM (the reference "
-                         "code's annealing) instead of setting them to A = 1, W = 0, h = 0")
+    ap.add_argument("--manifold-init", action="store_true",
+                    help="start the regularized units at A = 1, W = 0, h = 0 instead of the LDS values "
+                         "(fit_laplace_em's manifold_init; the default start is the reference code's)")
     ap.add_argument("--out", default=None, help="append one JSON line per fit to this file")
     a = ap.parse_args()
-    print(f"select = {a.select}, manifold_init = {not a.no_manifold_init}")
+    print(f"select = {a.select}, manifold_init = {a.manifold_init}")
     run([float(v) for v in a.taus.split(",")], _int_list(a.latents), _int_list(a.trials), do_floor=a.floor,
-        select=a.select, seeds=_int_list(a.seeds) if a.seeds else None, manifold_init=not a.no_manifold_init,
+        select=a.select, seeds=_int_list(a.seeds) if a.seeds else None, manifold_init=a.manifold_init,
         out=a.out)
