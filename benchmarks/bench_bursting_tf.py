@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from dsident import metrics
-from dsident.experiments.config import resolve_config
+from dsident.experiments.config import parse_overrides, resolve_config
 from dsident.experiments.inputs import load_data
 from dsident.experiments.runner import adapt_to_data, fit_point
 from dsident.experiments.scoring import evaluate_model, protocol_free_run
@@ -54,27 +54,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_rplrnn_bursting import regime, spike_times  # noqa: E402
 
 CELL = ("bursting_neuron", "shplrnn", "teacher-forcing")
-
-
-def parse_sets(items: list[str]) -> dict[str, Any]:
-    """``["fit_options.alpha=0.2", "train_length=50000"]`` -> the overrides layer of ``resolve_config``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set expects KEY=VALUE; got {item!r}.")
-        key, text = item.split("=", 1)
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        if "." in key:
-            table, name = key.split(".", 1)
-            if table not in ("model_params", "fit_options"):
-                raise ValueError(f"--set {key!r}: a dotted key must start with model_params. or fit_options.")
-            out.setdefault(table, {})[name] = value
-        else:
-            out[key] = value
-    return out
 
 
 def burst_stats(x: np.ndarray) -> dict[str, Any]:
@@ -146,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    overrides = parse_sets(args.sets)
+    overrides = parse_overrides(args.sets)
     cfg = resolve_config(*CELL, overrides=overrides)
     train = load_data(CELL[0], split="train", length=cfg.get("train_length"))
     test = load_data(CELL[0], split="test", length=cfg.get("eval_length"))

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from scipy.signal import find_peaks
 
 from dsident import metrics
 from dsident.experiments import load_data
-from dsident.experiments.config import RUN_KEYS, resolve_config
+from dsident.experiments.config import parse_overrides, resolve_config
 from dsident.experiments.runner import adapt_to_data, fit_point
 from dsident.experiments.scoring import evaluate_model, protocol_free_run
 
@@ -56,33 +55,6 @@ CELL = ("ecg", "shplrnn", "teacher-forcing")
 PEAK_PROMINENCE = 0.5
 #: and the minimum distance between two R peaks, in samples (0.21 s at 700 Hz; beats are ≈ 700 apart)
 PEAK_DISTANCE = 150
-
-
-def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """``["fit_options.alpha=0.05", "train_length=50000"]`` -> nested run-configuration overrides.
-
-    Raises
-    ------
-    ValueError
-        An item without ``=``, or a key that is not a run-configuration key.
-    """
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects KEY=VALUE; got {item!r}.")
-        key, _, text = item.partition("=")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:  # a bare word such as `adaptive` or `radam`
-            value = text
-        head, _, tail = key.strip().partition(".")
-        if head not in RUN_KEYS:
-            raise ValueError(f"--set key {key!r}: {head!r} is not a run-configuration key; expected one of {list(RUN_KEYS)}.")
-        if tail:
-            out.setdefault(head, {})[tail] = value
-        else:
-            out[head] = value
-    return out
 
 
 def beats_per_10k(x: np.ndarray, reference: np.ndarray) -> float:

@@ -366,3 +366,24 @@ def test_run_grid_with_a_real_model_records_a_bad_point_and_skips_done_ones(tmp_
     stamp = (folder / "result.json").stat().st_mtime_ns
     again = runner.run_grid([good], tmp_path, progress=False)
     assert again[0]["skipped"] and (folder / "result.json").stat().st_mtime_ns == stamp
+
+
+def test_parse_overrides_builds_the_layer_resolve_config_applies():
+    """``--set`` items become the nested overrides layer; resolve_config then shows each value
+    where the item put it, and bad items are refused with the key named."""
+    from dsident.experiments.config import parse_overrides, resolve_config
+
+    layer = parse_overrides(["fit_options.alpha=adaptive", "fit_options.lr=0.002", "train_length=5000",
+                             "model_params.hidden_dim=64", "fit_options.grad_clip=null"])
+    assert layer == {"fit_options": {"alpha": "adaptive", "lr": 0.002, "grad_clip": None},
+                     "train_length": 5000, "model_params": {"hidden_dim": 64}}
+    cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides=layer)
+    assert cfg["fit_options"]["alpha"] == "adaptive" and cfg["fit_options"]["lr"] == 0.002
+    assert cfg["train_length"] == 5000 and cfg["model_params"]["hidden_dim"] == 64
+    assert parse_overrides(None) == {}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_overrides(["fit_options.alpha"])
+    with pytest.raises(ValueError, match="'epochs'"):
+        parse_overrides(["epochs=3"])
+    with pytest.raises(ValueError, match="dotted key"):
+        parse_overrides(["seed.x=1"])

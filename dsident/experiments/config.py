@@ -258,6 +258,50 @@ def default_method(model: str) -> str:
     return MODEL_DEFAULTS.get(model, {}).get("method", "svi")
 
 
+#: the run keys whose value is a table of named settings (``model_params.NAME=...``)
+_TABLE_KEYS = ("model_params", "fit_options")
+
+
+def parse_overrides(items: list[str] | None, flag: str = "--set") -> dict[str, Any]:
+    """``["fit_options.alpha=0.05", "train_length=50000"]`` -> the ``overrides`` layer of
+    :func:`resolve_config`.
+
+    Parameters
+    ----------
+    items : list of str or None
+        ``KEY=VALUE`` strings. ``KEY`` is a run key (:data:`RUN_KEYS`) or ``model_params.NAME`` /
+        ``fit_options.NAME``; ``VALUE`` is read as JSON when it parses (numbers, ``true``,
+        ``null``, lists) and kept as a string otherwise (``fit_options.alpha=adaptive``).
+    flag : str
+        The option's name, for the error messages.
+
+    Raises
+    ------
+    ValueError
+        An item without ``=``, a key that is not a run key, or a dotted key outside the two tables.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{flag} expects KEY=VALUE; got {item!r}.")
+        key, _, text = item.partition("=")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:  # a bare word such as `adaptive` or `radam`
+            value = text
+        head, dot, tail = key.strip().partition(".")
+        if head not in RUN_KEYS:
+            raise ValueError(f"{flag} key {key!r}: {head!r} is not a run-configuration key; "
+                             f"expected one of {list(RUN_KEYS)}.")
+        if dot and head not in _TABLE_KEYS:
+            raise ValueError(f"{flag} key {key!r}: a dotted key must start with one of {list(_TABLE_KEYS)}.")
+        if dot:
+            out.setdefault(head, {})[tail] = value
+        else:
+            out[head] = value
+    return out
+
+
 def resolve_config(dataset: str, model: str, method: str | None = None, *,
                    overrides: Mapping[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
     """The full run configuration for one (dataset, model, method) cell.
