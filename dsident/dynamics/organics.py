@@ -69,6 +69,13 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
         Solver; forward Euler, as the paper trains (eq. 135).
     n_substeps : int
         Solver sub-steps per sampling interval.
+    norm_weight_scale : float
+        Factor on the initial normalisation weights ``W`` (1: diagonal 1, off-diagonal in
+        ``(1/e, 1]``, the reference code's start). The modulators grow without bound while the
+        spectral radius of ``W diag(y^2)`` exceeds 1, so principal potentials of order 3 (a
+        z-scored signal read out directly) make the circuit stiff at the default start, and its
+        Euler steps diverge; a small factor (e.g. 0.05) starts it in the stable regime for
+        ``|y| < 1 / sqrt(factor * n)``. ``W`` is learned from there.
     seed : int or None
         Seed of the parameter initialisation.
 
@@ -103,7 +110,7 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
 
     def __init__(self, n_neurons: int, input_dim: int = 0, *, recurrence: str = "identity", rectified: bool = False,
                  max_rate_y: float = 1.0, max_rate_a: float = 1.0, learn_tau: bool = True, method: str = "euler",
-                 n_substeps: int = 1, seed: int | None = None) -> None:
+                 n_substeps: int = 1, norm_weight_scale: float = 1.0, seed: int | None = None) -> None:
         super().__init__()
         _check_positive_int("n_neurons", n_neurons)
         _check_positive_int("input_dim", input_dim, 0)
@@ -113,9 +120,13 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
         for name, value in (("max_rate_y", max_rate_y), ("max_rate_a", max_rate_a)):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive number (1 / time unit); got {value!r}.")
+        if not isinstance(norm_weight_scale, (int, float)) or not math.isfinite(norm_weight_scale) \
+                or norm_weight_scale <= 0:
+            raise ValueError(f"`norm_weight_scale` must be a positive number; got {norm_weight_scale!r}.")
         self.n_neurons, self.input_dim, self.recurrence = n_neurons, input_dim, recurrence
         self.rectified, self.max_rate_y, self.max_rate_a = bool(rectified), float(max_rate_y), float(max_rate_a)
         self.learn_tau, self.method, self.n_substeps, self.seed = bool(learn_tau), method, n_substeps, seed
+        self.norm_weight_scale = float(norm_weight_scale)
         self.latent_dim = 2 * n_neurons
         self.observed_latent_dim = n_neurons
         self.readout_slice = slice(0, n_neurons)
@@ -130,7 +141,7 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
         self.raw_gain0 = nn.Parameter(torch.randn(n, generator=gen))
         log_w = -torch.rand(n, n, generator=gen)
         log_w.fill_diagonal_(0.0)
-        self.log_norm_weight = nn.Parameter(log_w)
+        self.log_norm_weight = nn.Parameter(log_w + math.log(self.norm_weight_scale))
         self.register_buffer("sigma", torch.ones(n))
         if recurrence == "identity":
             self.recurrent_raw = None

@@ -363,6 +363,10 @@ class ORGaNICs(_ContinuousTimeEstimator):
     solver : str, default "euler"
         Forward Euler as in the paper's training (eq. 135).
     n_substeps : int, default 1
+    norm_weight_scale : float, default 1.0
+        Factor on the initial normalisation weights (see :class:`dsident.dynamics.ORGaNICs`);
+        below 1 for principal potentials of order 1 or more (e.g. ``rate_readout=False`` with an
+        identity readout of z-scored data).
     observation, readout, observation_options, process_noise, initial_var, seed
         As in :class:`dsident.models.PLRNN` (readout "linear" by default).
     """
@@ -372,7 +376,7 @@ class ORGaNICs(_ContinuousTimeEstimator):
     def __init__(self, latent_dim: int = 16, *, recurrence: str = "free", rectified: bool = False,
                  max_rate_y: float | None = None, max_rate_a: float | None = None, learn_tau: bool = True,
                  rate_readout: bool = True, solver: str = "euler", n_substeps: int = 1,
-                 observation: Any = "gaussian", readout: str = "linear",
+                 norm_weight_scale: float = 1.0, observation: Any = "gaussian", readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
@@ -384,6 +388,7 @@ class ORGaNICs(_ContinuousTimeEstimator):
         self.rate_readout = rate_readout
         self.solver = solver
         self.n_substeps = n_substeps
+        self.norm_weight_scale = norm_weight_scale
         self.observation = observation
         self.readout = readout
         self.observation_options = observation_options
@@ -404,4 +409,4 @@ class ORGaNICs(_ContinuousTimeEstimator):
         rate_a = 0.1 / dt if self.max_rate_a is None else float(self.max_rate_a)
         return ORGaNICsDynamics(int(self.latent_dim), input_dim, recurrence=self.recurrence, rectified=self.rectified,
                                 max_rate_y=rate_y, max_rate_a=rate_a, learn_tau=self.learn_tau, method=self.solver,
-                                n_substeps=self.n_substeps, seed=self.seed)
+                                n_substeps=self.n_substeps, norm_weight_scale=self.norm_weight_scale, seed=self.seed)
