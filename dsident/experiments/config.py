@@ -106,7 +106,7 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # noisy D_stsp on the training series): measured on the same 5 fits (benchmarks/
     # bench_tf_selection.py, docs/teacher_forcing.md "Which epoch to keep"), D_stsp 1.04 [0.79,
     # 1.24], D_H 0.137 [0.032, 0.179], all bursting (seeds 3, 4 better in both, none worse; the same
-    # picks as the test-side oracle); ≈ +15 s a fit (190 s at load 2). Selecting by D_stsp + w·D_H,
+    # picks as the test-side oracle); ≈ +20 s a fit (190 s at load 2). Selecting by D_stsp + w·D_H,
     # averaging the last states or scoring every epoch did not help.
     ("bursting_neuron", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,   # windows are drawn at random: all the data costs the same
@@ -126,7 +126,7 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # same 5 fits (benchmarks/bench_tf_selection.py, docs/teacher_forcing.md "Which epoch to keep"),
     # D_stsp 6.78 [5.80, 8.13], D_H 0.090 [0.070, 0.164] instead of 8.44 / 0.165 (4 of 5 seeds
     # better in both; seed 1 5.80 vs 5.32). Selecting by D_stsp + w·D_H or averaging the last
-    # states did not help. ≈ +40 % fit time (100 free runs of 12 500 steps instead of 20).
+    # states did not help. ≈ +30 % fit time (100 free runs of 12 500 steps instead of 20; 280 s).
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "hidden_dim": 250, "readout": "identity", "clip": True},
