@@ -3,6 +3,7 @@
 ODE-RFWP's fast weights and ORGaNICs' modulators are not determined by the data: the teacher
 must force only the units the observation model reads and leave the rest running freely.
 """
+import numpy as np
 import torch
 
 from dsident.inference.forcing_alpha import make_teacher
@@ -17,10 +18,41 @@ def test_teacher_forces_only_the_units_the_likelihood_reads():
     mask[:, 2] = False                                   # time step 2 wholly missing
     teacher = make_teacher(obs, x, mask)
     z = torch.randn(4, 6)
+    # 2 channels read 3 units through B (2, 3): only B's row space is determined by the data
+    B = obs.inner.B.detach().double().numpy()
+    row_space = torch.as_tensor(np.linalg.pinv(B) @ B, dtype=z.dtype)
     for t, observed in ((1, True), (2, False)):
         forced = teacher.force(z, t, 0.5)
         torch.testing.assert_close(forced[:, 3:], z[:, 3:])          # unread units run freely
-        expected = z[:, :3] + 0.5 * (teacher.z_hat[:, t, :3] - z[:, :3]) if observed else z[:, :3]
+        delta = teacher.z_hat[:, t, :3] - z[:, :3]
+        expected = z[:, :3] + 0.5 * delta @ row_space.T if observed else z[:, :3]
         torch.testing.assert_close(forced[:, :3], expected)
     # the read units are pulled towards a state whose readout reproduces the data
     torch.testing.assert_close(obs.mean(teacher.z_hat[:, 1]), x[:, 1], atol=1e-4, rtol=1e-4)
+    # full forcing matches the data through the readout and keeps B's null-space component of z
+    full = teacher.force(z, 1, 1.0)
+    torch.testing.assert_close(obs.mean(full), x[:, 1], atol=1e-4, rtol=1e-4)
+    null = torch.eye(3) - row_space
+    torch.testing.assert_close(full[:, :3] @ null.T, z[:, :3] @ null.T, atol=1e-5, rtol=1e-5)
+
+
+def test_teacher_with_a_square_readout_forces_every_read_unit():
+    torch.manual_seed(1)
+    obs = LatentFeatureObservation(3, 7, 3, "identity", "gaussian", {"readout": "linear"}, fill_value=0.0)
+    x = torch.randn(2, 4, 3)
+    teacher = make_teacher(obs, x, torch.ones(2, 4, 3, dtype=torch.bool))
+    z = torch.randn(2, 7)
+    forced = teacher.force(z, 1, 0.25)
+    torch.testing.assert_close(forced[:, :3], 0.75 * z[:, :3] + 0.25 * teacher.z_hat[:, 1, :3], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(forced[:, 3:], z[:, 3:])
+
+
+def test_rate_features_still_force_every_read_unit():
+    # ORGaNICs' firing-rate readout is nonlinear: the read potentials are forced as a whole
+    obs = LatentFeatureObservation(2, 6, 3, "rate", "gaussian", {"readout": "linear"}, fill_value=1.0)
+    x = torch.rand(2, 4, 2)
+    teacher = make_teacher(obs, x, torch.ones(2, 4, 2, dtype=torch.bool))
+    z = torch.randn(2, 6)
+    forced = teacher.force(z, 1, 0.5)
+    torch.testing.assert_close(forced[:, :3], z[:, :3] + 0.5 * (teacher.z_hat[:, 1, :3] - z[:, :3]))
+    torch.testing.assert_close(forced[:, 3:], z[:, 3:])

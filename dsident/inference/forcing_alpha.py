@@ -101,8 +101,11 @@ def make_teacher(observation: Any, x: Tensor, mask: Tensor) -> TeacherSignal:
     Parameters
     ----------
     observation : ObservationModel
-        Readout observations (``B`` loadings) get the projector of their observed rows; any
-        other model forces the whole state at every sample with an observed channel.
+        Readout observations (``B`` loadings) get the projector of their observed rows; one that
+        reads only the leading ``n_read`` units (``LatentFeatureObservation``) forces those
+        units by its inner likelihood's rule and leaves the rest free (the whole read part for
+        firing-rate features); any other model forces the whole state at every sample with an
+        observed channel.
     x : Tensor of shape (B, L, N)
         Observations (values at masked entries are ignored).
     mask : bool Tensor of shape (B, L, N)
@@ -121,6 +124,11 @@ def make_teacher(observation: Any, x: Tensor, mask: Tensor) -> TeacherSignal:
             # the likelihood reads only the leading n_read units (ODE-RFWP's vector state, ORGaNICs'
             # principal neurons): the data say nothing about the rest (fast weights, modulators),
             # whose invert() entries are mere fill values, so those units run freely
+            inner = getattr(observation, "inner", None)
+            if inner is not None and getattr(observation, "transfer", None) == "identity":
+                # the read units are the inner likelihood's latent: force only what its readout
+                # determines (a linear readout of fewer channels than units leaves directions free)
+                return _embed_teacher(make_teacher(inner, x, mask), z_hat)
             weight = torch.zeros_like(z_hat)
             weight[..., :n_read] = mask.any(-1, keepdim=True).to(x.dtype)
             return TeacherSignal(z_hat=z_hat, weight=weight)
@@ -144,6 +152,19 @@ def make_teacher(observation: Any, x: Tensor, mask: Tensor) -> TeacherSignal:
             return TeacherSignal(z_hat=z_hat, weight=weight)
         return TeacherSignal(z_hat=z_hat, projector=proj.to(x.dtype),
                              pattern=index.reshape(mask.shape[:-1]))
+
+
+def _embed_teacher(part: TeacherSignal, z_hat: Tensor) -> TeacherSignal:
+    """A teacher of the leading ``k`` units, ``part``, as one of all ``M`` units of ``z_hat``
+    (B, L, M), the others unforced; ``part.z_hat`` must equal ``z_hat[..., :k]``."""
+    k, m = part.z_hat.shape[-1], z_hat.shape[-1]
+    if part.weight is not None:
+        weight = torch.zeros_like(z_hat)
+        weight[..., :k] = part.weight
+        return TeacherSignal(z_hat=z_hat, weight=weight)
+    proj = part.projector.new_zeros(part.projector.shape[0], m, m)
+    proj[:, :k, :k] = part.projector
+    return TeacherSignal(z_hat=z_hat, projector=proj, pattern=part.pattern)
 
 
 def _row_space_projector(rows: Tensor) -> Tensor:
