@@ -117,46 +117,49 @@ def make_teacher(observation: Any, x: Tensor, mask: Tensor) -> TeacherSignal:
     """
     with torch.no_grad():
         xn = torch.where(mask, x, torch.full_like(x, float("nan")))
-        z_hat = observation.invert(xn, mask).to(x.dtype)
-        m = z_hat.shape[-1]
-        n_read = getattr(observation, "n_read", None)
-        if isinstance(n_read, int) and n_read < m:
-            # the likelihood reads only the leading n_read units (ODE-RFWP's vector state, ORGaNICs'
-            # principal neurons): the data say nothing about the rest (fast weights, modulators),
-            # whose invert() entries are mere fill values, so those units run freely
-            inner = getattr(observation, "inner", None)
-            if inner is not None and getattr(observation, "transfer", None) == "identity":
-                # the read units are the inner likelihood's latent: force only what its readout
-                # determines (a linear readout of fewer channels than units leaves directions free)
-                return _embed_teacher(make_teacher(inner, x, mask), z_hat)
-            weight = torch.zeros_like(z_hat)
-            weight[..., :n_read] = mask.any(-1, keepdim=True).to(x.dtype)
-            return TeacherSignal(z_hat=z_hat, weight=weight)
-        loadings = getattr(observation, "B", None)
-        if not isinstance(loadings, Tensor) or loadings.ndim != 2:
-            return TeacherSignal(z_hat=z_hat, weight=mask.any(-1, keepdim=True).to(x.dtype))
-        n = loadings.shape[0]
-        if getattr(observation, "readout", None) == "identity":
-            weight = torch.zeros_like(z_hat)
-            weight[..., :n] = mask.to(x.dtype)
-            return TeacherSignal(z_hat=z_hat, weight=weight)
-        patterns, index = torch.unique(mask.reshape(-1, n), dim=0, return_inverse=True)
-        B = loadings.detach().to(torch.float64)
-        proj = torch.stack([_row_space_projector(B[p]) for p in patterns.to(B.device)])
-        eye = torch.eye(m, dtype=proj.dtype, device=proj.device)
-        full = (proj - eye).abs().amax(dim=(-2, -1)) < _IDENTITY_TOL
-        empty = ~patterns.any(-1).to(proj.device)
-        if bool((full | empty).all()):
-            # every pattern pins the whole state (or nothing): a cheap per-sample weight does it
-            weight = full.to(x.dtype)[index].reshape(*mask.shape[:-1], 1)
-            return TeacherSignal(z_hat=z_hat, weight=weight)
-        return TeacherSignal(z_hat=z_hat, projector=proj.to(x.dtype),
-                             pattern=index.reshape(mask.shape[:-1]))
+        return _forcing_rule(observation, observation.invert(xn, mask).to(x.dtype), mask)
+
+
+def _forcing_rule(observation: Any, z_hat: Tensor, mask: Tensor) -> TeacherSignal:
+    """The teacher of :func:`make_teacher` for given teacher states ``z_hat`` (B, L, M)."""
+    m, dtype = z_hat.shape[-1], z_hat.dtype
+    n_read = getattr(observation, "n_read", None)
+    if isinstance(n_read, int) and n_read < m:
+        # the likelihood reads only the leading n_read units (ODE-RFWP's vector state, ORGaNICs'
+        # principal neurons): the data say nothing about the rest (fast weights, modulators),
+        # whose invert() entries are mere fill values, so those units run freely
+        inner = getattr(observation, "inner", None)
+        if inner is not None and getattr(observation, "transfer", None) == "identity":
+            # the read units are the inner likelihood's latent: force only what its readout
+            # determines (a linear readout of fewer channels than units leaves directions free)
+            return _embed_teacher(_forcing_rule(inner, z_hat[..., :n_read], mask), z_hat)
+        weight = torch.zeros_like(z_hat)
+        weight[..., :n_read] = mask.any(-1, keepdim=True).to(dtype)
+        return TeacherSignal(z_hat=z_hat, weight=weight)
+    loadings = getattr(observation, "B", None)
+    if not isinstance(loadings, Tensor) or loadings.ndim != 2:
+        return TeacherSignal(z_hat=z_hat, weight=mask.any(-1, keepdim=True).to(dtype))
+    n = loadings.shape[0]
+    if getattr(observation, "readout", None) == "identity":
+        weight = torch.zeros_like(z_hat)
+        weight[..., :n] = mask.to(dtype)
+        return TeacherSignal(z_hat=z_hat, weight=weight)
+    patterns, index = torch.unique(mask.reshape(-1, n), dim=0, return_inverse=True)
+    B = loadings.detach().to(torch.float64)
+    proj = torch.stack([_row_space_projector(B[p]) for p in patterns.to(B.device)])
+    eye = torch.eye(m, dtype=proj.dtype, device=proj.device)
+    full = (proj - eye).abs().amax(dim=(-2, -1)) < _IDENTITY_TOL
+    empty = ~patterns.any(-1).to(proj.device)
+    if bool((full | empty).all()):
+        # every pattern pins the whole state (or nothing): a cheap per-sample weight does it
+        weight = full.to(dtype)[index].reshape(*mask.shape[:-1], 1)
+        return TeacherSignal(z_hat=z_hat, weight=weight)
+    return TeacherSignal(z_hat=z_hat, projector=proj.to(dtype), pattern=index.reshape(mask.shape[:-1]))
 
 
 def _embed_teacher(part: TeacherSignal, z_hat: Tensor) -> TeacherSignal:
-    """A teacher of the leading ``k`` units, ``part``, as one of all ``M`` units of ``z_hat``
-    (B, L, M), the others unforced; ``part.z_hat`` must equal ``z_hat[..., :k]``."""
+    """A teacher of the leading ``k`` units, ``part`` (built on ``z_hat[..., :k]``), as one of all
+    ``M`` units of ``z_hat`` (B, L, M), the others unforced."""
     k, m = part.z_hat.shape[-1], z_hat.shape[-1]
     if part.weight is not None:
         weight = torch.zeros_like(z_hat)
