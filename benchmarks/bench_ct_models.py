@@ -79,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["lorenz63"])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
-    parser.add_argument("--methods", nargs="+", default=None, help="default: each model's default method")
+    parser.add_argument("--methods", nargs="+", default=None, help="default: the benchmark's method per (dataset, model)")
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first .. first + n - 1")
     parser.add_argument("--eval-length", type=int, default=10_000)
@@ -98,7 +98,7 @@ def main() -> None:
     rows = []
     for dataset in args.datasets:
         for model in args.models:
-            for method in args.methods or [default_method(model)]:
+            for method in args.methods or [default_method(model, dataset)]:
                 configs = cell_configs(dataset, model, method, seeds, args.eval_length, extra)
                 print(f"{dataset} / {model} / {method}: model_params {json.dumps(configs[0]['model_params'])}, "
                       f"fit_options {json.dumps(configs[0]['fit_options'])}, train_length "

@@ -411,7 +411,7 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("data", nargs="?", help="shipped set name (lorenz63, ...), NetCDF file, or .npy/.csv with --dt")
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
-    p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per model)")
+    p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file")
     p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
     p.add_argument("--out", help="output folder")
@@ -456,7 +456,8 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 def _build_benchmark(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", nargs="+", help="shipped set names (default lorenz63 bursting_neuron ecg)")
     p.add_argument("--models", nargs="+", help="model names (default: every available model)")
-    p.add_argument("--methods", nargs="+", help="inference methods (default: each model's own)")
+    p.add_argument("--methods", nargs="+",
+                   help="inference methods (default: per dataset and model, see docs/main_job.md)")
     p.add_argument("--seeds", type=int, help="number of seeds (default 3; --quick: 1)")
     p.add_argument("--quick", action="store_true", default=None,
                    help="the quick preset: a Lorenz-63 reconstruction in minutes on a laptop")

@@ -30,6 +30,32 @@ def test_resolve_layers_in_order_and_user_wins():
     assert cfg["user_keys"]["model_params"] == ["hidden_dim"]
 
 
+def test_dataset_method_picks_the_measured_cell_and_flags_still_win():
+    from dsident.experiments.benchmark import benchmark_configs
+
+    # every per-dataset method names a measured cell of PAIR_DEFAULTS and differs from the
+    # model's own method (otherwise the entry would say nothing)
+    assert cfgmod.DATASET_METHODS
+    for (dataset, model), method in cfgmod.DATASET_METHODS.items():
+        assert (dataset, model, method) in cfgmod.PAIR_DEFAULTS
+        assert method != cfgmod.MODEL_DEFAULTS[model]["method"]
+    (dataset, model), method = next(iter(cfgmod.DATASET_METHODS.items()))
+    cfg = resolve_config(dataset, model)
+    assert cfg["method"] == method
+    cell = cfgmod.PAIR_DEFAULTS[(dataset, model, method)]
+    for key, value in cell["model_params"].items():
+        assert cfg["model_params"][key] == value
+    # the model's own method elsewhere (a file path gets no dataset layer), and the user's choice wins
+    own = cfgmod.MODEL_DEFAULTS[model]["method"]
+    assert resolve_config("recording.npy", model)["method"] == own
+    assert resolve_config(dataset, model, own)["method"] == own
+    assert resolve_config(dataset, model, overrides={"method": own})["method"] == own
+    # the benchmark grid without --methods uses the per-dataset method for each dataset
+    grid = benchmark_configs([dataset, "recording.npy"], [model], None, 1)
+    assert [c["method"] for c in grid] == [method, own]
+    assert f"{dataset} / {model}" in cfgmod.defaults_table()
+
+
 def test_quick_preset_overrides_dataset_defaults():
     quick = resolve_config("lorenz63", "shplrnn", "teacher-forcing", preset="quick")
     full = resolve_config("lorenz63", "shplrnn", "teacher-forcing")

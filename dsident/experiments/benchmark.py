@@ -41,7 +41,8 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
                       overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Resolved configurations of the grid datasets × models × methods × seeds.
 
-    ``methods=None`` uses each model's default method. ``seeds`` is a count (0..n-1) or a list.
+    ``methods=None`` uses each (dataset, model)'s default method (:func:`default_method`).
+    ``seeds`` is a count (0..n-1) or a list.
     """
     seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
     if not seed_list:
@@ -50,7 +51,7 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     for dataset in datasets:
         for model in models:
             model = check_model_name(model)
-            for method in (methods or [default_method(model)]):
+            for method in (methods or [default_method(model, dataset)]):
                 for seed in seed_list:
                     ov = {**(overrides or {}), "seed": seed}
                     out.append(resolve_config(dataset, model, method, overrides=ov,
@@ -74,9 +75,10 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     ----------
     datasets, models, methods, seeds
         The grid; defaults: :data:`DEFAULT_DATASETS`, every *available* model of
-        :data:`DEFAULT_MODELS` (an unavailable one is listed with its reason), each model's
-        default method, :data:`DEFAULT_SEEDS` seeds. With ``quick=True`` the quick preset
-        fills whatever is not given.
+        :data:`DEFAULT_MODELS` (an unavailable one is listed with its reason), each
+        (dataset, model)'s default method (``config.default_method``),
+        :data:`DEFAULT_SEEDS` seeds. With ``quick=True`` the quick preset fills whatever is
+        not given.
     quick : bool
         Use the ``quick`` preset (the README's main job: Lorenz-63 in minutes on a laptop).
     out : path
