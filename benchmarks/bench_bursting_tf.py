@@ -11,7 +11,7 @@ first ``eval_length`` test samples). For every seed it prints
 - D_stsp and D_H of the fit next to the floor (:func:`dsident.metrics.floor` at the evaluation
   length: mean [min, max] over pairs of stretches of the true system);
 - the fit time (one torch thread) and the epoch the engine kept;
-- a burst diagnostic of the evaluated free run (:func:`dsident.experiments.scoring.protocol_free_run`,
+- a burst diagnostic of the evaluated free run (:func:`dsident.metrics.evaluate` with ``return_run=True``,
   the same run the scores compare) against the test stretch: the regime (``bursting``, ``tonic``,
   ``fixed point``, ``diverged``, ``other``; the classifier of
   ``benchmarks/bench_rplrnn_bursting.py``), spikes per burst (median and coefficient of variation
@@ -47,7 +47,7 @@ from dsident import metrics
 from dsident.experiments.config import parse_overrides, resolve_config
 from dsident.experiments.inputs import load_data
 from dsident.experiments.runner import adapt_to_data, fit_point
-from dsident.experiments.scoring import evaluate_model, protocol_free_run
+from dsident.experiments.scoring import evaluate_model
 
 # the spike and regime helpers of the Laplace-EM bursting benchmark (one implementation)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -100,8 +100,7 @@ def run_seed(cfg: dict[str, Any], seed: int, train, test) -> dict[str, Any]:
     cfg = {**cfg, "seed": seed}
     used = adapt_to_data(cfg, train)
     est, fit_s, dropped = fit_point(used, train, progress=False)
-    scores, _ = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
-    gen = protocol_free_run(est, test, seed=seed)
+    scores, _, gen = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed, return_run=True)
     hist = est.history_
     return {"seed": seed, "D_stsp": scores["D_stsp"], "D_H": scores["D_H"], "PE": scores["PE"],
             "diverged": bool(scores["diverged"]), "fit_s": fit_s, "best_epoch": hist.get("best_epoch"),

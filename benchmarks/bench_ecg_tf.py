@@ -11,7 +11,7 @@ samples), and prints per seed
   floor at that length (:func:`dsident.metrics.floor`: mean over pairs of stretches);
 - the fit time and the epoch the engine kept (chosen on the *training* series);
 - the **beat rate**: R peaks per 10 000 samples in the scored free run
-  (:func:`~dsident.experiments.scoring.protocol_free_run`, the run the metrics compare) and in
+  (:func:`~dsident.metrics.evaluate` with ``return_run=True``, the run the metrics compare) and in
   the test data, counted on channel 0 with :func:`scipy.signal.find_peaks` (prominence at least
   half the test data's range on that channel, peaks at least 150 samples = 0.21 s apart). The
   ECG's beats are ≈ 700 samples apart; a free run with the right beat shape but the wrong rate
@@ -47,7 +47,7 @@ from dsident import metrics
 from dsident.experiments import load_data
 from dsident.experiments.config import parse_overrides, resolve_config
 from dsident.experiments.runner import adapt_to_data, fit_point
-from dsident.experiments.scoring import evaluate_model, protocol_free_run
+from dsident.experiments.scoring import evaluate_model
 
 #: the benchmark cell this script measures
 CELL = ("ecg", "shplrnn", "teacher-forcing")
@@ -78,8 +78,7 @@ def run_seed(seed: int, overrides: dict[str, Any]) -> dict[str, Any]:
     test = load_data(CELL[0], split="test", length=cfg.get("eval_length"))
     used = adapt_to_data(cfg, train)
     est, fit_s, dropped = fit_point(used, train)
-    scores, _ = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
-    free = protocol_free_run(est, test, seed=seed)
+    scores, _, free = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed, return_run=True)
     x_test = np.asarray(test["x"].values[0, :, 0], dtype=float)
     x_free = np.asarray(free["x"].values[0, :, 0], dtype=float)
     hist = est.history_

@@ -59,7 +59,7 @@ import torch
 from dsident.experiments.config import resolve_config
 from dsident.experiments.inputs import load_data
 from dsident.experiments.runner import adapt_to_data, fit_point
-from dsident.experiments.scoring import evaluate_model, protocol_free_run
+from dsident.experiments.scoring import evaluate_model
 from dsident.inference import teacher_forcing
 from dsident.inference.training import state_copy
 
@@ -128,8 +128,9 @@ def collect(cell: str, seed: int, out: str, long_steps: int) -> None:
         else:
             train_stsp, train_dh = scorer.score(model, seed=seed)
         long_stsp, long_dh = long_scorer.score(model, seed=seed) if long_scorer else (math.nan, math.nan)
-        scores, _ = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
-        x_free = np.asarray(protocol_free_run(est, test, seed=seed)["x"].values[0], dtype=float)
+        scores, _, run = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
+                                        return_run=True)
+        x_free = np.asarray(run["x"].values[0], dtype=float)
         row = {"cell": cell, "seed": seed, "kind": kind, "epoch": epoch, "train_stsp": train_stsp,
                "train_dh": train_dh, "train_stsp_long": long_stsp, "train_dh_long": long_dh,
                "test_stsp": scores["D_stsp"], "test_dh": scores["D_H"],

@@ -224,20 +224,15 @@ def _plot_history(history, path: Path) -> None:
 
 def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:
     """Score ``model`` on ``test``; write metrics.nc, generated.nc and the figures; return text lines."""
-    import xarray as xr
-
     from . import plotting
     from .experiments.runner import _write_netcdf
-    from .experiments.scoring import evaluate_model, protocol_free_run
+    from .experiments.scoring import evaluate_model
 
     seed = int(cfg.get("seed", 0))
     t0 = time.perf_counter()
-    scores, raw = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
-    if isinstance(raw, xr.Dataset):
-        _write_netcdf(raw, out / "metrics.nc")
-    else:
-        _write_netcdf(xr.Dataset(attrs={k: v for k, v in scores.items()}), out / "metrics.nc")
-    gen = protocol_free_run(model, test, seed=seed)
+    scores, raw, gen = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
+                                      return_run=True)
+    _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")

@@ -161,3 +161,31 @@ def test_inputs_drive_the_run_without_burn_in():
     assert float(res.power_spectrum_distance) == pytest.approx(0.0, abs=1e-9)
     assert float(res.state_space_divergence) == pytest.approx(0.0, abs=1e-9)
     assert float(res.prediction_error) == pytest.approx(0.0, abs=1e-20)
+
+
+@pytest.mark.filterwarnings("ignore:test trials differ in length")
+def test_return_run_is_the_compared_window_in_the_test_layout():
+    """``return_run=True`` hands back the run the scores compared: per trial, the steps after
+    the burn-in of a free run from the first complete sample, on the test's time axis."""
+    matrix = _rotation(ANGLE)
+    orbit = _orbit(matrix, 2000)
+    first, second = orbit[:800].copy(), orbit[900:1500].copy()
+    second[:3] = np.nan                                  # the second trial starts at its 4th sample
+    test = dsident.as_dataset([first, second], dt=0.1)
+    res, run = evaluate(_model(matrix), test, pe_steps=2, return_run=True)
+    assert run["x"].shape == test["x"].shape and run["z"].shape == (2, 800, 2)
+    np.testing.assert_array_equal(run["time"].values, test["time"].values)
+    for i, (start, length) in enumerate([(0, 800), (3, 600)]):
+        window = length - start
+        burn = int(np.floor(0.25 * window))
+        by_hand = _orbit(matrix, burn + window, z0=test["x"].values[i, start])[burn:]
+        np.testing.assert_allclose(run["x"].values[i, start:length], by_hand, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(run["z"].values[i, start:length], by_hand, rtol=1e-9, atol=1e-12)
+        assert np.isnan(run["x"].values[i, :start]).all() and np.isnan(run["x"].values[i, length:]).all()
+    assert json.loads(run.attrs["start_index"]) == [0, 3]
+    assert json.loads(run.attrs["burn_in_steps"]) == [200, 149]
+    assert list(run["length"].values) == [800, 600] and run.attrs["diverged"] == 0
+    # the scores are those of this run, and the plain call gives the same scores
+    assert float(res.state_space_divergence) == pytest.approx(state_space_divergence(test, run), rel=1e-12)
+    plain = evaluate(_model(matrix), test, pe_steps=2)
+    assert float(plain.power_spectrum_distance) == float(res.power_spectrum_distance)

@@ -164,15 +164,11 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         record["config"] = {**used, "dropped_defaults": dropped}
         from .scoring import evaluate_model
 
-        scores, raw = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed)
+        scores, raw, gen = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
+                                          return_run=True)
         record["scores"] = scores
-        if isinstance(raw, xr.Dataset):
-            _write_netcdf(raw, tmp / "metrics.nc")
-        from .scoring import protocol_free_run
-
-        gen = protocol_free_run(est, test, seed=seed)
-        if isinstance(gen, xr.Dataset):
-            _write_netcdf(gen, tmp / "generated.nc")
+        _write_netcdf(raw, tmp / "metrics.nc")
+        _write_netcdf(gen, tmp / "generated.nc")
         if keep_model and hasattr(est, "save"):
             try:
                 est.save(tmp / "model")

@@ -67,14 +67,20 @@ def extract_scores(result: Any) -> dict[str, float]:
     return out
 
 
-def evaluate_model(model: Any, test: xr.Dataset, *, pe_steps: int = 20, seed: int = 0) -> tuple[dict[str, float], Any]:
-    """SPEC-metrics §4 evaluation of ``model`` on ``test``; returns (scores, raw result).
+def evaluate_model(model: Any, test: xr.Dataset, *, pe_steps: int = 20, seed: int = 0,
+                   return_run: bool = False) -> tuple[Any, ...]:
+    """SPEC-metrics §4 evaluation of ``model`` on ``test``.
 
     ``model`` is an estimator or a ``StateSpaceModel`` (``dsident.metrics.evaluate`` takes both).
+    Returns ``(scores, raw)``, or ``(scores, raw, run)`` with ``return_run=True``: ``run`` is
+    the free run the scores compared (for figures and ``generated.nc``), laid out like ``test``.
     """
     from .. import metrics
 
-    raw = _call_with_supported(metrics.evaluate, model, test, pe_steps=pe_steps, seed=seed)
+    if return_run:
+        raw, run = metrics.evaluate(model, test, pe_steps=pe_steps, seed=seed, return_run=True)
+        return extract_scores(raw), raw, run
+    raw = metrics.evaluate(model, test, pe_steps=pe_steps, seed=seed)
     return extract_scores(raw), raw
 
 
@@ -87,25 +93,3 @@ def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple
     # the true system predicts itself exactly (PE floor 0 on clean data) and never diverges
     scores["PE"], scores["diverged"] = 0.0, 0.0
     return scores, raw
-
-
-def protocol_free_run(model: Any, test: xr.Dataset, *, seed: int = 0, burn_in_fraction: float = 0.25) -> xr.Dataset:
-    """The free run the evaluation compares (for figures and ``generated.nc``).
-
-    Like :func:`dsident.metrics.evaluate`: start from the first fully observed sample of the
-    first test trial, run ``(1 + burn_in_fraction)·T`` steps and keep the last ``T``
-    (``T`` = that trial's length), so the figure shows what the scores measured.
-    """
-    x = np.asarray(test["x"].values[0], dtype=float)
-    complete = np.flatnonzero(np.isfinite(x).all(axis=1))
-    n_valid = int(test["length"].values[0]) if "length" in test else x.shape[0]
-    if complete.size == 0:
-        return model.generate(n_valid, seed=seed)
-    start = int(complete[0])
-    window = n_valid - start
-    burn = int(np.floor(burn_in_fraction * window))
-    run = model.generate(burn + window, x0=x[start], seed=seed)
-    out = run.isel(time=slice(burn, None))
-    out = out.assign_coords(time=np.arange(out.sizes["time"]) * float(run.attrs.get("dt", 1.0)))
-    out.attrs = {**run.attrs, "burn_in_steps": burn, "start_index": start}
-    return out

@@ -39,7 +39,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
              sigma: float = 20.0, pe_steps: int = 20, stsp_method: str = "auto", smoothing_alpha: float = 1e-5,
              direction: str = "forward", gmm_scaling: float = 1.0, gmm_points: int = 10_000,
              mc_samples: int = 1_000, divergence_threshold: float = 1e3, noise: bool = False,
-             dt: float | None = None) -> xr.Dataset:
+             dt: float | None = None, return_run: bool = False) -> xr.Dataset | tuple[xr.Dataset, xr.Dataset]:
     """Score a model against test data with the standard reconstruction protocol.
 
     Parameters
@@ -70,6 +70,9 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         Add process noise during the free run (default: the deterministic skeleton).
     dt : float, optional
         Sampling step passed to ``generate`` and ``step`` (default: the model's own).
+    return_run : bool
+        Also return the free run the scores compared, so figures and saved files show exactly
+        what was measured without generating it a second time.
 
     Returns
     -------
@@ -80,6 +83,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         (``T`` of every trial), ``model`` and ``model_config`` (JSON), ``seed`` and
         ``dsident_version``. D_stsp and D_H are NaN when diverged; PE(n) does not depend on
         the free run and is always reported.
+    xarray.Dataset, only with ``return_run=True``
+        The compared window of the free run laid out like ``test``: ``x(trial, time,
+        channel)`` (and ``z(trial, time, latent)`` when the model has latents) on the test's
+        time axis, NaN outside each trial's window ``[start, length)``, ``length(trial)``;
+        attrs ``dt``, ``seed``, ``diverged``, ``burn_in_steps`` and ``start_index`` (JSON lists,
+        per trial).
 
     Examples
     --------
@@ -158,7 +167,29 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
         "dsident_version": __version__,
     }
-    return out
+    if not return_run:
+        return out
+    return out, _compared_run(run, generated, ds, starts, windows, burn_in, diverged, seed)
+
+
+def _compared_run(run: xr.Dataset, generated: np.ndarray, ds: xr.Dataset, starts: np.ndarray,
+                  windows: np.ndarray, burn_in: np.ndarray, diverged: bool, seed: int) -> xr.Dataset:
+    """The compared window of ``run`` (trial, generated step, ·) in the layout of the test data."""
+    n_trials, n_time, _ = generated.shape
+    variables: dict[str, Any] = {"x": (("trial", "time", "channel"), generated),
+                                 "length": (("trial",), starts + windows)}
+    if "z" in run:
+        z_full = np.asarray(run["z"].values, dtype=float)
+        z = np.full((n_trials, n_time, z_full.shape[-1]), np.nan)
+        for i in range(n_trials):
+            z[i, starts[i]:starts[i] + windows[i]] = z_full[i, burn_in[i]:burn_in[i] + windows[i]]
+        variables["z"] = (("trial", "time", "latent"), z)
+    coords = {name: ds[name].values for name in ("trial", "time", "channel") if name in ds.coords}
+    attrs = {"dt": float(run.attrs.get("dt", ds.attrs.get("dt", 1.0))), "seed": int(seed),
+             "diverged": int(bool(diverged)), "burn_in_steps": json.dumps(burn_in.tolist()),
+             "start_index": json.dumps(starts.tolist()),
+             "protocol": "the compared window of the evaluation's free run (dsident.metrics.evaluate)"}
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
 
 
 def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") -> xr.Dataset:
