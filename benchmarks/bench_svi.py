@@ -44,7 +44,7 @@ def time_steps(model: Any, data: Any, *, device: str, batch_size: int, window: i
     stamps: list[float] = []
     fit_svi(model, data, seed=0, progress=False, device=device, window=window, batch_size=batch_size,
             n_steps=warmup + steps + 1, eval_every=10 ** 9, patience=None, kl_anneal=0,
-            callback=lambda step, record: stamps.append(time.perf_counter()))
+            callback=lambda step, record, model: stamps.append(time.perf_counter()))
     # interval i = time of step i; drop the warm-up steps and the last one (it runs the final evaluation)
     intervals = [b - a for a, b in zip(stamps[:-1], stamps[1:])][warmup:warmup + steps]
     return statistics.median(intervals)

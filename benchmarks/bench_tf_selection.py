@@ -4,8 +4,8 @@ The teacher-forcing engine scores a free run every ``eval_every`` epochs against
 series and keeps the state with the lowest D_stsp. This script fits a benchmark cell of the
 clipped shallow PLRNN ("bursting_neuron" or "ecg", ``PAIR_DEFAULTS``; the runner's
 ``resolve_config`` / ``adapt_to_data`` / ``fit_point``) once per seed while copying the model
-state at the end of **every** epoch (a wrapper around the engine's ``on_epoch`` hook that
-copies the parameters and changes nothing else: the kept epoch and the scores reproduce the
+state at the end of **every** epoch (the engine's ``callback`` option, which copies the
+parameters and changes nothing else: the kept epoch and the scores reproduce the
 cell's table exactly; the engine's own scoring is pinned to every 5 epochs and runs of 10 000
 steps, the settings the rules start from). Then, for every saved state and for parameter
 averages of the last states, it computes
@@ -44,14 +44,13 @@ Results: ``docs/teacher_forcing.md``, "Which epoch to keep (issue #9)".
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -73,20 +72,11 @@ EVAL_EVERY = 5
 BASE_EVAL_STEPS = 10_000
 
 
-@contextlib.contextmanager
-def recording_epochs(store: dict[int, dict[str, torch.Tensor]]) -> Iterator[None]:
-    """While active, every teacher-forcing epoch's end state is copied (on the CPU) into ``store``."""
-    original = teacher_forcing._Forcing.on_epoch
-
-    def on_epoch(self: Any, model: Any, progress: Any) -> Any:
-        store[progress.epoch] = {k: v.cpu() for k, v in state_copy(model).items()}
-        return original(self, model, progress)
-
-    teacher_forcing._Forcing.on_epoch = on_epoch
-    try:
-        yield
-    finally:
-        teacher_forcing._Forcing.on_epoch = original
+def epoch_recorder(store: dict[int, dict[str, torch.Tensor]]) -> Any:
+    """The engine's ``callback``: copies every epoch's end state (on the CPU) into ``store``."""
+    def callback(epoch: int, record: dict[str, float], model: Any) -> None:
+        store[epoch] = {k: v.cpu() for k, v in state_copy(model).items()}
+    return callback
 
 
 def average_states(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -106,8 +96,8 @@ def collect(cell: str, seed: int, out: str, long_steps: int) -> None:
     train = load_data(cell, split="train", length=cfg.get("train_length"))
     test = load_data(cell, split="test", length=cfg.get("eval_length"))
     states: dict[int, dict[str, torch.Tensor]] = {}
-    with recording_epochs(states):
-        est, fit_s, _ = fit_point(adapt_to_data(cfg, train), train, progress=False)
+    cfg["fit_options"] = {**cfg["fit_options"], "callback": epoch_recorder(states)}
+    est, fit_s, _ = fit_point(adapt_to_data(cfg, train), train, progress=False)
     hist = est.history_
     steps = int(hist["settings"]["eval_steps"])
     scorer = teacher_forcing._FreeRunScorer(train, steps, burn_in=steps // 4, seed=seed)

@@ -276,7 +276,7 @@ def test_resume_after_interruption_continues_from_the_saved_step(small_data, tmp
     class Interrupt(Exception):
         pass
 
-    def stop_at_9(step, record):
+    def stop_at_9(step, record, model):
         if step == 9:
             raise Interrupt
 
@@ -301,6 +301,21 @@ def test_same_seed_same_fit_other_seed_other_fit(small_data):
     c = fit_svi(_small_model(), small_data, seed=4, **SMALL)
     assert a["loss"] == b["loss"] and a["loss"] != c["loss"]
     assert a["settings"]["seed"] == 3 and a["settings"]["device"] == "cpu"
+
+
+def test_callback_gets_each_step_and_the_model_and_can_stop_the_fit(small_data):
+    model = _small_model()
+    seen = []
+
+    def callback(step, record, m):
+        seen.append((step, record["loss"], m is model))
+        return step == 5
+
+    hist = fit_svi(model, small_data, seed=5, callback=callback, **SMALL)
+    assert [s for s, _, _ in seen] == hist["step"] == list(range(6))
+    assert [loss for _, loss, _ in seen] == hist["loss"] and all(same for _, _, same in seen)
+    assert hist["stop_reason"] == "callback" and hist["n_steps_run"] == 6
+    assert hist["best_step"] == 4                       # the one validation before the stop (eval_every 4)
 
 
 def test_resume_refuses_a_checkpoint_of_another_fit(small_data, tmp_path):

@@ -108,6 +108,47 @@ def test_hooks_see_the_counters_and_the_best_scored_state_is_kept():
         assert history["regularization"][epoch] == pytest.approx(float(model.dynamics.regularization().detach()), rel=1e-6)
 
 
+def test_callback_sees_each_epoch_and_its_model_and_can_stop_training():
+    model = plrnn_model()
+    seen, states = [], []
+
+    def callback(epoch, record, m):
+        seen.append((epoch, dict(record)))
+        states.append({k: v.clone() for k, v in m.state_dict().items()})
+        return epoch == 3                                       # stop after the fourth epoch
+
+    scorer = ScriptedScores([3.0, 1.0, 2.0, 4.0])
+    history = train_loop(model, **loop_kwargs(evaluate=scorer, score_name="scripted", callback=callback))
+    assert [e for e, _ in seen] == history["epoch"] == [0, 1, 2, 3]
+    assert history["stopped_by_callback"] == 3 and history["n_epochs_run"] == 4
+    for epoch, record in seen:
+        assert record["train_loss"] == history["train_loss"][epoch]
+        assert record["grad_norm"] == history["grad_norm"][epoch]
+        assert record["scripted"] == scorer.scores[epoch]
+    # the callback saw the state each epoch ended in (the scorer saw the same one) ...
+    for got, scored in zip(states, scorer.states):
+        for name in got:
+            torch.testing.assert_close(got[name], scored[name], rtol=0, atol=0, msg=name)
+    # ... and after the stop the model holds the best scored state (epoch 1), not the last one
+    assert history["best_epoch"] == 1
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, states[1][name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("engine", ["bptt", "teacher-forcing"])
+def test_engines_pass_the_callback_through(engine):
+    data = as_dataset(periodic_data(), dt=0.1)
+    epochs = []
+    options = dict(n_epochs=3, seq_len=20, batch_size=4, seed=0, progress=False,
+                   callback=lambda epoch, record, m: epochs.append((epoch, record["train_loss"])) or None)
+    if engine == "bptt":
+        history = fit_bptt(shallow_model(), data, **options)
+    else:
+        history = fit_teacher_forcing(shallow_model(), data, batches_per_epoch=2, eval_every=0, **options)
+    assert epochs == list(zip(history["epoch"], history["train_loss"])) and len(epochs) == 3
+    assert "stopped_by_callback" not in history
+
+
 def test_penalties_are_trained_but_not_reported_as_data_loss():
     model = plrnn_model()
 

@@ -28,7 +28,8 @@ from torch import Tensor
 
 from ..data.container import as_dataset
 from ..observations.gaussian import Gaussian
-from .training import LOSSES, Evaluation, TrainingProgress, check_data_fits_model, check_int, resolve_device, train_loop
+from .training import (LOSSES, Evaluation, FitCallback, TrainingProgress, check_data_fits_model, check_int,
+                       resolve_device, train_loop)
 from .windows import Batch, ShuffledWindows, Windows, make_windows, split_windows, to_batch
 
 __all__ = ["fit_bptt", "free_run", "make_bptt_loss"]
@@ -90,7 +91,8 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
              seq_len: int | None = 200, batch_size: int = 16, lr: float = 1e-3, lr_end: float | None = None,
              grad_clip: float | None = 10.0, val_fraction: float = 0.1, initial_state: str = "auto",
              loss: str = "auto", device: str = "auto", checkpoint: str | os.PathLike | None = None,
-             checkpoint_every: int = 1, resume: bool = True, on_divergence: str = "warn") -> dict[str, Any]:
+             checkpoint_every: int = 1, resume: bool = True, on_divergence: str = "warn",
+             callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by deterministic backpropagation through time (engine ``"bptt"``).
 
     Parameters
@@ -131,6 +133,10 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
         state of the best epoch so far (none yet: the model keeps its last finite parameters)
         and warns (``RuntimeWarning``) or raises
         :class:`~dsident.inference.training.TrainingDivergedError`.
+    callback : callable ``(epoch, record, model) -> bool or None``, optional
+        Called after every epoch with its numbers (``train_loss``, ``val_loss``, ...) and the
+        model in its current state; returning True stops training there, keeping the best state
+        (:data:`~dsident.inference.training.FitCallback`).
 
     Returns
     -------
@@ -181,7 +187,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
                          progress=progress, device=dev, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                          resume=resume, on_divergence=on_divergence, settings=settings,
                          evaluate=_validation(val, loss_fn, batch_size, dtype, dev), eval_every=1, score_name="loss",
-                         history_keys=("val_loss",),
+                         history_keys=("val_loss",), callback=callback,
                          divergence_advice="Try a smaller `lr`, a smaller `grad_clip` or shorter `seq_len`.")
     return history
 

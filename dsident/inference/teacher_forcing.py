@@ -53,8 +53,8 @@ from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import Gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
-from .training import (LOSSES, Evaluation, TrainingDivergedError, TrainingProgress, check_data_fits_model, check_int,
-                       check_number, resolve_device, train_loop)
+from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress,
+                       check_data_fits_model, check_int, check_number, resolve_device, train_loop)
 from .windows import Batch, RandomWindows
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
@@ -295,7 +295,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
                         device: str = "auto", checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
-                        on_divergence: str = "warn") -> dict[str, Any]:
+                        on_divergence: str = "warn", callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
 
     Parameters
@@ -367,6 +367,12 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         A non-finite loss or gradient stops training (the update is not applied), restores the
         best scored state (none scored yet: the model keeps its last finite parameters), and
         warns (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+    callback : callable ``(epoch, record, model) -> bool or None``, optional
+        Called after every epoch with its numbers (``train_loss``, ``alpha``, and on a scored
+        epoch ``state_space_divergence`` / ``power_spectrum_distance``) and the model in its
+        current state (copy what you keep: e.g. every epoch's parameters, to compare selection
+        rules afterwards); returning True stops training there, keeping the best scored state
+        (:data:`~dsident.inference.training.FitCallback`).
 
     Returns
     -------
@@ -451,7 +457,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                          on_divergence=on_divergence, settings=settings, penalties=forcing.penalties,
                          on_batch=forcing.on_batch, on_epoch=forcing.on_epoch, evaluate=evaluate,
                          eval_every=eval_every, score_name="state_space_divergence", engine_state=forcing,
-                         history_keys=_HISTORY_KEYS,
+                         history_keys=_HISTORY_KEYS, callback=callback,
                          divergence_advice="Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter "
                                            "`seq_len`.")
     if not history["diverged"] and history["eval_epoch"] and history["best_epoch"] < 0:

@@ -49,13 +49,18 @@ from torch import Tensor
 from .._version import __version__
 from .windows import Batch
 
-__all__ = ["train_loop", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError", "LOSSES",
+__all__ = ["train_loop", "FitCallback", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError", "LOSSES",
            "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS", "make_optimizer",
            "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint", "load_checkpoint",
            "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
 LOSSES = ("auto", "mse", "nll")
+
+#: a user's progress callback, shared by every engine: ``callback(index, record, model)`` after
+#: each epoch (gradient engines) or step (SVI), with that epoch's / step's numbers and the model
+#: in its current state; returning True stops the fit there, keeping the best state
+FitCallback = Callable[[int, dict[str, float], Any], "bool | None"]
 #: version of the checkpoint layout written by :func:`train_loop`
 _CHECKPOINT_VERSION = 2
 #: per-epoch history lists every run records
@@ -357,7 +362,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                on_epoch: Callable[[Any, TrainingProgress], Mapping[str, float] | None] | None = None,
                evaluate: Callable[[Any, TrainingProgress], Evaluation] | None = None, eval_every: int = 1,
                score_name: str = "score", engine_state: EngineState | None = None,
-               history_keys: Sequence[str] = (),
+               history_keys: Sequence[str] = (), callback: FitCallback | None = None,
                divergence_advice: str = "Try a smaller `lr` or a smaller `grad_clip`.") -> dict[str, Any]:
     """Train ``model`` in place by gradient steps on the batches of a sampler.
 
@@ -411,6 +416,12 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         State the hooks keep across batches, saved in checkpoints and restored on resume.
     history_keys : sequence of str
         History lists the hooks fill (present, maybe empty, in every history and checkpoint).
+    callback : callable ``(epoch, record, model) -> bool or None``, optional
+        The user's hook (:data:`FitCallback`), called at the end of every epoch, after the
+        evaluation, with that epoch's numbers (``epoch``, ``train_loss``, ``lr``, ``grad_norm``,
+        the hooks' values and, on a scored epoch, the evaluation's) and the model in its current
+        state (in eval mode; copy what you keep). Returning True stops training after this
+        epoch: the best state is kept and ``history["stopped_by_callback"]`` is that epoch.
     divergence_advice : str
         Ends the divergence warning.
 
@@ -421,7 +432,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         ``regularization``; ``eval_epoch`` per evaluation; the hooks' lists; ``best_epoch``
         (-1: none), ``best_<score_name>``, ``diverged`` (and ``divergence``, the message),
         ``n_epochs_run``, ``n_batches_done``, ``wall_time_s`` (this call), ``settings``,
-        ``package_version`` and ``resumed_from_epoch`` after a resume.
+        ``package_version``; ``resumed_from_epoch`` after a resume and ``stopped_by_callback``
+        when the callback stopped it.
     """
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
@@ -525,11 +537,14 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         epoch_values = {} if on_epoch is None else dict(on_epoch(model, state) or {})
         _record(history, epoch_values)
         shown = {"loss": state.train_loss, **epoch_values}
+        record = {"epoch": epoch, "train_loss": state.train_loss, "lr": current_lr,
+                  "grad_norm": history["grad_norm"][-1], **epoch_values}
         if evaluate is not None and eval_every > 0 and ((epoch + 1) % eval_every == 0 or epoch + 1 == n_epochs):
             state.elapsed_s = time.perf_counter() - t0 + elapsed_before
             result = evaluate(model, state)
             _record(history, {"eval_epoch": epoch, **result.values})
             shown.update(result.values if result.shown is None else result.shown)
+            record.update(result.values)
             if result.diverged is not None:
                 diverged(result.diverged)
                 break
@@ -538,8 +553,12 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                 best_state = state_copy(model)
         bar.update(1)
         bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items()})
+        stop = callback is not None and callback(epoch, record, model) is True
         if (epoch + 1) % checkpoint_every == 0:
             save(epoch + 1)
+        if stop:
+            history["stopped_by_callback"] = epoch
+            break
     bar.close()
     if not history["diverged"]:
         # the checkpoint keeps the *last* state (a resumed run continues from it); the model gets the best

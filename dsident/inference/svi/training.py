@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from ..._version import __version__
 from ...data.container import as_dataset
 from ...model import StateSpaceModel
-from ..training import resolve_device
+from ..training import FitCallback, resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
@@ -149,7 +149,7 @@ def fit_svi(
     hidden_dim: int = 64,
     combiner_dim: int = 64,
     smoother_samples: int = 64,
-    callback: Callable[[int, dict[str, float]], None] | None = None,
+    callback: FitCallback | None = None,
     n_threads: int | None = None,
 ) -> dict[str, Any]:
     """Fit a state-space model by stochastic variational inference (pyro).
@@ -221,8 +221,10 @@ def fit_svi(
     smoother_samples : int
         Paths per trial the attached smoother draws to estimate marginal moments.
     callback : callable, optional
-        ``callback(step, record)`` after every step, with the record of that step; an exception
-        it raises stops the fit (checkpoints already written stay valid).
+        ``callback(step, record, model)`` after every step, with the record of that step (a
+        dict of numbers) and the model being trained (its current, not its best, state). Return
+        True to stop the fit there (the best state is kept, ``stop_reason`` is ``"callback"``);
+        an exception it raises also stops the fit (checkpoints already written stay valid).
     n_threads : int, optional
         CPU threads torch may use during the fit (restored afterwards); None leaves torch's
         setting alone. On a shared or busy machine ``1`` is often many times faster: the
@@ -265,7 +267,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
          validation: xr.Dataset | float | None, eval_every: int, patience: int | None,
          checkpoint: str | Path | None, checkpoint_every: int | None, resume: bool, learn_model: bool,
          hidden_dim: int, combiner_dim: int, smoother_samples: int,
-         callback: Callable[[int, dict[str, float]], None] | None, **_: Any) -> dict[str, Any]:
+         callback: FitCallback | None, **_: Any) -> dict[str, Any]:
     """The body of :func:`fit_svi` (same arguments)."""
     # -- options, checked at the door ------------------------------------------------------
     if guide not in GUIDES:
@@ -342,7 +344,7 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
            batch_size: int, n_steps: int, lr: float, lr_schedule: str, lr_final: float, kl_anneal: int,
            kl_start: float, clip_norm: float | None, n_particles: int, validation: Any, eval_every: int,
            patience: int | None, checkpoint: Any, checkpoint_every: int, resume: bool, learn_model: bool,
-           smoother_samples: int, callback: Callable[[int, dict[str, float]], None] | None) -> dict[str, Any]:
+           smoother_samples: int, callback: FitCallback | None) -> dict[str, Any]:
     """The optimisation loop of :func:`fit_svi`, on the fitting device (arguments already checked)."""
     seeds = np.random.SeedSequence(seed).generate_state(4)
     val_windows = tiling_windows(val, window, MAX_VALIDATION_WINDOWS)
@@ -456,8 +458,11 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
             if ckdir is not None and (step % checkpoint_every == 0 or step == n_steps):
                 ckpt.save_atomic(snapshot(step), ckdir / ckpt.LAST)
             bar.update(1)
-            if callback is not None:
-                callback(step - 1, record)
+            if callback is not None and callback(step - 1, record, model) is True:
+                stop_reason = "callback"
+                if ckdir is not None:
+                    ckpt.save_atomic(snapshot(step), ckdir / ckpt.LAST)
+                break
             if patience is not None and bad_evals >= patience:
                 stop_reason = "early_stopping"
                 if ckdir is not None:
