@@ -336,6 +336,14 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
     out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
+    if getattr(args, "dry_run", False):
+        from .experiments.benchmark import plan_benchmark
+
+        _say(plan_benchmark(datasets=_as_list(s.get("datasets")), models=_as_list(s.get("models")),
+                            methods=_as_list(s.get("methods")), seeds=s.get("seeds"), quick=quick, out=out,
+                            overrides=overrides or None, echo=_say))
+        _say(f"[dsident] dry run: nothing was fitted or written (results would go to {out})")
+        return 0
     executor = None
     slurm = _slurm_options(args, s.get("slurm"))
     if s.get("engine") or s.get("scheduler") or (s.get("workers") or 1) > 1 or slurm:
@@ -457,6 +465,8 @@ def _build_benchmark(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", default=None,
                    help="the quick preset: a Lorenz-63 reconstruction in minutes on a laptop")
     p.add_argument("--out", help="result folder (re-running skips finished points)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the grid (cells, seeds, finished points, resolved settings) and stop")
     _add_engine_options(p)
     _add_run_options(p)
     _add_common(p)

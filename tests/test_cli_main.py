@@ -79,7 +79,7 @@ def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):
     assert "dt" in capsys.readouterr().err
 
 
-def test_benchmark_tiny_grid_with_floor_row(tmp_path):
+def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     out = tmp_path / "bench"
     args = ["benchmark", "--datasets", "lorenz63", "--models", "shplrnn", "--methods", "bptt", "--seeds", "2",
             "--train-length", "400", "--eval-length", "300", "--param", "hidden_dim=8",
@@ -92,6 +92,27 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path):
     assert _png(out / "summary.png") and _png(out / "lorenz63_best.png")
     points = sorted((out / "points").iterdir())
     assert len(points) == 2 and all((p / "config.json").is_file() for p in points)
+    # a dry run of the same grid sees both points finished (a re-run would skip them)
+    assert main([*args, "--dry-run"]) == 0
+    assert "| lorenz63 | shplrnn | bptt | 0, 1 | 2/2 | 400 |" in capsys.readouterr().out
+
+
+def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, capsys):
+    from dsident.experiments.benchmark import DEFAULT_DATASETS, DEFAULT_MODELS
+    from dsident.experiments.config import PAIR_DEFAULTS, default_method
+
+    out = tmp_path / "never"
+    assert main(["benchmark", "--seeds", "2", "--out", str(out), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert not out.exists() and "nothing was fitted or written" in captured.err
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == len(DEFAULT_DATASETS) * len(DEFAULT_MODELS)
+    for dataset in DEFAULT_DATASETS:
+        for model in DEFAULT_MODELS:
+            method = default_method(model, dataset)
+            row = next(r for r in rows if r.startswith(f"| {dataset} | {model} | {method} | 0, 1 | 0/2 |"))
+            assert ("measured cell" in row) == ((dataset, model, method) in PAIR_DEFAULTS)
 
 
 def test_sweep_verb_from_a_toml_file(tmp_path):

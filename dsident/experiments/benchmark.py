@@ -106,20 +106,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     grid = quick_grid() if quick else {}
-    datasets = list(datasets or grid.get("datasets") or DEFAULT_DATASETS)
-    seeds = seeds if seeds is not None else grid.get("seeds", DEFAULT_SEEDS)
     entries = available_models()
-    if models is None:
-        models = list(grid.get("models") or DEFAULT_MODELS)
-        missing = [m for m in models if not entries[m].available]
-        for m in missing:
-            say(f"[dsident] model {m} skipped: {entries[m].error}")
-        models = [m for m in models if entries[m].available]
-        if not models:
-            raise ValueError("no model is available in this build of dsident: "
-                             + "; ".join(f"{m}: {e.error}" for m, e in entries.items()))
-    methods = methods or grid.get("methods")
-    configs = benchmark_configs(datasets, models, methods, seeds, quick=quick, overrides=overrides)
+    datasets, models, methods, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
     say(f"[dsident] benchmark: {len(configs)} point(s) — datasets {datasets}, models {list(models)}, "
         f"methods {methods or 'per-model default'}; results in {out}")
     records = run_grid(configs, out, executor=executor, progress=progress)
@@ -135,7 +123,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
             untrained_scores.setdefault(label, {})[cfg["dataset"]] = _untrained(cfg, out, say)
     extra = {"floor (true system, same length)": floors, **untrained_scores}
     pe = int(configs[0].get("pe_steps", 20)) if configs else 20
-    notes = [f"evaluation length (test samples compared) per dataset: "
+    notes = ["evaluation length (test samples compared) per dataset: "
              + ", ".join(f"{d} {_first(configs, d).get('eval_length')}" for d in datasets),
              "cells: median ± MAD over seeds; diverged: fraction of seeds; fit time: median wall seconds",
              *(f"{m}: not available ({e.error})" for m, e in entries.items()
@@ -153,6 +141,60 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     say(table)
     return {"results": results, "table": table, "floor": floors, "untrained": untrained_scores,
             "best": best, "wall_time": wall, "out": out}
+
+
+def _grid(datasets: Sequence[str] | None, models: Sequence[str] | None, methods: Sequence[str] | None,
+          seeds: int | Sequence[int] | None, quick: bool, overrides: dict[str, Any] | None,
+          say: Any) -> tuple[list[str], list[str], Sequence[str] | None, list[dict[str, Any]]]:
+    """The grid's datasets, models, methods and resolved configurations (defaults filled in)."""
+    grid = quick_grid() if quick else {}
+    datasets = list(datasets or grid.get("datasets") or DEFAULT_DATASETS)
+    seeds = seeds if seeds is not None else grid.get("seeds", DEFAULT_SEEDS)
+    entries = available_models()
+    if models is None:
+        models = list(grid.get("models") or DEFAULT_MODELS)
+        for m in [m for m in models if not entries[m].available]:
+            say(f"[dsident] model {m} skipped: {entries[m].error}")
+        models = [m for m in models if entries[m].available]
+        if not models:
+            raise ValueError("no model is available in this build of dsident: "
+                             + "; ".join(f"{m}: {e.error}" for m, e in entries.items()))
+    methods = methods or grid.get("methods")
+    configs = benchmark_configs(datasets, models, methods, seeds, quick=quick, overrides=overrides)
+    return datasets, list(models), methods, configs
+
+
+def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str] | None = None,
+                   methods: Sequence[str] | None = None, seeds: int | Sequence[int] | None = None,
+                   quick: bool = False, out: str | Path = "dsident-results/benchmark",
+                   overrides: dict[str, Any] | None = None, echo: Any = print) -> str:
+    """What :func:`run_benchmark` with the same arguments would run, without running or writing anything.
+
+    Returns
+    -------
+    str
+        A Markdown table, one row per (dataset, model, method) cell: the seeds, how many of
+        them are already finished in ``out`` (a re-run skips those), the training length,
+        whether the cell has measured defaults (``PAIR_DEFAULTS``, the cells whose numbers
+        are in the README) or runs on the engines' defaults, and the resolved settings.
+    """
+    from .config import PAIR_DEFAULTS
+    from .runner import is_done
+
+    say = echo or (lambda *a, **k: None)
+    _, _, _, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
+    preset = PRESETS["quick"] if quick else {}
+    lines = ["| dataset | model | method | seeds | finished | train length | defaults | settings |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cell in _one_per_cell(configs):
+        key = (cell["dataset"], cell["model"], cell["method"])
+        points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
+        done = sum(is_done(c, out) for c in points)
+        tuned = "quick preset" if key in preset else ("measured cell" if key in PAIR_DEFAULTS else "engine defaults")
+        settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"]})
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {', '.join(str(c['seed']) for c in points)} | "
+                     f"{done}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | `{settings}` |")
+    return "\n".join(lines)
 
 
 def _first(configs: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:
