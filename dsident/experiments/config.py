@@ -152,7 +152,7 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # unfold per sample, α = 0.25 constant, windows of 200, 50 epochs, kept epoch by a 40 000-step
     # free run. Seeds 0 / 1: D_stsp 9.71 / 14.0, D_H 0.116 / 0.910; seed 0 bursts (13 spikes a
     # burst, period 249 samples), seed 1 spikes tonically; none diverged; 372 / 380 s. M = 8
-    # (60 epochs, seed 0): near rest, 14.5 / 0.615 (399 s), one-step loss 6× M = 16's. At dt =
+    # (60 epochs, seed 0): tonic (74 spikes), 14.5 / 0.615 (399 s), one-step loss 6× M = 16's. At dt =
     # 0.5 the initial time constants C / g_leak = 0.5 are one sample (50 samples on Lorenz-63).
     ("bursting_neuron", "ltc", "teacher-forcing"): {
         "train_length": 100_000,
