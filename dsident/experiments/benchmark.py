@@ -109,7 +109,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     entries = available_models()
     datasets, models, methods, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
     say(f"[dsident] benchmark: {len(configs)} point(s) — datasets {datasets}, models {list(models)}, "
-        f"methods {methods or 'per-model default'}; results in {out}")
+        f"methods {methods or 'the default per dataset and model'}; results in {out}")
     records = run_grid(configs, out, executor=executor, progress=progress)
     results = records_to_dataset(records)
     results.attrs["quick"] = int(bool(quick))
