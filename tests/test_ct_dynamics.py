@@ -132,6 +132,26 @@ def test_ltc_liquid_time_constant_obeys_theorem_1(form):
     assert bool((tau_sys >= lo - 1e-12).all() and (tau_sys <= hi + 1e-12).all())
 
 
+@pytest.mark.parametrize("form,reference", [("synaptic", 0.5), ("compact", 1.0)])
+def test_ltc_time_constant_sets_the_initial_membrane_time_constant(form, reference):
+    # Theorem 1's upper bound is the membrane time constant tau (synaptic: C / g_leak)
+    default = LTC(4, 1, form=form, seed=2)
+    assert torch.allclose(default.time_constant_bounds()[1], torch.full((4,), reference), rtol=1e-6)
+    slow = LTC(4, 1, form=form, time_constant=150.0, seed=2)
+    assert torch.allclose(slow.time_constant_bounds()[1], torch.full((4,), 150.0), rtol=1e-6)
+    # only that start changes: every other parameter is drawn as before, and the default is the
+    # reference start itself
+    same = LTC(4, 1, form=form, time_constant=reference, seed=2)
+    for (name, p), q in zip(default.state_dict().items(), same.state_dict().values()):
+        assert torch.equal(p, q), name
+    changed = [n for (n, p), q in zip(default.state_dict().items(), slow.state_dict().values()) if not torch.equal(p, q)]
+    assert changed == (["raw_capacitance"] if form == "synaptic" else ["raw_tau"])
+    assert LTC(**slow.config()).time_constant == 150.0
+    for bad in (0.0, -1.0, math.inf, True, "slow"):
+        with pytest.raises(ValueError, match="time_constant"):
+            LTC(3, time_constant=bad)
+
+
 def test_gnode_critical_init_puts_the_flow_jacobian_at_the_edge_of_stability():
     # paper eq. 56: with ReLU hidden layers and Kaiming scaling, rho(J_F) = 1 at the origin
     for n_layers in (2, 3):

@@ -50,6 +50,12 @@ class LTC(ODEStepMixin, LatentDynamics):
         ``"dopri5"`` are available for comparison.
     n_substeps : int
         ODE unfolds per sampling interval (6 in the paper).
+    time_constant : float or None
+        Initial membrane time constant of every neuron, in the data's time unit: ``C / g_leak``
+        in the synaptic form (``C`` is set, ``g_leak = 1``), ``tau`` in the compact form. None
+        keeps the reference starts (0.5 synaptic, 1 compact): 50 samples at dt = 0.01 but one
+        sample at dt = 0.5 and 350 samples at dt = 1/700, so data sampled at other rates may
+        want a value of the order of their slow time scale, in the unit of ``dt``.
     seed : int or None
         Seed of the parameter initialisation.
 
@@ -69,7 +75,8 @@ class LTC(ODEStepMixin, LatentDynamics):
     The synaptic form is initialised as the reference code does (``mu ~ U(0.3, 0.8)``,
     ``sigma ~ U(3, 8)``, ``w ~ U(0.01, 1)``, reversal potentials ``+-1``, leak reversal
     ``U(-0.2, 0.2)``, ``g_leak = 1``, ``C = 0.5``, input map ``u * 1 + 0``). The compact form
-    starts from ``W ~ N(0, 1/M)``, ``U ~ N(0, 1/K)``, ``c = 0``, ``g = 1``, ``tau = 1`` and ``A = +-1``.
+    starts from ``W ~ N(0, 1/M)``, ``U ~ N(0, 1/K)``, ``c = 0``, ``g = 1``, ``tau = 1`` and
+    ``A = +-1``. ``time_constant`` replaces ``C`` or ``tau``.
 
     All Jacobians are analytic.
 
@@ -79,15 +86,20 @@ class LTC(ODEStepMixin, LatentDynamics):
     """
 
     def __init__(self, latent_dim: int, input_dim: int = 0, *, form: str = "synaptic", method: str = "fused",
-                 n_substeps: int = 6, seed: int | None = None) -> None:
+                 n_substeps: int = 6, time_constant: float | None = None, seed: int | None = None) -> None:
         super().__init__()
         _check_positive_int("latent_dim", latent_dim)
+        if time_constant is not None and (isinstance(time_constant, bool) or not isinstance(time_constant, (int, float))
+                                          or not math.isfinite(time_constant) or time_constant <= 0):
+            raise ValueError(f"`time_constant` must be a positive number of time units (the unit of dt); "
+                             f"got time_constant={time_constant!r}.")
         _check_positive_int("input_dim", input_dim, 0)
         _check_positive_int("n_substeps", n_substeps)
         _check_choice("form", form, ("synaptic", "compact"))
         check_method(method)
         self.latent_dim, self.input_dim, self.form = latent_dim, input_dim, form
         self.method, self.n_substeps, self.seed = method, n_substeps, seed
+        self.time_constant = None if time_constant is None else float(time_constant)
         gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
         m, k = latent_dim, input_dim
 
@@ -102,7 +114,7 @@ class LTC(ODEStepMixin, LatentDynamics):
             self.input_weight = nn.Parameter(torch.randn(m, k, generator=gen) / math.sqrt(max(k, 1)))
             self.bias = nn.Parameter(torch.zeros(m))
             self.raw_gain = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
-            self.raw_tau = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
+            self.raw_tau = nn.Parameter(torch.full((m,), _inv_softplus(time_constant or 1.0)))
             self.reversal = signs((m,))
         else:
             self.mu, self.sigma = uniform((m, m), 0.3, 0.8), uniform((m, m), 3.0, 8.0)
@@ -115,7 +127,7 @@ class LTC(ODEStepMixin, LatentDynamics):
             self.input_shift = nn.Parameter(torch.zeros(k))
             self.leak_reversal = uniform((m,), -0.2, 0.2)
             self.raw_leak = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
-            self.raw_capacitance = nn.Parameter(torch.full((m,), _inv_softplus(0.5)))
+            self.raw_capacitance = nn.Parameter(torch.full((m,), _inv_softplus(time_constant or 0.5)))
 
     # -- positive parameters ---------------------------------------------------------------------
     @property
