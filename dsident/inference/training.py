@@ -49,10 +49,10 @@ from torch import Tensor
 from .._version import __version__
 from .windows import Batch
 
-__all__ = ["train_loop", "FitCallback", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError", "LOSSES",
-           "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS", "make_optimizer",
-           "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint", "load_checkpoint",
-           "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
+__all__ = ["train_loop", "FitCallback", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError",
+           "LOSSES", "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS",
+           "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint",
+           "load_checkpoint", "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
 LOSSES = ("auto", "mse", "nll")
@@ -61,6 +61,7 @@ LOSSES = ("auto", "mse", "nll")
 #: each epoch (gradient engines) or step (SVI), with that epoch's / step's numbers and the model
 #: in its current state; returning True stops the fit there, keeping the best state
 FitCallback = Callable[[int, dict[str, float], Any], "bool | None"]
+
 #: version of the checkpoint layout written by :func:`train_loop`
 _CHECKPOINT_VERSION = 2
 #: per-epoch history lists every run records

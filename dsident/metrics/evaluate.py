@@ -125,9 +125,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     xg_full = np.asarray(run["x"].values, dtype=float)
 
     # the compared window: T_i steps after the burn-in, laid out like the test data
-    generated = np.full_like(x, np.nan)
-    for i in range(n_trials):
-        generated[i, starts[i]:lengths[i]] = xg_full[i, burn_in[i]:burn_in[i] + windows[i]]
+    generated = _compared_window(xg_full, starts, windows, burn_in, n_time)
     diverged = _is_diverged(run, xg_full, burn_in + windows, x, divergence_threshold)
 
     settings = dict(seed=int(seed), burn_in_fraction=float(burn_in_fraction), n_bins=int(n_bins),
@@ -172,17 +170,23 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     return out, _compared_run(run, generated, ds, starts, windows, burn_in, diverged, seed)
 
 
+def _compared_window(full: np.ndarray, starts: np.ndarray, windows: np.ndarray, burn_in: np.ndarray,
+                     n_time: int) -> np.ndarray:
+    """Steps ``burn_in[i] : burn_in[i] + windows[i]`` of each trial of a free run ``full``
+    (trial, step, ·), placed at ``starts[i]`` on a test-length axis (trial, n_time, ·), NaN elsewhere."""
+    out = np.full((full.shape[0], n_time, full.shape[-1]), np.nan)
+    for i in range(full.shape[0]):
+        out[i, starts[i]:starts[i] + windows[i]] = full[i, burn_in[i]:burn_in[i] + windows[i]]
+    return out
+
+
 def _compared_run(run: xr.Dataset, generated: np.ndarray, ds: xr.Dataset, starts: np.ndarray,
                   windows: np.ndarray, burn_in: np.ndarray, diverged: bool, seed: int) -> xr.Dataset:
     """The compared window of ``run`` (trial, generated step, ·) in the layout of the test data."""
-    n_trials, n_time, _ = generated.shape
     variables: dict[str, Any] = {"x": (("trial", "time", "channel"), generated),
                                  "length": (("trial",), starts + windows)}
     if "z" in run:
-        z_full = np.asarray(run["z"].values, dtype=float)
-        z = np.full((n_trials, n_time, z_full.shape[-1]), np.nan)
-        for i in range(n_trials):
-            z[i, starts[i]:starts[i] + windows[i]] = z_full[i, burn_in[i]:burn_in[i] + windows[i]]
+        z = _compared_window(np.asarray(run["z"].values, dtype=float), starts, windows, burn_in, generated.shape[1])
         variables["z"] = (("trial", "time", "latent"), z)
     coords = {name: ds[name].values for name in ("trial", "time", "channel") if name in ds.coords}
     attrs = {"dt": float(run.attrs.get("dt", ds.attrs.get("dt", 1.0))), "seed": int(seed),
