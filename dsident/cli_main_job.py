@@ -250,14 +250,23 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
 # ---------------------------------------------------------------------------------------------
 
 def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
-    """The estimator saved by ``dsident fit`` in ``model_dir`` and its configuration."""
+    """The estimator saved by ``dsident fit`` and its run configuration.
+
+    ``model_dir`` is the folder given to ``dsident fit --out`` (or a benchmark point's folder), or
+    the ``model`` folder inside it.
+    """
     from .experiments.registry import get_estimator_class
 
     model_dir = Path(model_dir)
+    if model_dir.name == "model" and (model_dir.parent / "config.json").is_file():
+        model_dir = model_dir.parent         # the saved model's own folder: use the run around it
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise SystemExit(f"dsident: {str(model_dir)!r} is not a `dsident fit` output folder (no config.json).")
     cfg = json.loads(cfg_path.read_text())
+    if "model" not in cfg or not (model_dir / "model").is_dir():
+        raise SystemExit(f"dsident: {str(model_dir)!r} is not a `dsident fit` output folder (its config.json "
+                         "names no model, or the `model` folder is missing); pass the folder given to --out.")
     cls = get_estimator_class(cfg["model"])
     return cls.load(model_dir / "model"), cfg
 

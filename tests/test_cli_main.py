@@ -56,6 +56,17 @@ def test_generate_writes_the_requested_number_of_steps(fitted, tmp_path):
     assert _png(out / "time_series.png")
 
 
+def test_the_saved_model_folder_stands_for_its_run_and_other_folders_are_refused(fitted, tmp_path):
+    out = tmp_path / "gen"
+    assert main(["generate", str(fitted / "model"), "--steps", "50", "--out", str(out)]) == 0
+    assert xr.open_dataset(out / "generated.nc", engine="h5netcdf").sizes["time"] == 50
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "config.json").write_text(json.dumps({"latent_dim": 3}))
+    with pytest.raises(SystemExit, match="names no model"):
+        main(["evaluate", str(stray), "lorenz63"])
+
+
 def test_fit_reads_a_npy_file_with_dt_and_a_toml_config(tmp_path):
     from dsident import datasets
 

@@ -7,6 +7,7 @@ dynamics module.
 >>> from dsident import analysis
 >>> fps = analysis.fixed_points(model)                           # doctest: +SKIP
 >>> stats = analysis.jacobian_spectrum_statistics([m1, m2, m3])  # doctest: +SKIP
+>>> print(analysis.analyze_dynamics(model))                      # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from .ct_tools import (ContinuousFixedPoints, spectral_abscissa, vector_field_fi
 from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_points, newton_fixed_points,
                            plrnn_cycles)
 from .flow import flow_field, nullclines, zero_contour
-from .lyapunov import RosensteinResult, lyapunov_spectrum, max_lyapunov_rosenstein
+from .lyapunov import RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein
+from .report import VERDICTS, DynamicsReport, analyze_dynamics
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
 
@@ -30,7 +32,9 @@ __all__ = [
     "ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
     "spectral_abscissa",
     # Lyapunov exponents
-    "lyapunov_spectrum", "max_lyapunov_rosenstein", "RosensteinResult",
+    "lyapunov_spectrum", "kaplan_yorke_dimension", "max_lyapunov_rosenstein", "RosensteinResult",
+    # one report of a fitted model's free-running dynamics (`dsident analyze`)
+    "analyze_dynamics", "DynamicsReport", "VERDICTS",
     # trajectory length (LTC paper)
     "TrajectoryLength", "trajectory_length", "circle_input", "arc_length",
 ]

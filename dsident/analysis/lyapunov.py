@@ -22,7 +22,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["lyapunov_spectrum", "max_lyapunov_rosenstein", "RosensteinResult"]
+__all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "max_lyapunov_rosenstein", "RosensteinResult"]
 
 StepFn = Callable[[np.ndarray], np.ndarray]
 
@@ -123,6 +123,41 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         return _qr_map(system, jac, z, k, int(transient), n_steps, dt)
     raise TypeError("`system` must be a fitted estimator, a StateSpaceModel, a System with `rhs` and "
                     f"`jacobian`, or a step function; got {type(system).__name__}.")
+
+
+def kaplan_yorke_dimension(exponents: Any) -> float:
+    """Kaplan-Yorke (Lyapunov) dimension of a Lyapunov spectrum.
+
+    ``D = j + (λ_1 + ... + λ_j) / |λ_{j+1}|`` with the exponents sorted in decreasing order and
+    ``j`` the largest count whose partial sum is still >= 0 (``D = 0`` when ``λ_1 < 0``; the
+    full dimension ``M`` when all partial sums are >= 0). The exponents' time unit cancels.
+
+    Parameters
+    ----------
+    exponents : array-like of shape (M,)
+
+    Returns
+    -------
+    float
+        NaN when any exponent is NaN (a diverged run).
+
+    Examples
+    --------
+    >>> round(kaplan_yorke_dimension([0.905, 0.0, -14.57]), 4)   # Lorenz-63
+    2.0621
+    """
+    lam = np.sort(np.asarray(exponents, dtype=float).ravel())[::-1]
+    if lam.size == 0:
+        raise ValueError("`exponents` must hold at least one exponent; got an empty array.")
+    if not np.isfinite(lam).all():
+        return float("nan")
+    partial = np.cumsum(lam)
+    if partial[0] < 0:
+        return 0.0
+    j = int(np.flatnonzero(partial >= 0)[-1]) + 1       # count of leading exponents with a sum >= 0
+    if j == lam.size:
+        return float(lam.size)
+    return float(j + partial[j - 1] / abs(lam[j]))
 
 
 def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt: float) -> np.ndarray:

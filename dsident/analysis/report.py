@@ -1,0 +1,292 @@
+"""One call that analyses a fitted model's free-running dynamics: what its attractor is.
+
+:func:`analyze_dynamics` runs the model freely, estimates its Lyapunov spectrum along that run,
+finds its fixed points (and, for the PLRNN, its k-cycles exactly), and says what the
+attractor the run settled on looks like: a fixed point, an attracting cycle, a periodic or
+quasi-periodic orbit, chaos, or a divergence. The result, a :class:`DynamicsReport`, turns
+into a Dataset (NetCDF) and a Markdown summary; ``dsident analyze MODEL_DIR`` writes both plus
+a flow-field figure.
+
+Shape legend: ``M`` latent_dim, ``T`` time steps of the analysed run, ``n`` objects found.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from ..dynamics.plrnn import PLRNN
+from ._resolve import resolve_dynamics
+from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
+from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum
+
+__all__ = ["DynamicsReport", "analyze_dynamics", "VERDICTS"]
+
+#: what :func:`analyze_dynamics` can say about the attractor of the free run
+VERDICTS = ("fixed point", "attracting cycle", "periodic or quasi-periodic", "chaotic", "diverged")
+
+#: relative size below which the last part of the run counts as standing still
+_STILL_TOL = 1e-6
+
+
+@dataclass
+class DynamicsReport:
+    """What :func:`analyze_dynamics` found.
+
+    Attributes
+    ----------
+    verdict : str
+        One of :data:`VERDICTS`, decided from the run's last ``tail_steps`` and the largest
+        Lyapunov exponent (see :func:`analyze_dynamics`, Notes).
+    lyapunov : ndarray of shape (M,)
+        Lyapunov exponents per unit of the data's time (natural log), largest first; NaN when
+        the run diverged.
+    dt : float
+        Time per model step, in the data's time unit.
+    kaplan_yorke : float
+        Kaplan-Yorke (Lyapunov) dimension of the spectrum; NaN when it is NaN.
+    cycle_period : int or None
+        Steps per turn of an attracting cycle (verdict "attracting cycle"), else None.
+    dominant_period : float
+        ``1 / f`` of the strongest non-zero frequency of the run's most variable latent unit,
+        in time units; NaN for a fixed point or a divergence.
+    fixed_points : FixedPoints
+        Every fixed point found (exact for a PLRNN, Newton's method from states of the run and
+        random starts otherwise); their stability is that of the one-step map.
+    cycles : list of FixedPoints
+        k-cycles for ``k = 2 .. max_period`` (PLRNN only; empty otherwise).
+    trajectory : xarray.Dataset
+        The analysed free run: ``x(trial, time, channel)`` and ``z(trial, time, latent)``.
+    continuous_abscissa : ndarray of shape (n,) or None
+        For continuous-time models, ``max Re eig(df/dz)`` at each fixed point (1 / time units):
+        negative = stable in continuous time.
+    info : dict
+        Settings (``n_steps``, ``transient``, ``zero_tol``, ``seed``, ``model``) and counts.
+    """
+
+    verdict: str
+    lyapunov: np.ndarray
+    dt: float
+    kaplan_yorke: float
+    cycle_period: int | None
+    dominant_period: float
+    fixed_points: FixedPoints
+    cycles: list[FixedPoints]
+    trajectory: xr.Dataset
+    continuous_abscissa: np.ndarray | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_lyapunov(self) -> float:
+        """The largest exponent per unit of time (NaN after a divergence)."""
+        return float(self.lyapunov[0]) if self.lyapunov.size else float("nan")
+
+    def __repr__(self) -> str:
+        return self.to_markdown()
+
+    def to_xarray(self) -> xr.Dataset:
+        """The report as a Dataset: ``lyapunov_exponent(exponent)``; the fixed points as
+        ``fixed_point_state(fixed_point, fixed_point_phase, latent)``, ``fixed_point_eigenvalue_real``
+        / ``_imag``, ``fixed_point_stable``, ``fixed_point_kind``; each set of k-cycles the same way
+        with the prefix ``cycle<k>``; the verdict and summary numbers in attrs. The free run is not
+        included (save ``trajectory`` itself)."""
+        ds = xr.Dataset({"lyapunov_exponent": (("exponent",), np.asarray(self.lyapunov, float))},
+                        coords={"exponent": np.arange(self.lyapunov.size)})
+        ds["lyapunov_exponent"].attrs["units"] = "1 / time unit of the data"
+        parts = [("fixed_point", self.fixed_points)] + [(f"cycle{c.period}", c) for c in self.cycles]
+        for prefix, found in parts:
+            sub = found.to_xarray()
+            sub = sub.rename({"cycle": prefix, "phase": f"{prefix}_phase", "eigen": f"{prefix}_eigen",
+                              **{v: f"{prefix}_{'state' if v == 'point' else v}" for v in sub.data_vars}})
+            sub = sub.drop_vars("latent")
+            ds = ds.merge(sub.drop_attrs() if hasattr(sub, "drop_attrs") else sub.assign_attrs({}),
+                          combine_attrs="drop_conflicts")
+        if self.continuous_abscissa is not None:
+            ds["fixed_point_continuous_abscissa"] = (("fixed_point",), np.asarray(self.continuous_abscissa, float))
+        ds.attrs = {"verdict": self.verdict, "dt": float(self.dt), "kaplan_yorke_dimension": float(self.kaplan_yorke),
+                    "cycle_period": -1 if self.cycle_period is None else int(self.cycle_period),
+                    "dominant_period": float(self.dominant_period),
+                    **{k: v for k, v in self.info.items() if isinstance(v, (int, float, str))},
+                    "package_version": __version__}
+        return ds
+
+    def to_markdown(self) -> str:
+        """A short Markdown summary: verdict, spectrum, fixed points and cycles."""
+        lam = self.lyapunov
+        lines = [f"# Dynamics of {self.info.get('model', 'the model')}", "",
+                 f"- attractor of the free run: **{self.verdict}**"
+                 + (f" (period {self.cycle_period} steps = {self.cycle_period * self.dt:.4g} time units)"
+                    if self.cycle_period else ""),
+                 f"- Lyapunov exponents (1 / time unit): {_numbers(lam)}",
+                 f"- per step: {_numbers(lam * self.dt)}; zero within ±{self.info.get('zero_tol', float('nan')):.2g}",
+                 f"- Kaplan-Yorke dimension: {self.kaplan_yorke:.3f}",
+                 f"- dominant period: {self.dominant_period:.4g} time units"
+                 + (f" ({self.dominant_period / self.dt:.1f} steps)" if np.isfinite(self.dominant_period) else ""),
+                 f"- run analysed: {self.info.get('n_steps')} steps after a transient of {self.info.get('transient')}",
+                 "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})", ""]
+        if len(self.fixed_points):
+            ct = self.continuous_abscissa is not None
+            lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "") + " z |",
+                      "|---|---|---|" + ("---|" if ct else "") + "---|"]
+            for i in range(len(self.fixed_points)):
+                row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
+                if ct:
+                    row += f" {self.continuous_abscissa[i]:.4g} |"
+                lines.append(row + f" {_numbers(self.fixed_points.points[i, 0], 3)} |")
+        else:
+            lines.append("none found")
+        for found in self.cycles:
+            lines += ["", f"## {found.period}-cycles: {len(found)}"
+                      + (f" ({int(np.sum(found.stable))} stable)" if len(found) else "")
+                      + (" (search truncated: may be incomplete)" if found.info.get("truncated") else "")]
+        return "\n".join(lines) + "\n"
+
+
+def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, max_period: int = 4,
+                     n_starts: int = 200, z0: Any = None, x0: Any = None, zero_tol: float | None = None,
+                     seed: int = 0, name: str | None = None) -> DynamicsReport:
+    """Analyse the free-running dynamics of a fitted model.
+
+    Parameters
+    ----------
+    model : fitted estimator or StateSpaceModel
+    n_steps : int
+        Steps of the run that are analysed (Lyapunov average, verdict, spectrum).
+    transient : int
+        Steps run first and discarded, so that the state reaches its attractor.
+    max_period : int
+        Largest k whose k-cycles are searched (PLRNN only; 1 = fixed points only).
+    n_starts : int
+        Newton starts for the fixed points of a non-PLRNN model: half are states of the run,
+        half are drawn around it.
+    z0, x0 : array-like, optional
+        Start state (latent ``(M,)``, or an observation ``(N,)`` that is encoded); default the
+        model's initial-state mean, as in ``generate``.
+    zero_tol : float, optional
+        An exponent counts as zero when ``|λ dt| <= zero_tol`` (per step). Default
+        ``20 / n_steps``: the finite-run error of a zero exponent of a flow is about
+        ``log(largest / smallest speed on the orbit) / n_steps``.
+    seed : int
+        Seed of the random Newton starts and the cycle search.
+    name : str, optional
+        Shown in the Markdown title.
+
+    Returns
+    -------
+    DynamicsReport
+
+    Notes
+    -----
+    The verdict, in order: "diverged" if the run is non-finite; "fixed point" if over its last
+    ``max(100, n_steps // 10)`` steps no latent unit moves by more than 1e-6 of the state's
+    size; otherwise, with ``λ1`` the largest exponent per step, "attracting cycle" if
+    ``λ1 < -zero_tol`` (a discrete-time map settles on a cycle of ``cycle_period`` steps),
+    "periodic or quasi-periodic" if ``|λ1| <= zero_tol`` (a limit cycle of a flow, or a torus),
+    and "chaotic" if ``λ1 > zero_tol``. A stable cycle of a continuous-time model has ``λ1 = 0``
+    and so reads "periodic or quasi-periodic".
+    """
+    n_steps = _count(n_steps, "n_steps", 100)
+    transient = _count(transient, "transient", 0)
+    max_period = _count(max_period, "max_period", 1)
+    n_starts = _count(n_starts, "n_starts", 1)
+    seed = _count(seed, "seed", 0)
+    if zero_tol is None:
+        zero_tol = 20.0 / n_steps
+    elif not np.isfinite(zero_tol) or zero_tol <= 0:
+        raise ValueError(f"`zero_tol` must be a positive number (per step); got {zero_tol!r}.")
+    ssm = model.model_ if hasattr(model, "model_") else model
+    if not hasattr(ssm, "generate") or not hasattr(ssm, "dynamics"):
+        raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel; got {type(model).__name__}.")
+    dyn, _ = resolve_dynamics(ssm)
+    dt = float(ssm.dt)
+    run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
+    z_all = np.asarray(run["z"].values[0], dtype=float)
+    run = run.isel(time=slice(transient, None))
+    z = z_all[transient:]
+    info = {"model": name or type(dyn).__name__, "n_steps": n_steps, "transient": transient,
+            "zero_tol": float(zero_tol), "seed": seed, "max_period": max_period, "latent_dim": int(dyn.latent_dim)}
+    diverged = not np.isfinite(z_all).all() or bool(run.attrs.get("diverged", 0))
+    if diverged:
+        lam = np.full(int(dyn.latent_dim), np.nan)
+    else:
+        # the same path as the run (same start, same deterministic steps); the transient also lets
+        # the QR tangent vectors align before averaging starts
+        lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient)
+        # QR keeps the column order, which is not sorted when tangent directions never mix
+        # (e.g. a diagonal map)
+        lam = np.sort(lam)[::-1]
+    verdict, cycle_period = _verdict(z, lam * dt, zero_tol, diverged)
+    fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed)
+    abscissa = None
+    if hasattr(dyn, "vector_field") and len(fps):
+        from .ct_tools import spectral_abscissa, vector_field_jacobian
+
+        abscissa = spectral_abscissa(vector_field_jacobian(ssm, fps.points[:, 0]))
+    return DynamicsReport(verdict=verdict, lyapunov=lam, dt=dt, kaplan_yorke=kaplan_yorke_dimension(lam),
+                          cycle_period=cycle_period,
+                          dominant_period=float("nan") if verdict in ("fixed point", "diverged")
+                          else _dominant_period(z, dt),
+                          fixed_points=fps, cycles=cyc, trajectory=run, continuous_abscissa=abscissa, info=info)
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces
+# ---------------------------------------------------------------------------------------------
+
+def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged: bool) -> tuple[str, int | None]:
+    """Classify the run's attractor; returns (verdict, steps per turn of an attracting cycle)."""
+    if diverged or not np.isfinite(lam_per_step).all():
+        return "diverged", None
+    tail = z[-max(100, len(z) // 10):]
+    size = 1.0 + float(np.abs(tail).max())
+    if float(np.ptp(tail, axis=0).max()) <= _STILL_TOL * size:
+        return "fixed point", None
+    lam1 = float(lam_per_step[0])
+    if lam1 < -zero_tol:
+        # a map on an attracting cycle repeats itself: the smallest shift that maps the tail onto itself
+        for k in range(1, len(tail) // 2):
+            if float(np.abs(tail[k:] - tail[:-k]).max()) <= 1e3 * _STILL_TOL * size:
+                return "attracting cycle", k
+        return "attracting cycle", None
+    return ("periodic or quasi-periodic", None) if lam1 <= zero_tol else ("chaotic", None)
+
+
+def _dominant_period(z: np.ndarray, dt: float) -> float:
+    """``1 / f`` (time units) of the largest non-zero Fourier peak of the most variable latent unit."""
+    unit = z[:, int(np.argmax(z.var(axis=0)))]
+    power = np.abs(np.fft.rfft(unit - unit.mean())) ** 2
+    freq = np.fft.rfftfreq(len(unit), d=dt)
+    if len(power) < 3 or not np.isfinite(power).all() or power[1:].max() <= 0:
+        return float("nan")
+    return float(1.0 / freq[1 + int(np.argmax(power[1:]))])
+
+
+def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int, n_starts: int,
+                             seed: int) -> tuple[FixedPoints, list[FixedPoints]]:
+    """Exact fixed points and cycles for a PLRNN; Newton's method from the run's states otherwise."""
+    if isinstance(dyn, PLRNN):
+        fps = plrnn_cycles(ssm, 1, seed=seed)
+        return fps, [plrnn_cycles(ssm, k, seed=seed) for k in range(2, max_period + 1)]
+    rng = np.random.default_rng(seed)
+    finite = z[np.isfinite(z).all(axis=1)]
+    m = int(dyn.latent_dim)
+    if len(finite):
+        from_run = finite[rng.integers(0, len(finite), size=(n_starts + 1) // 2)]
+        centre, spread = finite.mean(axis=0), finite.std(axis=0) + 1e-3
+    else:
+        from_run, centre, spread = np.zeros((0, m)), np.zeros(m), np.ones(m)
+    around = centre + 2.0 * spread * rng.standard_normal((n_starts - len(from_run), m))
+    return newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed), []
+
+
+def _count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {name}={value!r}.")
+    return int(value)
+
+
+def _numbers(values: np.ndarray, digits: int = 4) -> str:
+    return "[" + ", ".join(f"{v:.{digits}g}" for v in np.asarray(values, float).ravel()) + "]"

@@ -1,0 +1,86 @@
+"""``dsident analyze MODEL_DIR``: what a fitted model's free-running dynamics do.
+
+Maps its options onto :func:`dsident.analysis.analyze_dynamics` and
+:func:`dsident.plotting.plot_flow_field`, and writes into ``MODEL_DIR/analysis`` (or ``--out``):
+
+- ``analysis.nc``: Lyapunov exponents, fixed points and cycles with their eigenvalues, the verdict;
+- ``analysis.md``: the same as a short report;
+- ``free_run.nc``: the analysed free run (``x``, ``z``);
+- ``flow.png``: the flow on the two most variable latent units with the fixed points, cycles
+  and the run; ``latents.png``: the run's latent units over time.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
+    from . import plotting
+    from .analysis import analyze_dynamics
+    from .cli_main_job import _settings, _threads, load_fitted
+    from .experiments.runner import _write_netcdf
+
+    _threads(args)
+    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims"])
+    est, cfg = load_fitted(args.model_dir)
+    out = Path(s.get("out") or Path(args.model_dir) / "analysis")
+    label = f"{cfg['model']} × {cfg['method']}"
+    m = int(est.model_.latent_dim)
+    dims = _dims(s.get("dims"), None, m)          # checked before the work starts
+    print(f"[dsident] analyze {args.model_dir} ({label}) → {out}", flush=True)
+    t0 = time.perf_counter()
+    report = analyze_dynamics(est, n_steps=int(s.get("steps") or 20_000), transient=int(s.get("transient") or 2_000),
+                              max_period=int(s.get("max_period") or 4), seed=int(s.get("seed") or 0), name=label)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_netcdf(report.to_xarray(), out / "analysis.nc")
+    _write_netcdf(report.trajectory, out / "free_run.nc")
+    if dims is None:
+        dims = _dims(None, report.trajectory["z"].values[0], m)
+    if dims is not None:
+        plotting.plot_flow_field(est, dims=dims, fixed_points=report.fixed_points, cycles=report.cycles or None,
+                                 trajectory=report.trajectory if report.verdict != "diverged" else None,
+                                 title=f"{label}: {report.verdict}", save=out / "flow.png")
+    if report.verdict != "diverged":
+        plotting.plot_latent_trajectories(report.trajectory, save=out / "latents.png")
+    text = report.to_markdown() + f"\n(analysis took {time.perf_counter() - t0:.1f} s)\n"
+    (out / "analysis.md").write_text(text)
+    print(text, flush=True)
+    return 0
+
+
+def _dims(given: Any, z: Any, m: int) -> list[int] | None:
+    """Latent units of the flow figure: ``--dims``, else the two most variable units of ``z``
+    (time, latent); None when M < 2 or when neither is known yet."""
+    import numpy as np
+
+    if given is not None:
+        dims = [int(d) for d in given]
+        if len(dims) != 2 or len(set(dims)) != 2 or not all(0 <= d < m for d in dims):
+            raise ValueError(f"--dims must name two different latent units in [0, {m - 1}]; got {given!r}.")
+        return dims
+    if m < 2 or z is None:
+        return None
+    var = np.nanvar(z, axis=0) if np.isfinite(z).any() else np.zeros(m)
+    return sorted(int(d) for d in np.argsort(-np.nan_to_num(var))[:2])
+
+
+def register(subparsers: Any) -> None:
+    """Add ``analyze`` to the ``dsident`` parser."""
+    from .cli_main_job import _add_common
+
+    help_text = "Lyapunov spectrum, fixed points, cycles and flow field of a fitted model"
+    p = subparsers.add_parser("analyze", help=help_text, description=help_text)
+    p.add_argument("model_dir", help="folder written by `dsident fit`")
+    p.add_argument("--steps", type=int, help="steps of the analysed free run (default 20000)")
+    p.add_argument("--transient", type=int, help="steps run first and discarded (default 2000)")
+    p.add_argument("--max-period", type=int, help="largest k of the PLRNN's k-cycles searched (default 4)")
+    p.add_argument("--dims", type=int, nargs=2, metavar=("I", "J"),
+                   help="latent units of the flow figure (default: the two most variable)")
+    p.add_argument("--seed", type=int, help="seed of the Newton starts and the cycle search (default 0)")
+    p.add_argument("--out", help="output folder (default MODEL_DIR/analysis)")
+    _add_common(p)
+    p.set_defaults(func=cmd_analyze)

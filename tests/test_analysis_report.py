@@ -1,0 +1,188 @@
+"""analyze_dynamics and kaplan_yorke_dimension against maps whose answers are known in closed form."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dsident.analysis import VERDICTS, analyze_dynamics, kaplan_yorke_dimension
+from dsident.dynamics import PLRNN
+from dsident.dynamics.base import LatentDynamics
+from dsident.experiments.runner import _write_netcdf
+from dsident.model import StateSpaceModel
+from dsident.observations import Gaussian
+
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+class LogisticMap(LatentDynamics):
+    """z' = r z (1 - z); chaotic at r = 4 with λ = log 2 per step (test-local)."""
+
+    def __init__(self, latent_dim: int = 1, r: float = 4.0) -> None:
+        super().__init__()
+        self.latent_dim, self.r = latent_dim, r
+
+    def step(self, z, u=None, dt=None):
+        return self.r * z * (1.0 - z)
+
+
+class QuadraticMap(LatentDynamics):
+    """z' = 1 - a z² (test-local); at a = 0.9 a stable 2-cycle (1 ± sqrt(4a - 3)) / (2a)."""
+
+    def __init__(self, latent_dim: int = 1, a: float = 0.9) -> None:
+        super().__init__()
+        self.latent_dim, self.a = latent_dim, a
+
+    def step(self, z, u=None, dt=None):
+        return 1.0 - self.a * z ** 2
+
+
+class PolarMap(LatentDynamics):
+    """r' = sqrt(r), φ' = φ + θ (test-local): a quasi-periodic orbit on the unit circle with
+    exponents (0, log 1/2) per step."""
+
+    def __init__(self, latent_dim: int = 2, theta: float = 0.1) -> None:
+        super().__init__()
+        self.latent_dim, self.theta = latent_dim, theta
+
+    def step(self, z, u=None, dt=None):
+        r = torch.sqrt(z[:, 0] ** 2 + z[:, 1] ** 2)
+        phi = torch.atan2(z[:, 1], z[:, 0]) + self.theta
+        return torch.stack([torch.sqrt(r) * torch.cos(phi), torch.sqrt(r) * torch.sin(phi)], dim=1)
+
+
+def _model(dynamics, *, dt=1.0, start=None):
+    m = dynamics.latent_dim
+    ssm = StateSpaceModel(dynamics, Gaussian(1, m, readout="identity"), dt=dt).double()
+    if start is not None:
+        with torch.no_grad():
+            ssm.initial_mean.copy_(torch.as_tensor(start, dtype=torch.float64))
+    return ssm
+
+
+# ----------------------------------------------------------------------------- Kaplan-Yorke
+
+
+@pytest.mark.parametrize("exponents, expected", [
+    ([0.905, 0.0, -14.57], 2.0 + 0.905 / 14.57),       # Lorenz-63
+    ([-0.1, -2.0], 0.0),                                # a stable fixed point
+    ([0.5, 0.2], 2.0),                                  # every partial sum >= 0: the full dimension
+    ([0.5, -1.0, -2.0], 1.0 + 0.5 / 1.0),
+    ([-1.0, 0.3, 0.1], 2.0 + 0.4 / 1.0),                # order of the input does not matter
+])
+def test_kaplan_yorke_dimension_matches_the_formula(exponents, expected):
+    assert kaplan_yorke_dimension(exponents) == pytest.approx(expected, rel=1e-12)
+
+
+def test_kaplan_yorke_dimension_is_nan_for_a_diverged_spectrum_and_refuses_an_empty_one():
+    assert math.isnan(kaplan_yorke_dimension([0.1, float("nan")]))
+    with pytest.raises(ValueError, match="exponents"):
+        kaplan_yorke_dimension([])
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def test_affine_plrnn_settles_on_its_one_fixed_point_with_the_analytic_exponents():
+    # W = 0: z' = a z + h, one fixed point h / (1 - a), exponents log|a| / dt
+    dyn = PLRNN(2)
+    a, h, dt = np.array([0.5, -0.8]), np.array([0.3, -0.2]), 0.1
+    with torch.no_grad():
+        dyn.a.copy_(torch.as_tensor(a))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.as_tensor(h))
+    report = analyze_dynamics(_model(dyn, dt=dt, start=[1.0, 1.0]), n_steps=500, transient=100, max_period=2)
+    assert report.verdict == "fixed point" and report.cycle_period is None
+    np.testing.assert_allclose(report.lyapunov, np.sort(np.log(np.abs(a)))[::-1] / dt, rtol=1e-6)
+    assert report.kaplan_yorke == 0.0 and math.isnan(report.dominant_period)
+    assert len(report.fixed_points) == 1 and bool(report.fixed_points.stable[0])
+    np.testing.assert_allclose(report.fixed_points.points[0, 0], h / (1 - a), rtol=1e-6)
+    # an affine map has no 2-cycle: the exact search is run and finds none
+    assert [c.period for c in report.cycles] == [2] and len(report.cycles[0]) == 0
+
+
+def test_logistic_map_at_r4_is_chaotic_with_exponent_log2_and_both_fixed_points():
+    report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=20_000, transient=100)
+    assert report.verdict == "chaotic"
+    assert report.lyapunov[0] == pytest.approx(math.log(2.0), abs=0.03)
+    assert report.kaplan_yorke == 1.0
+    # fixed points 0 (slope 4) and 3/4 (slope -2), both unstable; no cycle search off the PLRNN
+    order = np.argsort(report.fixed_points.points[:, 0, 0])
+    np.testing.assert_allclose(report.fixed_points.points[order, 0, 0], [0.0, 0.75], atol=1e-8)
+    np.testing.assert_allclose(report.fixed_points.eigenvalues[order, 0].real, [4.0, -2.0], atol=1e-6)
+    assert not report.fixed_points.stable.any() and report.cycles == []
+
+
+def test_quadratic_map_settles_on_its_two_cycle_with_the_analytic_multiplier():
+    a = 0.9
+    x1, x2 = (1 + math.sqrt(4 * a - 3)) / (2 * a), (1 - math.sqrt(4 * a - 3)) / (2 * a)
+    report = analyze_dynamics(_model(QuadraticMap(a=a), start=[0.2]), n_steps=2_000, transient=500)
+    assert report.verdict == "attracting cycle" and report.cycle_period == 2
+    # λ = log|f'(x1) f'(x2)| / 2 = log(4 a² x1 x2) / 2 per step
+    assert report.lyapunov[0] == pytest.approx(math.log(4 * a * a * x1 * x2) / 2, rel=1e-6)
+    tail = np.sort(report.trajectory["z"].values[0, -2:, 0])
+    np.testing.assert_allclose(tail, [x2, x1], atol=1e-9)
+    # both fixed points, (-1 ± sqrt(1 + 4a)) / (2a), are unstable (slope -2 a x*: -1.14 and 3.14)
+    xs = np.sort([(-1 - math.sqrt(1 + 4 * a)) / (2 * a), (-1 + math.sqrt(1 + 4 * a)) / (2 * a)])
+    order = np.argsort(report.fixed_points.points[:, 0, 0])
+    np.testing.assert_allclose(report.fixed_points.points[order, 0, 0], xs, atol=1e-8)
+    np.testing.assert_allclose(report.fixed_points.eigenvalues[order, 0].real, -2 * a * xs, rtol=1e-8)
+    assert not report.fixed_points.stable.any()
+
+
+def test_quasi_periodic_circle_map_has_a_zero_exponent_and_the_rotation_period():
+    theta, dt = 2 * math.pi * GOLDEN / 20, 0.05          # an irrational rotation, ≈ 32.4 steps a turn
+    report = analyze_dynamics(_model(PolarMap(theta=theta), dt=dt, start=[0.3, 0.4]), n_steps=20_000,
+                              transient=200)
+    assert report.verdict == "periodic or quasi-periodic"
+    lam_step = report.lyapunov * dt
+    assert abs(lam_step[0]) <= report.info["zero_tol"]
+    assert lam_step[1] == pytest.approx(math.log(0.5), abs=1e-3)
+    turn = 2 * math.pi / theta * dt
+    assert report.dominant_period == pytest.approx(turn, rel=0.02)
+
+
+def test_diverging_run_is_reported_not_raised():
+    dyn = PLRNN(1)
+    with torch.no_grad():
+        dyn.a.fill_(1.5)
+        dyn.h.fill_(0.1)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        report = analyze_dynamics(_model(dyn, start=[1.0]).float(), n_steps=500, transient=0, max_period=1)
+    assert report.verdict == "diverged" and np.isnan(report.lyapunov).all()
+    assert math.isnan(report.kaplan_yorke) and math.isnan(report.dominant_period)
+    assert "**diverged**" in report.to_markdown()
+    assert report.verdict in VERDICTS
+
+
+# ----------------------------------------------------------------------------- output and input
+
+
+def test_report_round_trips_through_netcdf(tmp_path):
+    report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=1_000, transient=10)
+    path = tmp_path / "analysis.nc"
+    _write_netcdf(report.to_xarray(), path)
+    import xarray as xr
+
+    back = xr.open_dataset(path, engine="h5netcdf")
+    np.testing.assert_array_equal(back["lyapunov_exponent"].values, report.lyapunov)
+    np.testing.assert_array_equal(back["fixed_point_state"].values, report.fixed_points.points)
+    assert back.attrs["verdict"] == report.verdict and back.attrs["n_steps"] == 1_000
+    assert list(back["fixed_point_kind"].values) == report.fixed_points.kind
+
+
+@pytest.mark.parametrize("kwargs, name", [({"n_steps": 10}, "n_steps"), ({"transient": -1}, "transient"),
+                                          ({"max_period": 0}, "max_period"), ({"zero_tol": -1.0}, "zero_tol"),
+                                          ({"n_starts": 2.5}, "n_starts")])
+def test_bad_settings_are_refused_by_name(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        analyze_dynamics(_model(LogisticMap(), start=[0.3]), **kwargs)
+
+
+def test_an_unfitted_estimator_is_refused():
+    from dsident.models import PLRNN as PLRNNEstimator
+
+    with pytest.raises(TypeError, match="fitted"):
+        analyze_dynamics(PLRNNEstimator(latent_dim=2))
