@@ -101,6 +101,11 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     table = (out / "results.md").read_text()
     assert "*floor (true system, same length)*" in table and "shplrnn × bptt" in table
     assert _png(out / "summary.png") and _png(out / "lorenz63_best.png")
+    # the best point's dynamics beside the true system's, whose spectrum is recomputed here
+    from dsident.analysis import system_lyapunov_spectrum
+    truth = system_lyapunov_spectrum("lorenz63")
+    assert f"(true system {truth[0]:.3g})" in table and "## Dynamics of the best reconstructions" in table
+    assert "Kaplan-Yorke" in (out / "lorenz63_dynamics.md").read_text() and _png(out / "lorenz63_flow.png")
     points = sorted((out / "points").iterdir())
     assert len(points) == 2 and all((p / "config.json").is_file() for p in points)
     # a dry run of the same grid sees both points finished (a re-run would skip them)

@@ -16,7 +16,8 @@ from .ct_tools import (ContinuousFixedPoints, spectral_abscissa, vector_field_fi
 from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_points, newton_fixed_points,
                            plrnn_cycles)
 from .flow import flow_field, nullclines, zero_contour
-from .lyapunov import RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein
+from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
+                       system_lyapunov_spectrum)
 from .report import VERDICTS, DynamicsReport, analyze_dynamics
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
@@ -32,7 +33,8 @@ __all__ = [
     "ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
     "spectral_abscissa",
     # Lyapunov exponents
-    "lyapunov_spectrum", "kaplan_yorke_dimension", "max_lyapunov_rosenstein", "RosensteinResult",
+    "lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "max_lyapunov_rosenstein",
+    "RosensteinResult",
     # one report of a fitted model's free-running dynamics (`dsident analyze`)
     "analyze_dynamics", "DynamicsReport", "VERDICTS",
     # trajectory length (LTC paper)

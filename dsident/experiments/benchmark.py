@@ -8,6 +8,9 @@ the floor of SPEC-metrics §5 at the evaluation length of each dataset, and writ
     results.md        the benchmark table (median ± MAD over seeds, floor and untrained rows)
     summary.png       the summary figure
     <dataset>_best.png  attractor / time-series / spectrum figure of the best point per dataset
+    <dataset>_dynamics.md, <dataset>_flow.png
+                      the best point's dynamics (:mod:`.best_dynamics`): verdict, Lyapunov
+                      exponents beside the true system's, fixed points, flow field
     points/...        one folder per grid point (config.json, result.json, metrics.nc, model/, ...)
 
 With ``quick=True`` the ``quick`` preset of :data:`dsident.experiments.config.PRESETS` sets
@@ -25,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
+from .best_dynamics import best_point_dynamics
 from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
@@ -91,7 +95,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     untrained : bool, optional
         Also score an untrained model of each (dataset, model, method) (default: with ``quick``).
     figures : bool
-        Write the PNG figures.
+        Write the PNG figures, and analyse the best point's dynamics per dataset (a section of
+        ``results.md``, ``<dataset>_dynamics.md``, ``<dataset>_flow.png``).
     echo : callable
         Where progress text goes (``print``; ``None`` for silence).
 
@@ -133,6 +138,11 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     best = _best_points(results, records)
     verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
+    if figures:
+        lines = [best_point_dynamics(d, best[d], out, say=say) for d in datasets if d in best]
+        if any(lines):
+            table += ("\n## Dynamics of the best reconstructions (`dsident analyze`)\n\n"
+                      + "\n".join(line for line in lines if line) + "\n")
     wall = time.perf_counter() - t_start
     table += f"\nwall time of this run: {wall:.0f} s\n"
     (out / "results.md").write_text(table)

@@ -1,0 +1,119 @@
+"""The benchmark's last question: do the best reconstructions have the true system's dynamics?
+
+For the best point of each dataset, :func:`best_point_dynamics` runs
+:func:`dsident.analysis.analyze_dynamics` on the saved model and puts its verdict, largest
+Lyapunov exponent and Kaplan-Yorke dimension beside those of the true system
+(:func:`dsident.analysis.system_lyapunov_spectrum`, when the data name one). It writes
+``<dataset>_dynamics.md`` and ``<dataset>_flow.png`` into the benchmark folder and returns one
+line for ``results.md``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["best_point_dynamics", "analysis_length"]
+
+
+def analysis_length(eval_length: int | None) -> int:
+    """Steps of the analysed free run: twice the evaluation length, within [2 000, 20 000]."""
+    return int(min(20_000, max(2_000, 2 * int(eval_length or 10_000))))
+
+
+def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say: Any = None) -> str | None:
+    """Analyse the best point's saved model; write its report and flow figure; return a line.
+
+    Parameters
+    ----------
+    dataset : str
+        Dataset name or file, as in the benchmark grid.
+    record : dict
+        The point's record (``point_id``, ``config``).
+    out : Path
+        The benchmark folder (holding ``points/<point_id>/model``).
+    say : callable, optional
+        Where a failure is reported; the benchmark goes on without the line.
+
+    Returns
+    -------
+    str or None
+        A Markdown list item, or None when the point has no saved model or the analysis failed.
+    """
+    from .. import plotting
+    from ..analysis import analyze_dynamics, kaplan_yorke_dimension
+    from .registry import get_estimator_class
+
+    say = say or (lambda *a, **k: None)
+    cfg = record["config"]
+    model_dir = Path(out) / "points" / record["point_id"] / "model"
+    if not model_dir.is_dir():
+        return None
+    stem = Path(dataset).stem
+    label = f"{cfg['model']} × {cfg['method']}, seed {cfg['seed']}"
+    try:
+        est = get_estimator_class(cfg["model"]).load(model_dir)
+        n_steps = analysis_length(cfg.get("eval_length"))
+        report = analyze_dynamics(est, n_steps=n_steps, transient=n_steps // 10, seed=int(cfg.get("seed", 0)),
+                                  name=f"{stem}: {label}")
+        truth, unit = _true_spectrum(dataset, Path(out))
+        text = report.to_markdown()
+        if truth is not None:
+            text += (f"\nTrue system: Lyapunov exponents {np.array2string(truth, precision=4)} per {unit}, "
+                     f"Kaplan-Yorke dimension {kaplan_yorke_dimension(truth):.3f}.\n")
+        (Path(out) / f"{stem}_dynamics.md").write_text(text)
+        dims = _two_most_variable(report.trajectory["z"].values[0])
+        if dims is not None and report.verdict != "diverged":
+            plotting.plot_flow_field(est, dims=dims, fixed_points=report.fixed_points,
+                                     cycles=report.cycles or None, trajectory=report.trajectory,
+                                     title=f"{stem}: {label} ({report.verdict})", save=Path(out) / f"{stem}_flow.png")
+    except Exception as err:   # the scores stand without the analysis
+        say(f"[dsident] dynamics of the best {dataset} point not analysed: {type(err).__name__}: {err}")
+        return None
+    line = (f"- {dataset}, best point ({label}): free run **{report.verdict}**; "
+            f"λ_max = {_num(report.max_lyapunov)} per {unit}")
+    if truth is not None:
+        line += f" (true system {_num(truth[0])})"
+    line += f"; Kaplan-Yorke dimension {_num(report.kaplan_yorke)}"
+    if truth is not None:
+        line += f" (true {_num(kaplan_yorke_dimension(truth))})"
+    if math.isfinite(report.dominant_period):
+        line += f"; dominant period {_num(report.dominant_period)} {unit}"
+    return line + f" ({stem}_dynamics.md)"
+
+
+def _true_spectrum(dataset: str, out: Path) -> tuple[np.ndarray | None, str]:
+    """The true system's spectrum (20 000 sampling steps; cached in ``out``) and the data's time
+    unit; None for the spectrum when the data name no deterministic system."""
+    from ..analysis import system_lyapunov_spectrum
+    from .inputs import load_data
+
+    test = load_data(dataset, split="test", length=None)
+    try:
+        unit = str(json.loads(test.attrs["provenance"]).get("time_unit") or "time unit")
+    except (KeyError, TypeError, ValueError):
+        unit = "time unit"
+    unit = "time unit" if unit in ("a.u.", "") else unit
+    cache = out / f"lyapunov_{Path(dataset).stem}.json"
+    if cache.is_file():
+        values = json.loads(cache.read_text())
+        return (None if values is None else np.asarray(values, dtype=float)), unit
+    try:
+        truth = system_lyapunov_spectrum(test)
+    except ValueError:          # a recording or a stochastic generator (the ECG): no truth to compare
+        truth = None
+    cache.write_text(json.dumps(None if truth is None else [float(v) for v in truth]))
+    return truth, unit
+
+
+def _two_most_variable(z: np.ndarray) -> list[int] | None:
+    if z.shape[1] < 2 or not np.isfinite(z).any():
+        return None
+    return sorted(int(d) for d in np.argsort(-np.nan_to_num(np.nanvar(z, axis=0)))[:2])
+
+
+def _num(value: float) -> str:
+    return "–" if not math.isfinite(value) else f"{value:.3g}"
