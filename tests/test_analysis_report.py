@@ -104,7 +104,7 @@ def test_affine_plrnn_settles_on_its_one_fixed_point_with_the_analytic_exponents
 
 
 def test_logistic_map_at_r4_is_chaotic_with_exponent_log2_and_both_fixed_points():
-    report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=20_000, transient=100)
+    report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=8_000, transient=100)
     assert report.verdict == "chaotic"
     assert report.lyapunov[0] == pytest.approx(math.log(2.0), abs=0.03)
     assert report.kaplan_yorke == 1.0
@@ -186,3 +186,26 @@ def test_an_unfitted_estimator_is_refused():
 
     with pytest.raises(TypeError, match="fitted"):
         analyze_dynamics(PLRNNEstimator(latent_dim=2))
+
+
+# ----------------------------------------------------------------------------- the true system
+
+
+def test_system_spectrum_of_lorenz63_sums_to_the_trace_and_has_the_known_leading_exponent():
+    from dsident.analysis import system_lyapunov_spectrum
+
+    lam = system_lyapunov_spectrum("lorenz63", duration=100.0)
+    # the Jacobian's trace is the constant -(σ + 1 + β): the exponents must sum to it
+    assert lam.sum() == pytest.approx(-(10.0 + 1.0 + 8.0 / 3.0), abs=2e-3)
+    assert lam[0] == pytest.approx(0.905, abs=0.1) and abs(lam[1]) < 0.05
+    assert np.all(np.diff(lam) <= 0)
+
+
+def test_system_spectrum_refuses_data_without_a_deterministic_system():
+    from dsident.analysis import system_lyapunov_spectrum
+    from dsident.data import as_dataset
+
+    with pytest.raises(ValueError, match="provenance"):
+        system_lyapunov_spectrum(as_dataset(np.zeros((50, 2)), dt=0.1))
+    with pytest.raises(ValueError, match="substeps"):
+        system_lyapunov_spectrum("lorenz63", substeps=0)
