@@ -209,3 +209,15 @@ def test_system_spectrum_refuses_data_without_a_deterministic_system():
         system_lyapunov_spectrum(as_dataset(np.zeros((50, 2)), dt=0.1))
     with pytest.raises(ValueError, match="substeps"):
         system_lyapunov_spectrum("lorenz63", substeps=0)
+
+
+def test_markdown_lists_at_most_twenty_fixed_points_and_counts_the_rest():
+    from dsident.analysis import FixedPoints, classify_eigenvalues
+
+    report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=200, transient=0)
+    eig = np.full((25, 1), 0.5 + 0j)
+    stable, kind = classify_eigenvalues(eig)
+    report.fixed_points = FixedPoints(points=np.linspace(0, 1, 25)[:, None, None], eigenvalues=eig, stable=stable,
+                                      kind=kind, method="newton")
+    text = report.to_markdown()
+    assert text.count("| stable node |") == 20 and "… and 5 more" in text

@@ -31,6 +31,9 @@ VERDICTS = ("fixed point", "attracting cycle", "periodic or quasi-periodic", "ch
 #: relative size below which the last part of the run counts as standing still
 _STILL_TOL = 1e-6
 
+#: fixed points listed in the Markdown summary (all of them are in the Dataset)
+_MAX_ROWS = 20
+
 
 @dataclass
 class DynamicsReport:
@@ -131,11 +134,16 @@ class DynamicsReport:
             ct = self.continuous_abscissa is not None
             lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "") + " z |",
                       "|---|---|---|" + ("---|" if ct else "") + "---|"]
-            for i in range(len(self.fixed_points)):
+            shown = min(len(self.fixed_points), _MAX_ROWS)
+            for i in range(shown):
                 row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
                 if ct:
                     row += f" {self.continuous_abscissa[i]:.4g} |"
                 lines.append(row + f" {_numbers(self.fixed_points.points[i, 0], 3)} |")
+            if shown < len(self.fixed_points):
+                # e.g. a continuum of fixed points (a marginal direction, like the ODE-RFWP's fast
+                # weights) that Newton's method finds as many separate points
+                lines.append(f"\n… and {len(self.fixed_points) - shown} more (all in `to_xarray()`)")
         else:
             lines.append("none found")
         for found in self.cycles:
