@@ -25,16 +25,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf
 
     _threads(args)
-    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims"])
+    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt"])
     est, cfg = load_fitted(args.model_dir)
+    x0 = None
+    if s.get("start"):
+        from .experiments.best_dynamics import first_observation
+        from .experiments.inputs import load_data
+
+        start_data = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
+        x0 = first_observation(start_data)
+        if x0 is None:
+            raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")
     out = Path(s.get("out") or Path(args.model_dir) / "analysis")
     label = f"{cfg['model']} × {cfg['method']}"
     m = int(est.model_.latent_dim)
     dims = _dims(s.get("dims"), None, m)          # checked before the work starts
     print(f"[dsident] analyze {args.model_dir} ({label}) → {out}", flush=True)
     t0 = time.perf_counter()
-    report = analyze_dynamics(est, n_steps=int(s.get("steps") or 20_000), transient=int(s.get("transient") or 2_000),
-                              max_period=int(s.get("max_period") or 4), seed=int(s.get("seed") or 0), name=label)
+    given = {key: s[flag] for flag, key in (("steps", "n_steps"), ("transient", "transient"),
+                                            ("max_period", "max_period"), ("seed", "seed")) if s.get(flag) is not None}
+    report = analyze_dynamics(est, x0=x0, name=label, **given)   # what is not given keeps the function's default
     out.mkdir(parents=True, exist_ok=True)
     _write_netcdf(report.to_xarray(), out / "analysis.nc")
     _write_netcdf(report.trajectory, out / "free_run.nc")
@@ -80,6 +90,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-period", type=int, help="largest k of the PLRNN's k-cycles searched (default 4)")
     p.add_argument("--dims", type=int, nargs=2, metavar=("I", "J"),
                    help="latent units of the flow figure (default: the two most variable)")
+    p.add_argument("--start", metavar="DATA",
+                   help="start the run at the first sample of DATA (a shipped set's test split or a file) "
+                        "instead of the model's initial-state mean")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file given to --start")
     p.add_argument("--seed", type=int, help="seed of the Newton starts and the cycle search (default 0)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/analysis)")
     _add_common(p)

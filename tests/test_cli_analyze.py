@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 
 from dsident.analysis import lyapunov_spectrum
@@ -35,6 +36,20 @@ def test_analyze_writes_the_report_the_run_and_the_figures(fitted, tmp_path):
     assert f"**{ds.attrs['verdict']}**" in text and "## Fixed points" in text
     for png in ("flow.png", "latents.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_analyze_can_start_from_the_data(fitted, tmp_path):
+    from dsident import datasets
+
+    out = tmp_path / "an"
+    assert main(["analyze", str(fitted), "--steps", "300", "--transient", "0", "--start", "lorenz63",
+                 "--out", str(out)]) == 0
+    run = xr.open_dataset(out / "free_run.nc", engine="h5netcdf")
+    est, _ = load_fitted(fitted)
+    x0 = datasets.load("lorenz63", split="test")["x"].values[0, 0]
+    # with no transient the run's first state is the encoded first test sample
+    np.testing.assert_allclose(run["z"].values[0, 0], est.model_.encode(torch.as_tensor(x0, dtype=torch.float32))
+                               .detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_analyze_refuses_bad_dims_and_a_folder_that_is_not_a_fit(fitted, tmp_path, capsys):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["best_point_dynamics", "analysis_length"]
+__all__ = ["best_point_dynamics", "analysis_length", "first_observation"]
 
 
 def analysis_length(eval_length: int | None) -> int:
@@ -55,11 +55,15 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
     stem = Path(dataset).stem
     label = f"{cfg['model']} × {cfg['method']}, seed {cfg['seed']}"
     try:
+        from .inputs import load_data
+
         est = get_estimator_class(cfg["model"]).load(model_dir)
+        test = load_data(dataset, split="test", length=None)
         n_steps = analysis_length(cfg.get("eval_length"))
+        # start where the evaluation's free runs start (a multistable model may have other attractors)
         report = analyze_dynamics(est, n_steps=n_steps, transient=n_steps // 10, seed=int(cfg.get("seed", 0)),
-                                  name=f"{stem}: {label}")
-        truth, unit = _true_spectrum(dataset, Path(out))
+                                  x0=first_observation(test), name=f"{stem}: {label}")
+        truth, unit = _true_spectrum(dataset, test, Path(out))
         text = report.to_markdown()
         if truth is not None:
             text += (f"\nTrue system: Lyapunov exponents {np.array2string(truth, precision=4)} per {unit}, "
@@ -85,13 +89,18 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
     return line + f" ({stem}_dynamics.md)"
 
 
-def _true_spectrum(dataset: str, out: Path) -> tuple[np.ndarray | None, str]:
+def first_observation(data: Any) -> np.ndarray | None:
+    """The first fully observed sample ``(channel,)`` of the first trial; None if there is none."""
+    x = np.asarray(data["x"].values[0], dtype=float)
+    rows = np.flatnonzero(np.isfinite(x).all(axis=1))
+    return x[rows[0]] if rows.size else None
+
+
+def _true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None, str]:
     """The true system's spectrum (20 000 sampling steps; cached in ``out``) and the data's time
     unit; None for the spectrum when the data name no deterministic system."""
     from ..analysis import system_lyapunov_spectrum
-    from .inputs import load_data
 
-    test = load_data(dataset, split="test", length=None)
     try:
         unit = str(json.loads(test.attrs["provenance"]).get("time_unit") or "time unit")
     except (KeyError, TypeError, ValueError):
