@@ -85,7 +85,7 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
     if truth is not None:
         line += f" (true {_num(kaplan_yorke_dimension(truth))})"
     if math.isfinite(report.dominant_period):
-        line += f"; dominant period {_num(report.dominant_period)} {unit}"
+        line += f"; dominant period {_num(report.dominant_period)} {'time units' if unit == 'time unit' else unit}"
     return line + f" ({stem}_dynamics.md)"
 
 
