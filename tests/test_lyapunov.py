@@ -70,3 +70,14 @@ def test_clear_errors():
         lyapunov_spectrum(lambda z: z, np.ones(2), n_steps=10, n_exponents=3)
     with pytest.raises(TypeError, match="system"):
         lyapunov_spectrum(42, n_steps=10)
+
+
+def test_uncoupled_directions_still_come_out_largest_first():
+    # a diagonal map never mixes its axes: started on the axes, the QR columns would stay there
+    # and report log|a_1| first, whatever its size
+    a = np.array([0.5, -0.8, 0.9])
+    kwargs = dict(z0=np.ones(3), n_steps=2_000, transient=100, jacobian_fn=lambda z: np.diag(a))
+    full = lyapunov_spectrum(lambda z: a * z, **kwargs)
+    np.testing.assert_allclose(full, np.sort(np.log(np.abs(a)))[::-1], rtol=1e-6)
+    leading = lyapunov_spectrum(lambda z: a * z, n_exponents=1, **kwargs)
+    assert leading[0] == pytest.approx(np.log(0.9), rel=1e-6)

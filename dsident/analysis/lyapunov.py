@@ -223,7 +223,7 @@ def system_lyapunov_spectrum(data: Any, *, duration: float | None = None, subste
 
 def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt: float) -> np.ndarray:
     """Average log|diag R| over a stream of one-step Jacobians (M, M)."""
-    q = np.eye(m)[:, :k]
+    q = _initial_frame(m, k)
     total = np.zeros(k)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for i, jac in enumerate(jacobians):
@@ -235,6 +235,18 @@ def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt
     if not np.all(np.isfinite(total)):
         return _diverged(k)
     return total / (n_steps * dt)
+
+
+def _initial_frame(m: int, k: int) -> np.ndarray:
+    """A fixed generic orthonormal frame (M, k) to start the tangent vectors from.
+
+    The identity is not generic: for a map whose coordinates never mix (e.g. a diagonal one),
+    its columns stay on the axes forever, so the first column's exponent is that of the first
+    axis, not the largest. A random frame, drawn with a fixed seed so results repeat, has a
+    component along every direction and its columns order themselves by growth rate.
+    """
+    # the first k columns of one M × M frame, so that n_exponents=k repeats the leading k of the full run
+    return np.linalg.qr(np.random.default_rng(20_210_101).standard_normal((m, m)))[0][:, :k]
 
 
 def _qr_map(step: StepFn, jacobian_fn: Callable[[np.ndarray], np.ndarray], z: np.ndarray, k: int,
@@ -257,7 +269,7 @@ def _qr_continuous(system: Any, x: np.ndarray, k: int, transient: int, n_steps: 
     """Propagate state and tangent vectors with the same RK4 stages (= exact RK4-map Jacobian)."""
     m = x.size
     rhs, jac = system.rhs, _time_aware(system.jacobian)
-    q = np.eye(m)[:, :k]
+    q = _initial_frame(m, k)
     total = np.zeros(k)
     h, h2 = dt, 0.5 * dt
     t = float(t0)
