@@ -44,7 +44,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     given = {key: s[flag] for flag, key in (("steps", "n_steps"), ("transient", "transient"),
                                             ("max_period", "max_period"), ("seed", "seed")) if s.get(flag) is not None}
-    report = analyze_dynamics(est, x0=x0, name=label, **given)   # what is not given keeps the function's default
+    flags = {"n_steps": "--steps", "transient": "--transient", "max_period": "--max-period", "seed": "--seed"}
+    try:
+        report = analyze_dynamics(est, x0=x0, name=label, **given)   # what is not given keeps the default
+    except ValueError as err:        # name the flag the user typed, not the function's argument
+        text = str(err)
+        for key, flag in flags.items():
+            text = text.replace(f"`{key}`", flag).replace(f"{key}=", f"{flag} ")
+        raise ValueError(text) from err
     out.mkdir(parents=True, exist_ok=True)
     _write_netcdf(report.to_xarray(), out / "analysis.nc")
     _write_netcdf(report.trajectory, out / "free_run.nc")

@@ -55,5 +55,7 @@ def test_analyze_can_start_from_the_data(fitted, tmp_path):
 def test_analyze_refuses_bad_dims_and_a_folder_that_is_not_a_fit(fitted, tmp_path, capsys):
     assert main(["analyze", str(fitted), "--steps", "200", "--dims", "0", "7", "--out", str(tmp_path / "a")]) == 2
     assert "--dims" in capsys.readouterr().err
+    assert main(["analyze", str(fitted), "--steps", "10", "--out", str(tmp_path / "b")]) == 2
+    assert "--steps must be an integer >= 100; got --steps 10" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="config.json"):
         main(["analyze", str(tmp_path)])
