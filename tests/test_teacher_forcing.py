@@ -333,6 +333,25 @@ def test_engine_registry_and_estimator_fit():
     assert np.isfinite(est.history_["state_space_divergence"][0])
 
 
+@pytest.mark.parametrize("name", ["RecurrentFWP", "ORGaNICs"])
+def test_auto_loss_sees_the_gaussian_behind_a_feature_wrapper(name):
+    # the ODE-RFWP and ORGaNICs read their Gaussian through LatentFeatureObservation: "auto" must
+    # train them on the masked MSE like every other Gaussian model; the same fit with loss="mse"
+    # is the independent route
+    import dsident.models
+
+    def fit(loss):
+        est = getattr(dsident.models, name)(latent_dim=2, seed=0)
+        est.fit(periodic_data(200), method="gtf", n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=0,
+                progress=False, loss=loss)
+        return est.history_
+
+    auto, mse, nll = fit("auto"), fit("mse"), fit("nll")
+    assert auto["settings"]["loss"] == "mse"
+    np.testing.assert_allclose(auto["train_loss"], mse["train_loss"], rtol=1e-6)
+    assert not np.allclose(auto["train_loss"], nll["train_loss"])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"mode": "dense"}, "`mode`"),
     ({"alpha": 1.5}, "`alpha`"),

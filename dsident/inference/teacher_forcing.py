@@ -148,6 +148,12 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
     return -model.observation.log_prob(target, predicted, observed).sum() / n_observed, forced
 
 
+def _reads_gaussian(observation: Any) -> bool:
+    """True for a Gaussian likelihood, also behind a wrapper that feeds it latent features
+    (the ODE-RFWP's and ORGaNICs' ``LatentFeatureObservation.inner``)."""
+    return isinstance(observation, Gaussian) or isinstance(getattr(observation, "inner", None), Gaussian)
+
+
 # ---------------------------------------------------------------------------------------------
 # penalties of the GTF paper
 # ---------------------------------------------------------------------------------------------
@@ -347,7 +353,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Standard deviation of Gaussian noise added to the training windows (a regularizer of
         the sparse-forcing papers), in units of the data.
     loss : {"auto", "mse", "nll"}
-        "auto": masked MSE for Gaussian observations, negative log-likelihood otherwise.
+        "auto": masked MSE for Gaussian observations (also a Gaussian read through latent
+        features, as the ODE-RFWP and ORGaNICs do), negative log-likelihood otherwise.
     eval_every : int, default 5
         Score a free run every this many epochs (and after the last); 0 never (the final
         state is kept).
@@ -431,7 +438,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     eval_steps = check_int("eval_steps", eval_steps, minimum=2)
     checkpoint_every = (eval_every or 10) if checkpoint_every is None else checkpoint_every
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
-                       loss=("mse" if isinstance(model.observation, Gaussian) else "nll") if loss == "auto" else loss,
+                       loss=("mse" if _reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
                        latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg))
     teacher_noise = check_number("teacher_noise", teacher_noise)
 
