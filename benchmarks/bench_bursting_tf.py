@@ -51,6 +51,7 @@ from dsident.experiments.scoring import evaluate_model
 
 # the spike and regime helpers of the Laplace-EM bursting benchmark (one implementation)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_ecg_tf import compared_window  # noqa: E402
 from bench_rplrnn_bursting import regime, spike_times  # noqa: E402
 
 CELL = ("bursting_neuron", "shplrnn", "teacher-forcing")
@@ -110,7 +111,7 @@ def run_seed(cfg: dict[str, Any], seed: int, train, test) -> dict[str, Any]:
             "eval_epoch": list(hist.get("eval_epoch") or []),
             "train_stsp": list(hist.get("state_space_divergence") or []),
             "grad_norm": list(hist.get("grad_norm") or []),
-            "burst": burst_stats(np.asarray(gen["x"].values[0], dtype=float))}
+            "burst": burst_stats(compared_window(gen))}
 
 
 def main() -> None:

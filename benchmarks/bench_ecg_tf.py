@@ -71,6 +71,13 @@ def beats_per_10k(x: np.ndarray, reference: np.ndarray) -> float:
     return 1e4 * peaks.size / x.size
 
 
+def compared_window(run: Any, trial: int = 0) -> np.ndarray:
+    """The compared window ``(time, channel)`` of one trial of ``evaluate(..., return_run=True)``'s
+    run, which is NaN outside ``[start_index, length)`` (NaN inside still means a divergence)."""
+    start = int(json.loads(run.attrs["start_index"])[trial])
+    return np.asarray(run["x"].values[trial, start:int(run["length"].values[trial])], dtype=float)
+
+
 def run_seed(seed: int, overrides: dict[str, Any]) -> dict[str, Any]:
     """Fit and score one seed of the cell with ``overrides`` applied; the numbers of one row."""
     cfg = resolve_config(*CELL, overrides={**overrides, "seed": seed})
@@ -80,7 +87,7 @@ def run_seed(seed: int, overrides: dict[str, Any]) -> dict[str, Any]:
     est, fit_s, dropped = fit_point(used, train)
     scores, _, free = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed, return_run=True)
     x_test = np.asarray(test["x"].values[0, :, 0], dtype=float)
-    x_free = np.asarray(free["x"].values[0, :, 0], dtype=float)
+    x_free = compared_window(free)[:, 0]
     hist = est.history_
     alphas = hist.get("alpha") or [float("nan")]
     return {"seed": seed, "D_stsp": scores["D_stsp"], "D_H": scores["D_H"], "PE": scores["PE"],
