@@ -147,9 +147,19 @@ def test_ltc_time_constant_sets_the_initial_membrane_time_constant(form, referen
     changed = [n for (n, p), q in zip(default.state_dict().items(), slow.state_dict().values()) if not torch.equal(p, q)]
     assert changed == (["raw_capacitance"] if form == "synaptic" else ["raw_tau"])
     assert LTC(**slow.config()).time_constant == 150.0
-    for bad in (0.0, -1.0, math.inf, True, "slow"):
+    for bad in (0.0, -1.0, math.inf, True, "slow", (5.0, 1.0), (1.0, 2.0, 3.0), (0.0, 1.0)):
         with pytest.raises(ValueError, match="time_constant"):
             LTC(3, time_constant=bad)
+
+
+@pytest.mark.parametrize("form", ["synaptic", "compact"])
+def test_ltc_time_constant_pair_spreads_the_neurons_geometrically(form):
+    model = LTC(5, 1, form=form, time_constant=(0.5, 150.0), seed=1)
+    expected = 0.5 * (150.0 / 0.5) ** (np.arange(5) / 4)       # 0.5, 2.07, 8.66, 36.0, 150
+    np.testing.assert_allclose(model.time_constant_bounds()[1].detach().numpy(), expected, rtol=1e-5)
+    assert LTC(**model.config()).time_constant == [0.5, 150.0]
+    # one neuron: the fastest value
+    assert float(LTC(1, form=form, time_constant=(2.0, 9.0)).time_constant_bounds()[1][0]) == pytest.approx(2.0)
 
 
 def test_gnode_critical_init_puts_the_flow_jacobian_at_the_edge_of_stability():

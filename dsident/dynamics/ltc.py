@@ -16,6 +16,7 @@ after the optimiser is needed. Legend: ``B`` batch, ``M`` latent_dim, ``K`` inpu
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -50,12 +51,15 @@ class LTC(ODEStepMixin, LatentDynamics):
         ``"dopri5"`` are available for comparison.
     n_substeps : int
         ODE unfolds per sampling interval (6 in the paper).
-    time_constant : float or None
-        Initial membrane time constant of every neuron, in the data's time unit: ``C / g_leak``
-        in the synaptic form (``C`` is set, ``g_leak = 1``), ``tau`` in the compact form. None
-        keeps the reference starts (0.5 synaptic, 1 compact): 50 samples at dt = 0.01 but one
-        sample at dt = 0.5 and 350 samples at dt = 1/700, so data sampled at other rates may
-        want a value of the order of their slow time scale, in the unit of ``dt``.
+    time_constant : float, (float, float) or None
+        Initial membrane time constant of the neurons, in the data's time unit: ``C / g_leak``
+        in the synaptic form (``C`` is set, ``g_leak = 1``), ``tau`` in the compact form. A
+        number starts every neuron there; a pair ``(fastest, slowest)`` spreads the neurons
+        geometrically between the two (neuron i at ``fastest (slowest / fastest)^(i / (M-1))``),
+        for data with fast and slow time scales at once (spikes riding on bursts). None keeps
+        the reference starts (0.5 synaptic, 1 compact): 50 samples at dt = 0.01 but one sample
+        at dt = 0.5 and 350 samples at dt = 1/700, so data sampled at other rates may want
+        values of the order of their time scales, in the unit of ``dt``.
     seed : int or None
         Seed of the parameter initialisation.
 
@@ -86,20 +90,19 @@ class LTC(ODEStepMixin, LatentDynamics):
     """
 
     def __init__(self, latent_dim: int, input_dim: int = 0, *, form: str = "synaptic", method: str = "fused",
-                 n_substeps: int = 6, time_constant: float | None = None, seed: int | None = None) -> None:
+                 n_substeps: int = 6, time_constant: float | tuple[float, float] | None = None,
+                 seed: int | None = None) -> None:
         super().__init__()
         _check_positive_int("latent_dim", latent_dim)
-        if time_constant is not None and (isinstance(time_constant, bool) or not isinstance(time_constant, (int, float))
-                                          or not math.isfinite(time_constant) or time_constant <= 0):
-            raise ValueError(f"`time_constant` must be a positive number of time units (the unit of dt); "
-                             f"got time_constant={time_constant!r}.")
+        starts = _start_time_constants(time_constant, latent_dim)
         _check_positive_int("input_dim", input_dim, 0)
         _check_positive_int("n_substeps", n_substeps)
         _check_choice("form", form, ("synaptic", "compact"))
         check_method(method)
         self.latent_dim, self.input_dim, self.form = latent_dim, input_dim, form
         self.method, self.n_substeps, self.seed = method, n_substeps, seed
-        self.time_constant = None if time_constant is None else float(time_constant)
+        self.time_constant = (None if time_constant is None else float(time_constant)
+                              if not isinstance(time_constant, (list, tuple)) else [float(v) for v in time_constant])
         gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
         m, k = latent_dim, input_dim
 
@@ -114,7 +117,7 @@ class LTC(ODEStepMixin, LatentDynamics):
             self.input_weight = nn.Parameter(torch.randn(m, k, generator=gen) / math.sqrt(max(k, 1)))
             self.bias = nn.Parameter(torch.zeros(m))
             self.raw_gain = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
-            self.raw_tau = nn.Parameter(torch.full((m,), _inv_softplus(time_constant or 1.0)))
+            self.raw_tau = nn.Parameter(_raw_time_constants(starts, 1.0, m))
             self.reversal = signs((m,))
         else:
             self.mu, self.sigma = uniform((m, m), 0.3, 0.8), uniform((m, m), 3.0, 8.0)
@@ -127,7 +130,7 @@ class LTC(ODEStepMixin, LatentDynamics):
             self.input_shift = nn.Parameter(torch.zeros(k))
             self.leak_reversal = uniform((m,), -0.2, 0.2)
             self.raw_leak = nn.Parameter(torch.full((m,), _inv_softplus(1.0)))
-            self.raw_capacitance = nn.Parameter(torch.full((m,), _inv_softplus(time_constant or 0.5)))
+            self.raw_capacitance = nn.Parameter(_raw_time_constants(starts, 0.5, m))
 
     # -- positive parameters ---------------------------------------------------------------------
     @property
@@ -437,3 +440,30 @@ class _FusedStep(torch.autograd.Function):
 
 def _softplus_inverse_tensor(y: Tensor) -> Tensor:
     return y + torch.log(-torch.expm1(-y))
+
+
+def _raw_time_constants(starts: list[float] | Tensor | None, reference: float, m: int) -> Tensor:
+    """softplus⁻¹ of the start values (M,): the reference for None, one value repeated, or a spread."""
+    if starts is None or isinstance(starts, list):
+        return torch.full((m,), _inv_softplus(reference if starts is None else starts[0]))
+    return _softplus_inverse_tensor(starts)
+
+
+def _start_time_constants(time_constant: Any, m: int) -> list[float] | Tensor | None:
+    """What ``time_constant`` asks for: None (the reference start), ``[value]`` for every neuron,
+    or a geometric spread (M,)."""
+    if time_constant is None:
+        return None
+    values = list(time_constant) if isinstance(time_constant, (list, tuple)) else [time_constant]
+    ok = len(values) in (1, 2) and all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+                                       and v > 0 for v in values)
+    if ok and len(values) == 2 and values[0] > values[1]:
+        ok = False
+    if not ok:
+        raise ValueError("`time_constant` must be a positive number of time units (the unit of dt) or a pair "
+                         f"(fastest, slowest) with 0 < fastest <= slowest; got time_constant={time_constant!r}.")
+    if len(values) == 1:
+        return [float(values[0])]
+    fastest, slowest = float(values[0]), float(values[1])
+    steps = torch.arange(m, dtype=torch.float64) / max(m - 1, 1)
+    return (fastest * (slowest / fastest) ** steps).float()

@@ -237,16 +237,17 @@ class LTC(_ContinuousTimeEstimator):
         The paper's fused semi-implicit step (bounded for any step size).
     n_substeps : int, default 6
         ODE unfolds per sample.
-    time_constant : float or None, default None
-        Initial time constant of every neuron, in the data's time unit (None: the reference
-        start, 0.5 synaptic / 1 compact, which is one sample at dt = 0.5 and 350 at dt = 1/700;
-        see :class:`dsident.dynamics.LTC`).
+    time_constant : float, (float, float) or None, default None
+        Initial time constant of every neuron, in the data's time unit, or a pair (fastest,
+        slowest) spread geometrically over the neurons (None: the reference start, 0.5 synaptic
+        / 1 compact, which is one sample at dt = 0.5 and 350 at dt = 1/700; see
+        :class:`dsident.dynamics.LTC`).
     observation, readout, observation_options, process_noise, initial_var, seed
         As in :class:`dsident.models.PLRNN` (readout "linear" by default).
     """
 
     def __init__(self, latent_dim: int = 16, *, form: str = "synaptic", solver: str = "fused", n_substeps: int = 6,
-                 time_constant: float | None = None, observation: Any = "gaussian", readout: str = "linear",
+                 time_constant: float | tuple[float, float] | None = None, observation: Any = "gaussian", readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
