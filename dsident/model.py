@@ -344,7 +344,8 @@ class StateSpaceModel(nn.Module):
             n_bad = int((first_bad < n_steps).sum())
             warnings.warn(f"generation diverged: the latent state of {n_bad} of {n_trials} trial(s) became "
                           f"non-finite (first at step {diverged_at} of {n_steps}); those trials are NaN from "
-                          "there on (attrs['diverged'] = 1).", RuntimeWarning, stacklevel=2)
+                          "there on (attrs['diverged'] = 1).", RuntimeWarning,
+                          stacklevel=3)   # 3: past torch.no_grad's wrapper, to the caller's line
         xs = self.observation.sample(zs, generator=gen) if observation_noise else self.decode(zs)
         data_vars: dict[str, Any] = {
             "x": (("trial", "time", "channel"), xs.detach().cpu().double().numpy()),

@@ -147,8 +147,9 @@ class ExplodingDynamics(LatentDynamics):
 
 def test_divergence_is_reported_per_trial():
     model = StateSpaceModel(ExplodingDynamics(), Gaussian(2, 2, readout="identity"))
-    with pytest.warns(RuntimeWarning, match="1 of 2 trial"):
+    with pytest.warns(RuntimeWarning, match="1 of 2 trial") as caught:
         run = model.generate(40, z0=np.array([[0.0, 0.0], [1.0, 1.0]]))
+    assert caught[0].filename == __file__        # the warning points at the caller, not torch's wrapper
     assert run.attrs["diverged"] == 1 and run.attrs["diverged_at"] > 0
     assert np.isfinite(run["x"].values[0]).all()                     # the quiet trial is untouched
     assert np.isnan(run["z"].values[1, run.attrs["diverged_at"]:]).all()

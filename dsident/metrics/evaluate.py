@@ -134,7 +134,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
                     sigma=float(sigma), pe_steps=int(pe_steps), divergence_threshold=float(divergence_threshold),
                     noise=int(bool(noise)))
     if diverged:
-        warnings.warn(f"the free run of {type(fitted).__name__} diverged (non-finite or beyond "
+        warnings.warn(f"the free run of {type(model).__name__} diverged (non-finite or beyond "
                       f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)
         d_stsp, d_h = np.nan, np.full(n_channels, np.nan)
     else:
