@@ -105,8 +105,7 @@ class DynamicsReport:
             sub = sub.rename({"cycle": prefix, "phase": f"{prefix}_phase", "eigen": f"{prefix}_eigen",
                               **{v: f"{prefix}_{'state' if v == 'point' else v}" for v in sub.data_vars}})
             sub = sub.drop_vars("latent")
-            ds = ds.merge(sub.drop_attrs() if hasattr(sub, "drop_attrs") else sub.assign_attrs({}),
-                          combine_attrs="drop_conflicts")
+            ds = ds.merge(sub, combine_attrs="drop")       # the report's own attrs are set below
         if self.continuous_abscissa is not None:
             ds["fixed_point_continuous_abscissa"] = (("fixed_point",), np.asarray(self.continuous_abscissa, float))
         ds.attrs = {"verdict": self.verdict, "dt": float(self.dt), "kaplan_yorke_dimension": float(self.kaplan_yorke),
