@@ -39,7 +39,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     out = Path(s.get("out") or Path(args.model_dir) / "analysis")
     label = f"{cfg['model']} × {cfg['method']}"
     m = int(est.model_.latent_dim)
-    dims = _dims(s.get("dims"), None, m)          # checked before the work starts
+    dims = _checked_dims(s.get("dims"), m)        # checked before the work starts
     print(f"[dsident] analyze {args.model_dir} ({label}) → {out}", flush=True)
     t0 = time.perf_counter()
     given = {key: s[flag] for flag, key in (("steps", "n_steps"), ("transient", "transient"),
@@ -56,7 +56,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     _write_netcdf(report.to_xarray(), out / "analysis.nc")
     _write_netcdf(report.trajectory, out / "free_run.nc")
     if dims is None:
-        dims = _dims(None, report.trajectory["z"].values[0], m)
+        dims = report.flow_dims()
     if dims is not None:
         plotting.plot_flow_field(est, dims=dims, fixed_points=report.fixed_points, cycles=report.cycles or None,
                                  trajectory=report.trajectory if report.verdict != "diverged" else None,
@@ -69,20 +69,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dims(given: Any, z: Any, m: int) -> list[int] | None:
-    """Latent units of the flow figure: ``--dims``, else the two most variable units of ``z``
-    (time, latent); None when M < 2 or when neither is known yet."""
-    import numpy as np
-
-    if given is not None:
-        dims = [int(d) for d in given]
-        if len(dims) != 2 or len(set(dims)) != 2 or not all(0 <= d < m for d in dims):
-            raise ValueError(f"--dims must name two different latent units in [0, {m - 1}]; got {given!r}.")
-        return dims
-    if m < 2 or z is None:
+def _checked_dims(given: Any, m: int) -> list[int] | None:
+    """``--dims`` as two different latent units in [0, M); None when not given."""
+    if given is None:
         return None
-    var = np.nanvar(z, axis=0) if np.isfinite(z).any() else np.zeros(m)
-    return sorted(int(d) for d in np.argsort(-np.nan_to_num(var))[:2])
+    dims = [int(d) for d in given]
+    if len(dims) != 2 or len(set(dims)) != 2 or not all(0 <= d < m for d in dims):
+        raise ValueError(f"--dims must name two different latent units in [0, {m - 1}]; got {given!r}.")
+    return dims
 
 
 def register(subparsers: Any) -> None:

@@ -19,6 +19,7 @@ import xarray as xr
 
 from .._version import __version__
 from ..dynamics.plrnn import PLRNN
+from ..inference.training import check_int
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
 from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum
@@ -89,6 +90,14 @@ class DynamicsReport:
 
     def __repr__(self) -> str:
         return self.to_markdown()
+
+    def flow_dims(self) -> list[int] | None:
+        """The two latent units the run varies most along (sorted), for a flow-field slice;
+        None when M < 2 or the run is non-finite throughout."""
+        z = np.asarray(self.trajectory["z"].values[0], dtype=float)
+        if z.shape[1] < 2 or not np.isfinite(z).any():
+            return None
+        return sorted(int(d) for d in np.argsort(-np.nan_to_num(np.nanvar(z, axis=0)))[:2])
 
     def to_xarray(self) -> xr.Dataset:
         """The report as a Dataset: ``lyapunov_exponent(exponent)``; the fixed points as
@@ -195,11 +204,11 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     and "chaotic" if ``λ1 > zero_tol``. A stable cycle of a continuous-time model has ``λ1 = 0``
     and so reads "periodic or quasi-periodic".
     """
-    n_steps = _count(n_steps, "n_steps", 100)
-    transient = _count(transient, "transient", 0)
-    max_period = _count(max_period, "max_period", 1)
-    n_starts = _count(n_starts, "n_starts", 1)
-    seed = _count(seed, "seed", 0)
+    n_steps = check_int("n_steps", n_steps, 100)
+    transient = check_int("transient", transient, 0)
+    max_period = check_int("max_period", max_period, 1)
+    n_starts = check_int("n_starts", n_starts, 1)
+    seed = check_int("seed", seed, 0)
     if zero_tol is None:
         zero_tol = 20.0 / n_steps
     elif not np.isfinite(zero_tol) or zero_tol <= 0:
@@ -222,8 +231,7 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
         # the same path as the run (same start, same deterministic steps); the transient also lets
         # the QR tangent vectors align before averaging starts
         lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient)
-        # QR keeps the column order, which is not sorted when tangent directions never mix
-        # (e.g. a diagonal map)
+        # QR columns come out largest first only on average: two close exponents can swap
         lam = np.sort(lam)[::-1]
     verdict, cycle_period = _verdict(z, lam * dt, zero_tol, diverged)
     fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed)
@@ -287,12 +295,6 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
         from_run, centre, spread = np.zeros((0, m)), np.zeros(m), np.ones(m)
     around = centre + 2.0 * spread * rng.standard_normal((n_starts - len(from_run), m))
     return newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed), []
-
-
-def _count(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {name}={value!r}.")
-    return int(value)
 
 
 def _numbers(values: np.ndarray, digits: int = 4) -> str:

@@ -69,7 +69,7 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
             text += (f"\nTrue system: Lyapunov exponents {np.array2string(truth, precision=4)} per {unit}, "
                      f"Kaplan-Yorke dimension {kaplan_yorke_dimension(truth):.3f}.\n")
         (Path(out) / f"{stem}_dynamics.md").write_text(text)
-        dims = _two_most_variable(report.trajectory["z"].values[0])
+        dims = report.flow_dims()
         if dims is not None and report.verdict != "diverged":
             plotting.plot_flow_field(est, dims=dims, fixed_points=report.fixed_points,
                                      cycles=report.cycles or None, trajectory=report.trajectory,
@@ -116,12 +116,6 @@ def _true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | Non
         truth = None
     cache.write_text(json.dumps(None if truth is None else [float(v) for v in truth]))
     return truth, unit
-
-
-def _two_most_variable(z: np.ndarray) -> list[int] | None:
-    if z.shape[1] < 2 or not np.isfinite(z).any():
-        return None
-    return sorted(int(d) for d in np.argsort(-np.nan_to_num(np.nanvar(z, axis=0)))[:2])
 
 
 def _num(value: float) -> str:
