@@ -273,6 +273,27 @@ def test_best_state_by_state_space_divergence_is_restored():
     assert rescored == pytest.approx(np.nanmin(scores))
 
 
+@pytest.mark.parametrize("a, h, label", [(0.0, 5.0, "off grid"), (2.0, 0.0, "diverged")])
+def test_free_run_scorer_tells_off_grid_from_diverged(a, h, label):
+    """A bounded run that never meets the data's grid (a fixed point at 5 beside data in [-1, 1])
+    scores NaN and reads "off grid"; a run that grows without bound scores inf and reads "diverged"."""
+    from dsident.data import as_dataset
+    from dsident.inference.training import TrainingProgress
+
+    dyn = PLRNN(2, seed=0)
+    with torch.no_grad():
+        dyn.a.fill_(a)
+        dyn.W.zero_()
+        dyn.h.fill_(h)
+    model = StateSpaceModel(dyn, Gaussian(2, 2, readout="identity"), dt=0.1)
+    scorer = _FreeRunScorer(as_dataset(periodic_data(), dt=0.1), 300, burn_in=75)
+    result = scorer(model, TrainingProgress())
+    assert (math.isnan(result.score) if label == "off grid" else math.isinf(result.score))
+    assert result.shown["D_stsp"] == label
+    if label == "diverged":
+        assert math.isnan(result.values["power_spectrum_distance"])
+
+
 def test_resume_continues_exactly(tmp_path):
     data = periodic_data(300)
     # a constant learning rate: the decay schedule depends on n_epochs, which differs between the calls

@@ -231,7 +231,21 @@ class _FreeRunScorer:
         d_stsp, d_h = self.score(model, seed=self.seed)
         return Evaluation(score=d_stsp, values={"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
                                                 "eval_time_s": progress.elapsed_s},
-                          shown={"D_stsp": d_stsp, "D_H": d_h})
+                          shown={"D_stsp": free_run_label(d_stsp), "D_H": d_h})
+
+
+def free_run_label(d_stsp: float) -> float | str:
+    """What the progress bar shows for a free run's D_stsp: the number, or why there is none.
+
+    A NaN is not a divergence: the run stayed bounded but none of its points fell on the
+    data's grid (typically a fixed point outside the attractor); it reads "off grid" so that
+    the bar does not look like a failed fit. A diverged run (``inf``) reads "diverged".
+    """
+    if math.isnan(d_stsp):
+        return "off grid"
+    if math.isinf(d_stsp):
+        return "diverged"
+    return d_stsp
 
 
 # ---------------------------------------------------------------------------------------------

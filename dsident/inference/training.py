@@ -327,14 +327,15 @@ class Evaluation:
         Appended to the history lists of the same names.
     diverged : str or None
         A message: training stops as diverged (e.g. a non-finite validation loss).
-    shown : dict of str to float, optional
-        What the progress bar shows (default: ``values``).
+    shown : dict of str to float or str, optional
+        What the progress bar shows (default: ``values``); a string is shown as it is (e.g.
+        "off grid" where a number would mislead).
     """
 
     score: float
     values: dict[str, float] = field(default_factory=dict)
     diverged: str | None = None
-    shown: dict[str, float] | None = None
+    shown: dict[str, float | str] | None = None
 
 
 class EngineState(Protocol):
@@ -553,7 +554,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                 history[best_key], history["best_epoch"] = float(result.score), epoch
                 best_state = state_copy(model)
         bar.update(1)
-        bar.set_postfix({k: f"{v:.4g}" for k, v in shown.items()})
+        bar.set_postfix({k: v if isinstance(v, str) else f"{v:.4g}" for k, v in shown.items()})
         stop = callback is not None and callback(epoch, record, model) is True
         if (epoch + 1) % checkpoint_every == 0:
             save(epoch + 1)
