@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -111,6 +112,40 @@ def test_bad_hyperparameters_fail_at_fit(tiny_data, dummy_engine, params, match)
 def test_observation_instance_with_wrong_size_is_refused(tiny_data, dummy_engine):
     with pytest.raises(ValueError, match="obs_dim=2"):
         PLRNN(latent_dim=3, observation=Gaussian(2, 3)).fit(tiny_data, method=dummy_engine)
+
+
+def _with_channel(data, values, name):
+    """``data`` with one more channel holding ``values`` (trial, time)."""
+    x = np.concatenate([data["x"].values, values[..., None]], axis=-1)
+    return dsident.as_dataset(x, dt=0.1, channel_names=[*map(str, data["channel"].values), name])
+
+
+def test_a_constant_channel_is_refused_by_name_under_a_gaussian_likelihood(tiny_data, dummy_engine):
+    flat = np.full(tiny_data["x"].shape[:2], 2.5)
+    flat[0, 3] = np.nan                                  # missing samples do not make it vary
+    with pytest.raises(ValueError, match=r"\['flat'\] are constant.*Gaussian"):
+        PLRNN(latent_dim=4).fit(_with_channel(tiny_data, flat, "flat"), method=dummy_engine)
+
+
+def test_a_channel_without_observations_is_refused_by_name(tiny_data, dummy_engine):
+    empty = np.full(tiny_data["x"].shape[:2], np.nan)
+    with pytest.raises(ValueError, match=r"\['gone'\] have no observed sample"):
+        PLRNN(latent_dim=4).fit(_with_channel(tiny_data, empty, "gone"), method=dummy_engine)
+
+
+def test_a_silent_neuron_only_warns_under_a_count_likelihood(dummy_engine):
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(2.0, size=(2, 80, 3)).astype(float)
+    counts[..., 2] = 0.0                                 # never fires
+    data = dsident.as_dataset(counts, dt=0.1, channel_names=["n0", "n1", "n2"])
+    with pytest.warns(RuntimeWarning, match=r"\['n2'\] are constant"):
+        est = PLRNN(latent_dim=2, observation="poisson").fit(data, method=dummy_engine)
+    assert est.model_ is not None
+    rising = counts.copy()
+    rising[0, 0, 2] = 1.0                                # one spike: no longer constant, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        PLRNN(latent_dim=2, observation="poisson").fit(dsident.as_dataset(rising, dt=0.1), method=dummy_engine)
 
 
 # -- fitting through an engine -----------------------------------------------------------------

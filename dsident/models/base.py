@@ -16,6 +16,7 @@ import copy
 from abc import ABCMeta, abstractmethod
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +29,52 @@ from sklearn.utils.validation import check_is_fitted
 from ..data import as_dataset, to_arrays
 from ..dynamics.base import LatentDynamics
 from ..model import StateSpaceModel, read_saved_config
-from ..observations import ObservationModel, make_observation
+from ..observations import Gaussian, ObservationModel, make_observation
+
+def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observation: ObservationModel) -> None:
+    """Refuse training channels a likelihood cannot use, before any work is done.
+
+    A channel with no observed sample carries nothing to fit. Under a Gaussian likelihood a
+    constant channel (standard deviation 0 over its observed samples) would get a noise variance
+    of 0, so its log-likelihood would be unbounded and swamp every other channel. For count
+    likelihoods a constant channel is legitimate (a neuron silent in the training data) but its
+    rate can only be learned to be constant, which the user should hear about.
+
+    Parameters
+    ----------
+    x : ndarray of shape (trial, time, channel)
+        Observations, NaN = missing.
+    mask : bool ndarray of the same shape
+        True = observed.
+    names : list of str
+        Channel names, for the messages.
+    observation : ObservationModel
+        The likelihood the model will be fitted with.
+
+    Raises
+    ------
+    ValueError
+        Naming the channels without observations, or the constant ones under a Gaussian likelihood.
+    """
+    observed = mask.reshape(-1, mask.shape[-1])
+    values = np.where(observed, x.reshape(-1, x.shape[-1]), np.nan)
+    empty = [names[i] for i in np.flatnonzero(observed.sum(0) == 0)]
+    if empty:
+        raise ValueError(f"`data`: channel(s) {empty} have no observed sample (all NaN), so there is nothing "
+                         "to fit; drop them before fitting.")
+    with np.errstate(invalid="ignore"):
+        spread = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
+    constant = [names[i] for i in np.flatnonzero(spread == 0)]
+    if not constant:
+        return
+    inner = getattr(observation, "inner", observation)        # latent-feature wrappers hold the likelihood
+    if isinstance(inner, Gaussian):
+        raise ValueError(f"`data`: channel(s) {constant} are constant over all observed samples (std 0). A "
+                         "Gaussian observation model would give them zero noise variance and an unbounded "
+                         "likelihood; drop them (a constant carries no dynamics).")
+    warnings.warn(f"`data`: channel(s) {constant} are constant over all observed samples (e.g. a neuron that "
+                  "never fires); the model can only learn a constant rate for them.", RuntimeWarning, stacklevel=3)
+
 
 #: estimator class name -> class, filled by ``LatentModelEstimator.__init_subclass__`` (used by load)
 ESTIMATOR_REGISTRY: dict[str, type["LatentModelEstimator"]] = {}
@@ -118,8 +164,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                 torch.manual_seed(int(self.seed))
             dynamics = self._build_dynamics(input_dim)
             observation = self._build_observation(n_channels)
-        observation.init_from_data(arrays.x, arrays.mask)
         channel_names = [str(c) for c in ds["channel"].values]
+        check_channels(arrays.x, arrays.mask, channel_names, observation)
+        observation.init_from_data(arrays.x, arrays.mask)
         model = StateSpaceModel(dynamics, observation, process_noise=self.process_noise,
                                 initial_var=self.initial_var, dt=float(ds.attrs["dt"]), channel_names=channel_names)
         history = engine(model, ds, seed=self.seed, **engine_options)
