@@ -132,10 +132,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import is_path_like, load_data
+    from .experiments.inputs import in_fit_units, is_path_like, load_data, zscore_for_fit
     from .experiments.runner import _write_netcdf, fit_point
 
-    s = _settings(args, ["model", "method", "out", "dt", "test_data", "progress", *_FLAG_TO_KEY])
+    s = _settings(args, ["model", "method", "out", "dt", "test_data", "progress", "zscore", *_FLAG_TO_KEY])
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -148,6 +148,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     progress = s.get("progress", True) is not False
     _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
     train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+    if s.get("zscore"):
+        # the test data, `evaluate`, `analyze --start` and `generate` reuse these constants
+        train, cfg["zscore"] = zscore_for_fit(train)
     est, fit_time, dropped = fit_point(cfg, train, progress=progress)
     cfg["dropped_defaults"] = dropped
     out.mkdir(parents=True, exist_ok=True)
@@ -163,12 +166,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
              f"- fit time: {fit_time:.1f} s", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
+    if cfg.get("zscore"):
+        lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
+                     "figures here are in z-units)")
     if history is not None:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
     if test_spec is not None:
-        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
+        test = in_fit_units(load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt")), cfg)
         lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
     else:
         gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
@@ -274,7 +280,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
-    from .experiments.inputs import load_data
+    from .experiments.inputs import in_fit_units, load_data
 
     s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed"])
     est, cfg = load_fitted(args.model_dir)
@@ -282,6 +288,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     test = load_data(args.test_data, split="test", length=cfg.get("eval_length"), dt=s.get("dt") or cfg.get("dt"))
+    test = in_fit_units(test, cfg)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
@@ -296,6 +303,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from . import plotting
+    from .experiments.inputs import to_data_units
     from .experiments.runner import _write_netcdf
 
     s = _settings(args, ["out", "steps", "seed", "trials"])
@@ -309,6 +317,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
     t0 = time.perf_counter()
     gen = est.generate(steps, seed=seed)
+    if cfg.get("zscore"):
+        # a fit on z-scored data generates z-units; a user wants the recording's units back
+        gen["x"] = gen["x"].copy(data=to_data_units(gen["x"].values, cfg))
+        gen.attrs["units"] = "the data's (the fit's z-score undone)"
     _write_netcdf(gen, out / "generated.nc")
     x = gen["x"].values
     diverged = int(gen.attrs.get("diverged", int(not np.isfinite(x).all())))
@@ -324,6 +336,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         xi = x[..., i]
         lines.append(f"| {ch} | {np.nanmean(xi):.3g} | {np.nanstd(xi):.3g} | {np.nanmin(xi):.3g} | {np.nanmax(xi):.3g} |")
     lines += ["", f"- diverged: {bool(diverged)}", f"- took {time.perf_counter() - t0:.1f} s"]
+    if cfg.get("zscore"):
+        lines.append("- in the data's units: the fit's z-score is undone")
     (out / "generated.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
@@ -426,6 +440,9 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file")
     p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
+    p.add_argument("--zscore", action="store_true", default=None,
+                   help="standardise each channel with the training data's mean and std (kept in config.json and "
+                        "reused by evaluate, analyze --start and generate, which writes the data's units)")
     p.add_argument("--out", help="output folder")
     _add_run_options(p)
     _add_common(p)

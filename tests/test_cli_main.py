@@ -84,6 +84,46 @@ def test_fit_reads_a_npy_file_with_dt_and_a_toml_config(tmp_path):
     assert _png(out / "reconstruction.png")       # no test split: free run vs the training data
 
 
+def test_zscore_constants_of_the_training_file_serve_fit_evaluate_and_generate(tmp_path, capsys):
+    from dsident import as_dataset, datasets, metrics
+    from dsident.cli_main_job import load_fitted
+
+    scale, offset = np.array([10.0, 20.0, 5.0]), np.array([-65.0, 300.0, 0.0])     # raw units, e.g. mV
+    raw_train = datasets.load("lorenz63", split="train")["x"].values[0, :400] * scale + offset
+    raw_test = datasets.load("lorenz63", split="test")["x"].values[0, :300] * scale + offset
+    np.save(tmp_path / "train.npy", raw_train)
+    np.save(tmp_path / "test.npy", raw_test)
+    out = tmp_path / "zfit"
+    assert main(["fit", str(tmp_path / "train.npy"), "--dt", "0.01", "--zscore", "--test-data",
+                 str(tmp_path / "test.npy"), *TINY[:4], *TINY[8:], "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    np.testing.assert_allclose(cfg["zscore"]["mean"], raw_train.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(cfg["zscore"]["std"], raw_train.std(0), rtol=1e-12)
+    # the fit scored the test file standardised with the *training* constants
+    est, _ = load_fitted(out)
+    by_hand = (raw_test - raw_train.mean(0)) / raw_train.std(0)
+    direct = metrics.evaluate(est, as_dataset(by_hand, dt=0.01), pe_steps=20, seed=0)
+    saved = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert float(saved["prediction_error"]) == pytest.approx(float(direct["prediction_error"]), rel=1e-9)
+    # `evaluate` on the raw file applies the same constants
+    assert main(["evaluate", str(out), str(tmp_path / "test.npy"), "--dt", "0.01", "--out", str(tmp_path / "ev")]) == 0
+    again = xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf")
+    assert float(again["prediction_error"]) == pytest.approx(float(direct["prediction_error"]), rel=1e-9)
+    # `generate` writes the data's units: the model's z-units times std plus mean
+    assert main(["generate", str(out), "--steps", "80", "--seed", "3", "--out", str(tmp_path / "gen")]) == 0
+    written = xr.open_dataset(tmp_path / "gen" / "generated.nc", engine="h5netcdf")["x"].values
+    z_units = est.generate(80, seed=3)["x"].values
+    np.testing.assert_allclose(written, z_units * raw_train.std(0) + raw_train.mean(0), rtol=1e-9, atol=1e-9)
+
+
+def test_zscore_names_a_constant_channel(tmp_path, capsys):
+    x = np.random.default_rng(0).normal(size=(200, 2))
+    x[:, 1] = 7.0
+    np.save(tmp_path / "flat.npy", x)
+    assert main(["fit", str(tmp_path / "flat.npy"), "--dt", "0.1", "--zscore", *TINY, "--out", str(tmp_path / "o")]) == 2
+    assert "['x1']" in capsys.readouterr().err
+
+
 def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):
     np.save(tmp_path / "rec.npy", np.zeros((50, 2)))
     assert main(["fit", str(tmp_path / "rec.npy"), "--model", "shplrnn", "--out", str(tmp_path / "o")]) == 2

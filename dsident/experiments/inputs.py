@@ -104,3 +104,54 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
     options = {} if dt is None else {"dt": dt}
     return load_any(path, **options)
+
+
+def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
+    """``train`` z-scored per channel, and the constants to reuse on every later dataset.
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        The standardised data and ``{"channel": [...], "mean": [...], "std": [...]}`` (the
+        data's units), stored in a fit's ``config.json`` under ``zscore``.
+
+    Raises
+    ------
+    ValueError
+        A constant channel (std 0), named (see :func:`dsident.data.zscore`).
+    """
+    from ..data.preprocessing import preprocessing_steps, zscore
+
+    out = zscore(train)
+    step = preprocessing_steps(out)[-1]
+    return out, {key: step[key] for key in ("channel", "mean", "std")}
+
+
+def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
+    """``ds`` in the units the fit of ``cfg`` saw: z-scored with the training data's constants
+    when it was fitted with ``zscore`` (``cfg["zscore"]``), unchanged otherwise.
+
+    Raises
+    ------
+    ValueError
+        ``ds`` has other channels than the training data.
+    """
+    scaling = cfg.get("zscore")
+    if not isinstance(scaling, dict):
+        return ds
+    from ..data.preprocessing import zscore
+
+    channels = [str(c) for c in ds["channel"].values]
+    if len(channels) != len(scaling["channel"]):
+        raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
+                         f"{len(scaling['channel'])} {scaling['channel']}.")
+    return zscore(ds, mean=scaling["mean"], std=scaling["std"])
+
+
+def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
+    """Observations of shape (..., channel) in the model's units mapped back to the data's
+    units (undoes the fit's ``zscore``; unchanged without one)."""
+    scaling = cfg.get("zscore")
+    if not isinstance(scaling, dict):
+        return values
+    return np.asarray(values, dtype=float) * np.asarray(scaling["std"]) + np.asarray(scaling["mean"])
