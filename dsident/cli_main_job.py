@@ -132,10 +132,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import in_fit_units, is_path_like, load_data, zscore_for_fit
+    from .experiments.inputs import cut, in_fit_units, is_path_like, load_data, zscore_for_fit
     from .experiments.runner import _write_netcdf, fit_point
 
-    s = _settings(args, ["model", "method", "out", "dt", "test_data", "progress", "zscore", *_FLAG_TO_KEY])
+    s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore",
+                         *_FLAG_TO_KEY])
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -147,7 +148,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["dt"] = float(s["dt"])
     progress = s.get("progress", True) is not False
     _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
-    train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+    held_out = None
+    if s.get("test_fraction") is not None:
+        if s.get("test_data") or not is_path_like(str(data)):
+            raise ValueError("--test-fraction holds out the end of a recording file; it cannot be combined with "
+                             f"--test-data or a shipped set (which has its test split); got DATA={data!r}"
+                             + (f", --test-data {s['test_data']!r}." if s.get("test_data") else "."))
+        from .data.preprocessing import split_in_time
+
+        train, held_out = split_in_time(load_data(data, split="train", dt=cfg.get("dt")), s["test_fraction"],
+                                        argname="--test-fraction")
+        cfg["test_fraction"] = s["test_fraction"]
+        if cfg.get("train_length"):
+            train = cut(train, int(cfg["train_length"]))
+    else:
+        train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
     if s.get("zscore"):
         # the test data, `evaluate`, `analyze --start` and `generate` reuse these constants
         train, cfg["zscore"] = zscore_for_fit(train)
@@ -173,7 +188,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
-    if test_spec is not None:
+    if held_out is not None:
+        lines.append(f"- test: the last {s['test_fraction']:g} of every trial ({held_out.sizes['time']} samples "
+                     "in the longest), never seen in training")
+        test = in_fit_units(held_out if not cfg.get("eval_length") else cut(held_out, int(cfg["eval_length"])), cfg)
+        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+    elif test_spec is not None:
         test = in_fit_units(load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt")), cfg)
         lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
     else:
@@ -440,6 +460,8 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file")
     p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
+    p.add_argument("--test-fraction", type=float, metavar="F",
+                   help="hold out the last F (0 < F < 1) of every trial of a data file as its test data")
     p.add_argument("--zscore", action="store_true", default=None,
                    help="standardise each channel with the training data's mean and std (kept in config.json and "
                         "reused by evaluate, analyze --start and generate, which writes the data's units)")

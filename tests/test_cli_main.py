@@ -116,6 +116,27 @@ def test_zscore_constants_of_the_training_file_serve_fit_evaluate_and_generate(t
     np.testing.assert_allclose(written, z_units * raw_train.std(0) + raw_train.mean(0), rtol=1e-9, atol=1e-9)
 
 
+def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys):
+    from dsident import as_dataset, datasets, metrics
+    from dsident.cli_main_job import load_fitted
+
+    raw = datasets.load("lorenz63", split="train")["x"].values[0, :600] * 4.0 + 10.0
+    np.save(tmp_path / "rec.npy", raw)
+    out = tmp_path / "tail"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--zscore", "--test-fraction", "0.25",
+                 *TINY[:4], *TINY[8:], "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    head, tail = raw[:450], raw[450:]                   # floor(600 · 0.25) = 150 held out
+    np.testing.assert_allclose(cfg["zscore"]["mean"], head.mean(0), rtol=1e-12)   # the test part stays unseen
+    est, _ = load_fitted(out)
+    direct = metrics.evaluate(est, as_dataset((tail - head.mean(0)) / head.std(0), dt=0.01), pe_steps=20, seed=0)
+    saved = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert float(saved["prediction_error"]) == pytest.approx(float(direct["prediction_error"]), rel=1e-9)
+    assert "last 0.25" in (out / "fit.md").read_text()
+    assert main(["fit", "lorenz63", "--test-fraction", "0.2", "--out", str(tmp_path / "x")]) == 2
+    assert "--test-fraction" in capsys.readouterr().err
+
+
 def test_zscore_names_a_constant_channel(tmp_path, capsys):
     x = np.random.default_rng(0).normal(size=(200, 2))
     x[:, 1] = 7.0

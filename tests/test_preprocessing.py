@@ -73,6 +73,32 @@ def test_zscore_bad_constants_are_refused():
 # ----------------------------------------------------------------------------- smoothing
 
 
+def test_split_in_time_cuts_every_trial_at_its_own_length():
+    rng = np.random.default_rng(0)
+    trials = [rng.normal(size=(40, 2)), rng.normal(size=(25, 2))]        # ragged
+    trials[0][3, 1] = np.nan
+    ds = as_dataset(trials, dt=0.5, u=[rng.normal(size=(40, 1)), rng.normal(size=(25, 1))])
+    head, tail = pp.split_in_time(ds, 0.3)
+    assert head["length"].values.tolist() == [28, 18] and tail["length"].values.tolist() == [12, 7]   # floor(0.3 n)
+    for i, x in enumerate(trials):
+        n = len(x) - int(np.floor(0.3 * len(x)))
+        joined = np.concatenate([head["x"].values[i, :n], tail["x"].values[i, :len(x) - n]])
+        np.testing.assert_array_equal(joined, x)                         # NaN stays NaN, nothing lost
+        np.testing.assert_array_equal(tail["u"].values[i, :len(x) - n], ds["u"].values[i, n:len(x)])
+    assert head.attrs["dt"] == tail.attrs["dt"] == 0.5
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, -0.2, True, "0.5"])
+def test_split_in_time_refuses_a_bad_fraction_by_its_callers_name(fraction):
+    with pytest.raises(ValueError, match="`--test-fraction` must be a fraction"):
+        pp.split_in_time(as_dataset(np.zeros((50, 1)), dt=1.0), fraction, argname="--test-fraction")
+
+
+def test_split_in_time_refuses_parts_shorter_than_two_samples():
+    with pytest.raises(ValueError, match="fewer than 2 time steps"):
+        pp.split_in_time(as_dataset(np.arange(10.0)[:, None], dt=1.0), 0.1)
+
+
 def test_gaussian_smooth_equals_scipy_filter_without_missing_samples():
     x = np.random.default_rng(2).normal(size=(200, 2))
     out = pp.gaussian_smooth(as_dataset(x), 3.0)

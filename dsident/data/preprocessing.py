@@ -145,6 +145,54 @@ def unzscore(data: Any, values: Any = None) -> Any:
     return out
 
 
+# ----------------------------------------------------------------------------- split in time
+
+
+def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> tuple[xr.Dataset, xr.Dataset]:
+    """Hold out the last ``fraction`` of every trial's samples (in time).
+
+    Parameters
+    ----------
+    data : canonical dataset or array-like
+        ``x(trial, time, channel)``, optional ``u`` and per-sample times.
+    fraction : float in (0, 1)
+        Share of each trial's samples that goes to the held-out part (rounded down).
+    argname : str
+        Name of the caller's argument, for the error message.
+
+    Returns
+    -------
+    (xarray.Dataset, xarray.Dataset)
+        The leading parts (trials cut short) and the held-out tails, as trials of their own.
+
+    Raises
+    ------
+    ValueError
+        ``fraction`` outside (0, 1), or a part of some trial shorter than 2 samples.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"`{argname}` must be a fraction in (0, 1); got {fraction!r}.")
+    ds = as_dataset(data)
+    arr = to_arrays(ds)
+    n_held = np.floor(arr.length * float(fraction)).astype(np.int64)
+    n_lead = arr.length - n_held
+    if (n_held < 2).any() or (n_lead < 2).any():
+        raise ValueError(f"`{argname}`={fraction!r} leaves fewer than 2 time steps in one of the two parts of some "
+                         f"trial (trial lengths {arr.length.tolist()}); choose another fraction.")
+    names = [str(c) for c in ds["channel"].values] if "channel" in ds.coords else None
+    parts = []
+    for lo, hi in ((np.zeros_like(n_lead), n_lead), (n_lead, arr.length)):
+        xs = [arr.x[i, lo[i]:hi[i]] for i in range(len(lo))]
+        us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
+        ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
+        part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
+        for key in ("provenance", "preprocessing"):            # where the data came from stays with both parts
+            if key in ds.attrs:
+                part.attrs[key] = ds.attrs[key]
+        parts.append(part)
+    return parts[0], parts[1]
+
+
 def _constants(values: Any, n: int, argname: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float).ravel()
     if arr.shape != (n,) or not np.isfinite(arr).all():

@@ -31,13 +31,14 @@ from tqdm.auto import tqdm
 
 from ..._version import __version__
 from ...data.container import as_dataset
+from ...data.preprocessing import split_in_time
 from ...model import StateSpaceModel
 from ..training import FitCallback, resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
 from .smoother import SVISmoother
-from .windows import TrialData, prepare_trials, random_windows, split_validation, tiling_windows
+from .windows import TrialData, prepare_trials, random_windows, tiling_windows
 
 #: learning-rate schedules: factor of the initial rate as a function of (step, n_steps, final/initial).
 LR_SCHEDULES: dict[str, Callable[[int, int, float], float]] = {
@@ -304,7 +305,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     ds = as_dataset(data)
     if isinstance(validation, (float, int)) and not isinstance(validation, bool):
         fraction = _check_float("validation", validation, 0.0, 1.0)
-        ds, val_ds = split_validation(ds, fraction)
+        ds, val_ds = split_in_time(ds, fraction, argname="validation")
     elif validation is None or isinstance(validation, xr.Dataset):
         val_ds = validation
     else:

@@ -18,7 +18,7 @@ import torch
 import xarray as xr
 from torch import Tensor
 
-from ...data.container import as_dataset, to_arrays
+from ...data.container import to_arrays
 from ...model import StateSpaceModel
 from .pyro_model import Batch
 
@@ -122,30 +122,6 @@ def prepare_trials(ds: xr.Dataset, model: StateSpaceModel, *, device: torch.devi
         length=np.asarray(arr.length, dtype=np.int64),
         dt=dt,
     )
-
-
-def split_validation(ds: xr.Dataset, fraction: float) -> tuple[xr.Dataset, xr.Dataset]:
-    """Hold out the last ``fraction`` of every trial's samples (in time) for validation.
-
-    Returns the training part (trials cut short) and the validation part (the tails, as
-    trials of their own).
-    """
-    arr = to_arrays(ds)
-    n_val = np.floor(arr.length * fraction).astype(np.int64)
-    n_train = arr.length - n_val
-    if (n_val < 2).any() or (n_train < 2).any():
-        raise ValueError(f"`validation`={fraction!r} leaves fewer than 2 time steps in the training or validation "
-                         f"part of some trial (trial lengths {arr.length.tolist()}); use another fraction, "
-                         "pass a validation Dataset, or validation=None.")
-    names = [str(c) for c in ds["channel"].values] if "channel" in ds.coords else None
-    parts = []
-    for lo, hi in ((np.zeros_like(n_train), n_train), (n_train, arr.length)):
-        xs = [arr.x[i, lo[i]:hi[i]] for i in range(len(lo))]
-        us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
-        ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
-        part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
-        parts.append(part)
-    return parts[0], parts[1]
 
 
 def tiling_windows(data: TrialData, window: int, max_windows: int) -> tuple[np.ndarray, np.ndarray]:
