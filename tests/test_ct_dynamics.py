@@ -159,7 +159,7 @@ def test_ltc_time_constant_pair_spreads_the_neurons_geometrically(form):
     np.testing.assert_allclose(model.time_constant_bounds()[1].detach().numpy(), expected, rtol=1e-5)
     assert LTC(**model.config()).time_constant == [0.5, 150.0]
     # one neuron: the fastest value
-    assert float(LTC(1, form=form, time_constant=(2.0, 9.0)).time_constant_bounds()[1][0]) == pytest.approx(2.0)
+    assert float(LTC(1, form=form, time_constant=(2.0, 9.0)).time_constant_bounds()[1][0].detach()) == pytest.approx(2.0)
 
 
 def test_gnode_critical_init_puts_the_flow_jacobian_at_the_edge_of_stability():
