@@ -9,8 +9,8 @@
 # We use the gated neural ODE (gnODE; Kim et al. 2023), the faster of the two; replace
 # `GatedNODE` by `LTC` for the liquid time-constant network, nothing else changes.
 #
-# **What to expect** (full mode, seed 0, measured on 2 CPU cores: about 8 minutes alone,
-# 22 minutes on a loaded machine). The free run bursts with the data's rhythm: its dominant
+# **What to expect** (full mode, seed 0; the fit took 22 minutes at low priority on a busy
+# 2-core machine, so expect less on an idle one). The free run bursts with the data's rhythm: its dominant
 # period is 149 ms against the data's 148 ms, and the slow variable h follows the data's sawtooth
 # closely. But it does not spike. Each burst is one smooth plateau, because SVI's process noise
 # explains the fast spikes as noise. D_stsp 11.7 and D_H 0.26 (floor 0.126 / 0.005), so this is
