@@ -11,6 +11,10 @@
 #     dsident evaluate fits/ecg my_ecg_test.nc
 #     dsident generate fits/ecg --steps 20000
 #
+# A raw array in its own units works too: `dsident fit my_recording.npy --dt 0.00143 --zscore
+# --test-fraction 0.3 ...` standardises it with the first 70 % (the constants are saved with
+# the fit) and scores the model on the last 30 %, which the fit never saw.
+#
 # `DSIDENT_FAST=1` runs everything on tiny settings in seconds (used by the test suite).
 
 # %%
