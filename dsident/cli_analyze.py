@@ -53,6 +53,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for key, flag in flags.items():
             text = text.replace(f"`{key}`", flag).replace(f"{key}=", f"{flag} ")
         raise ValueError(text) from err
+    if cfg.get("zscore") and report.fixed_point_observations is not None:
+        from .experiments.inputs import to_data_units
+
+        # a z-scored fit's resting states, read in the recording's units (e.g. mV)
+        report.fixed_point_observations = to_data_units(report.fixed_point_observations, cfg)
+        report.info["observation_units"] = "the data's units"
     out.mkdir(parents=True, exist_ok=True)
     _write_netcdf(report.to_xarray(), out / "analysis.nc")
     _write_netcdf(report.trajectory, out / "free_run.nc")

@@ -160,6 +160,29 @@ def test_diverging_run_is_reported_not_raised():
 # ----------------------------------------------------------------------------- output and input
 
 
+def test_fixed_points_are_also_given_in_the_observed_channels():
+    # z* = h / (1 - a) read through a linear Gaussian readout: x* = B z* + b, computed here by hand
+    dyn = PLRNN(2)
+    a, h = np.array([0.5, -0.8]), np.array([0.3, -0.2])
+    B, b = np.array([[2.0, -1.0], [0.5, 3.0], [1.0, 1.0]]), np.array([-65.0, 0.1, 4.0])
+    with torch.no_grad():
+        dyn.a.copy_(torch.as_tensor(a))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.as_tensor(h))
+    obs = Gaussian(3, 2, readout="linear")
+    with torch.no_grad():
+        obs.B.copy_(torch.as_tensor(B))
+        obs.b.copy_(torch.as_tensor(b))
+    ssm = StateSpaceModel(dyn, obs, dt=0.1, channel_names=["V", "n", "h"]).double()
+    report = analyze_dynamics(ssm, n_steps=300, transient=50, max_period=1)
+    expected = B @ (h / (1 - a)) + b
+    np.testing.assert_allclose(report.fixed_point_observations, expected[None], rtol=1e-6)
+    assert report.channel_names == ["V", "n", "h"]
+    ds = report.to_xarray()
+    np.testing.assert_allclose(ds["fixed_point_observation"].sel(channel="V").values, [expected[0]], rtol=1e-6)
+    assert "observed (V, n, h" in report.to_markdown()
+
+
 def test_report_round_trips_through_netcdf(tmp_path):
     report = analyze_dynamics(_model(LogisticMap(), start=[0.3]), n_steps=1_000, transient=10)
     path = tmp_path / "analysis.nc"

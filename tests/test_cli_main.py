@@ -114,6 +114,17 @@ def test_zscore_constants_of_the_training_file_serve_fit_evaluate_and_generate(t
     written = xr.open_dataset(tmp_path / "gen" / "generated.nc", engine="h5netcdf")["x"].values
     z_units = est.generate(80, seed=3)["x"].values
     np.testing.assert_allclose(written, z_units * raw_train.std(0) + raw_train.mean(0), rtol=1e-9, atol=1e-9)
+    # `analyze` gives the fixed points in the recording's units: the model's readout of them, z-score undone
+    assert main(["analyze", str(out), "--steps", "200", "--transient", "10", "--out", str(tmp_path / "an")]) == 0
+    analysed = xr.open_dataset(tmp_path / "an" / "analysis.nc", engine="h5netcdf")
+    import torch
+
+    assert analysed.sizes["fixed_point"] >= 1
+    z_star = torch.as_tensor(analysed["fixed_point_state"].values[:, 0], dtype=torch.float32)
+    by_model = est.model_.decode(z_star).detach().double().numpy()
+    np.testing.assert_allclose(analysed["fixed_point_observation"].values,
+                               by_model * raw_train.std(0) + raw_train.mean(0), rtol=1e-5, atol=1e-4)
+    assert analysed["fixed_point_observation"].attrs["units"] == "the data's units"
 
 
 def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys):

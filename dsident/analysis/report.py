@@ -67,6 +67,12 @@ class DynamicsReport:
     continuous_abscissa : ndarray of shape (n,) or None
         For continuous-time models, ``max Re eig(df/dz)`` at each fixed point (1 / time units):
         negative = stable in continuous time.
+    fixed_point_observations : ndarray of shape (n, N) or None
+        The observation model's mean at each fixed point, in the data's channels (e.g. the
+        membrane voltage of a resting state; rates for count models). ``dsident analyze``
+        puts a z-scored fit's values back in the recording's units.
+    channel_names : list of str or None
+        Names of the N channels.
     info : dict
         Settings (``n_steps``, ``transient``, ``zero_tol``, ``seed``, ``model``) and counts.
     """
@@ -81,6 +87,8 @@ class DynamicsReport:
     cycles: list[FixedPoints]
     trajectory: xr.Dataset
     continuous_abscissa: np.ndarray | None = None
+    fixed_point_observations: np.ndarray | None = None
+    channel_names: list[str] | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,6 +98,11 @@ class DynamicsReport:
 
     def __repr__(self) -> str:
         return self.to_markdown()
+
+    def _observations(self) -> np.ndarray | None:
+        """``fixed_point_observations`` when it still matches ``fixed_points`` (one row each), else None."""
+        obs = self.fixed_point_observations
+        return obs if obs is not None and len(obs) == len(self.fixed_points) else None
 
     def flow_dims(self) -> list[int] | None:
         """The two latent units the run varies most along (sorted), for a flow-field slice;
@@ -117,6 +130,11 @@ class DynamicsReport:
             ds = ds.merge(sub, combine_attrs="drop")       # the report's own attrs are set below
         if self.continuous_abscissa is not None:
             ds["fixed_point_continuous_abscissa"] = (("fixed_point",), np.asarray(self.continuous_abscissa, float))
+        if self._observations() is not None:
+            ds["fixed_point_observation"] = (("fixed_point", "channel"), np.asarray(self._observations(), float))
+            if self.channel_names is not None:
+                ds = ds.assign_coords(channel=list(self.channel_names))
+            ds["fixed_point_observation"].attrs["units"] = self.info.get("observation_units", "the model's")
         ds.attrs = {"verdict": self.verdict, "dt": float(self.dt), "kaplan_yorke_dimension": float(self.kaplan_yorke),
                     "cycle_period": -1 if self.cycle_period is None else int(self.cycle_period),
                     "dominant_period": float(self.dominant_period),
@@ -140,14 +158,19 @@ class DynamicsReport:
                  "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})", ""]
         if len(self.fixed_points):
             ct = self.continuous_abscissa is not None
-            lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "") + " z |",
-                      "|---|---|---|" + ("---|" if ct else "") + "---|"]
+            obs = self._observations()
+            names = ", ".join(self.channel_names) if self.channel_names else "channels"
+            lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "") + " z |"
+                      + (f" observed ({names}; {self.info.get('observation_units', 'model units')}) |"
+                         if obs is not None else ""),
+                      "|---|---|---|" + ("---|" if ct else "") + "---|" + ("---|" if obs is not None else "")]
             shown = min(len(self.fixed_points), _MAX_ROWS)
             for i in range(shown):
                 row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
                 if ct:
                     row += f" {self.continuous_abscissa[i]:.4g} |"
-                lines.append(row + f" {_numbers(self.fixed_points.points[i, 0], 3)} |")
+                row += f" {_numbers(self.fixed_points.points[i, 0], 3)} |"
+                lines.append(row + (f" {_numbers(obs[i], 4)} |" if obs is not None else ""))
             if shown < len(self.fixed_points):
                 # e.g. a continuum of fixed points (a marginal direction, like the ODE-RFWP's fast
                 # weights) that Newton's method finds as many separate points
@@ -244,7 +267,9 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
                           cycle_period=cycle_period,
                           dominant_period=float("nan") if verdict in ("fixed point", "diverged")
                           else _dominant_period(z, dt),
-                          fixed_points=fps, cycles=cyc, trajectory=run, continuous_abscissa=abscissa, info=info)
+                          fixed_points=fps, cycles=cyc, trajectory=run, continuous_abscissa=abscissa,
+                          fixed_point_observations=_observed(ssm, fps.points[:, 0]),
+                          channel_names=[str(c) for c in run["channel"].values], info=info)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,6 +292,18 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
                 return "attracting cycle", k
         return "attracting cycle", None
     return ("periodic or quasi-periodic", None) if lam1 <= zero_tol else ("chaotic", None)
+
+
+def _observed(ssm: Any, points: np.ndarray) -> np.ndarray:
+    """The observation model's mean at latent points, (n, M) -> (n, N)."""
+    import torch
+
+    param = next(ssm.parameters())
+    if len(points) == 0:
+        return np.zeros((0, int(ssm.observation.obs_dim)))
+    with torch.no_grad():
+        mean = ssm.decode(torch.as_tensor(np.asarray(points), dtype=param.dtype, device=param.device))
+    return mean.detach().cpu().double().numpy()
 
 
 def _dominant_period(z: np.ndarray, dt: float) -> float:
