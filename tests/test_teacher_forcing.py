@@ -273,6 +273,40 @@ def test_best_state_by_state_space_divergence_is_restored():
     assert rescored == pytest.approx(np.nanmin(scores))
 
 
+@pytest.mark.parametrize("alpha", [0.3, 1.0])
+def test_warmup_equals_starting_the_window_later_when_forcing_is_exact(alpha):
+    """With every unit read (identity readout, M = N) full forcing replaces the state, so after a
+    warm-up of k steps the rollout is the one that starts at sample k: the loss with warmup=k
+    on x equals the loss without warm-up on x[:, k:], and the first k samples do not matter."""
+    from dsident.inference.teacher_forcing import teacher_forcing_loss
+
+    torch.manual_seed(0)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, seed=3), Gaussian(2, 2, readout="identity"), dt=0.1).double()
+    x = torch.as_tensor(periodic_data(40)[None].repeat(3, 0)) + 0.05 * torch.randn(3, 40, 2, dtype=torch.float64)
+    mask = torch.ones_like(x, dtype=torch.bool)
+    k = 7
+    with torch.no_grad():
+        with_warmup, _ = teacher_forcing_loss(model, x, mask, alpha=alpha, warmup=k)
+        later, _ = teacher_forcing_loss(model, x[:, k:], mask[:, k:], alpha=alpha)
+    assert float(with_warmup) == pytest.approx(float(later), rel=1e-12)
+    shuffled = x.clone()
+    shuffled[:, :k] = torch.randn(3, k, 2, dtype=torch.float64)
+    with torch.no_grad():
+        assert float(teacher_forcing_loss(model, shuffled, mask, alpha=alpha, warmup=k)[0]) == pytest.approx(
+            float(with_warmup), rel=1e-12)
+        if alpha < 1.0:                                  # without warm-up the early samples do matter
+            assert float(teacher_forcing_loss(model, shuffled, mask, alpha=alpha)[0]) != pytest.approx(
+                float(teacher_forcing_loss(model, x, mask, alpha=alpha)[0]), rel=1e-6)
+
+
+def test_warmup_must_leave_steps_to_score():
+    model = StateSpaceModel(ShallowPLRNN(2, 8, seed=3), Gaussian(2, 2, readout="identity"), dt=0.1)
+    with pytest.raises(ValueError, match="`warmup` must be smaller than seq_len - 1 = 19"):
+        get_engine("teacher-forcing")(model, periodic_data(), seq_len=20, warmup=19, n_epochs=1, progress=False)
+    with pytest.raises(ValueError, match="warmup"):
+        get_engine("teacher-forcing")(model, periodic_data(), seq_len=20, warmup=-1, n_epochs=1, progress=False)
+
+
 @pytest.mark.parametrize("a, h, label", [(0.0, 5.0, "off grid"), (2.0, 0.0, "diverged")])
 def test_free_run_scorer_tells_off_grid_from_diverged(a, h, label):
     """A bounded run that never meets the data's grid (a fixed point at 5 beside data in [-1, 1])

@@ -71,7 +71,7 @@ _HISTORY_KEYS = ("alpha", "state_space_divergence", "power_spectrum_distance", "
 # the forced rollout and its loss
 # ---------------------------------------------------------------------------------------------
 def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Tensor | None, *,
-                   mode: str, alpha: float, forcing_interval: int) -> tuple[Tensor, Tensor]:
+                   mode: str, alpha: float, forcing_interval: int, warmup: int = 0) -> tuple[Tensor, Tensor]:
     """Roll a batch forward under teacher forcing.
 
     Parameters
@@ -88,6 +88,9 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
         Forcing strength of generalized forcing (ignored by sparse forcing).
     forcing_interval : int
         τ of sparse forcing: full forcing at steps t = τ, 2τ, ... (t counted from 0 at the start).
+    warmup : int
+        Steps t = 1 … ``warmup`` are fully forced (α = 1) whatever the mode, so that units the
+        data do not force (unread units, modulators) settle before the window is scored.
 
     Returns
     -------
@@ -103,6 +106,8 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
         z = model.step(z, None if u is None else u[:, t], step_dt)
         predicted.append(z)
         a = alpha if mode == "generalized" else (1.0 if t % forcing_interval == 0 else 0.0)
+        if t <= warmup:
+            a = 1.0
         if a > 0.0:
             z = teacher.force(z, t, a)
         forced.append(z)
@@ -111,7 +116,8 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
 
 def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None = None, dt: Tensor | None = None,
                          *, mode: str = "generalized", alpha: float = 1.0, forcing_interval: int = 1,
-                         loss: str = "mse", teacher: TeacherSignal | None = None) -> tuple[Tensor, Tensor]:
+                         loss: str = "mse", teacher: TeacherSignal | None = None,
+                         warmup: int = 0) -> tuple[Tensor, Tensor]:
     """The data term of teacher-forcing training on a batch of windows.
 
     Parameters
@@ -128,6 +134,9 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
         1 … L-1, or the negative log-likelihood per observed entry.
     teacher : TeacherSignal, optional
         Precomputed teacher (default: :func:`~dsident.inference.forcing_alpha.make_teacher`).
+    warmup : int
+        Fully forced steps at the start of each window (see :func:`forced_rollout`); their
+        predictions are not scored.
 
     Returns
     -------
@@ -138,8 +147,9 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
     if teacher is None:
         teacher = make_teacher(model.observation, x, mask)
     predicted, forced = forced_rollout(model, teacher, u, dt, mode=mode, alpha=alpha,
-                                       forcing_interval=forcing_interval)
-    target, observed = x[:, 1:], mask[:, 1:]
+                                       forcing_interval=forcing_interval, warmup=warmup)
+    # the first `warmup` predictions start from states the data have not yet shaped: not scored
+    predicted, target, observed = predicted[:, warmup:], x[:, 1 + warmup:], mask[:, 1 + warmup:]
     n_observed = observed.sum().clamp_min(1)
     if loss == "mse":
         residual = torch.where(observed, model.decode(predicted) - target, torch.zeros_like(target))
@@ -259,8 +269,9 @@ class _Forcing:
     """
 
     def __init__(self, schedule: AlphaSchedule, *, mode: str, forcing_interval: int, loss: str, latent_reg: float,
-                 obs_reg: float) -> None:
+                 obs_reg: float, warmup: int = 0) -> None:
         self.schedule, self.mode, self.forcing_interval, self.loss = schedule, mode, forcing_interval, loss
+        self.warmup = warmup
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
         self.alpha = schedule.initial
 
@@ -273,7 +284,7 @@ class _Forcing:
     def loss_fn(self, model: Any, batch: Batch) -> tuple[Tensor, Tensor]:
         """Forced loss of a batch and its forced trajectory (B, L, M) for the α estimate."""
         return teacher_forcing_loss(model, batch.x, batch.mask, batch.u, batch.dt, mode=self.mode, alpha=self.alpha,
-                                    forcing_interval=self.forcing_interval, loss=self.loss)
+                                    forcing_interval=self.forcing_interval, loss=self.loss, warmup=self.warmup)
 
     def penalties(self, model: Any) -> list[Tensor]:
         """The GTF paper's latent L2 and condition-number terms (those with a positive weight)."""
@@ -310,7 +321,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         forcing_interval: int = 16, seq_len: int = 100, batch_size: int = 16,
                         batches_per_epoch: int = 50, n_epochs: int = 60, lr: float = 3e-3,
                         lr_end: float | None = 1e-4, optimizer: str = "adam", grad_clip: float | None = 10.0,
-                        latent_reg: float = 0.0,
+                        latent_reg: float = 0.0, warmup: int = 0,
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
                         device: str = "auto", checkpoint: str | os.PathLike | None = None,
@@ -360,6 +371,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     latent_reg : float, default 0
         Weight of an L2 penalty on the dynamics' parameters (``a`` pulled towards 1), as in
         the GTF code's latent-model regularization.
+    warmup : int, default 0
+        Steps at the start of every window that are fully forced and not scored. Units the data
+        do not force (modulators, unread directions) start each window at the teacher's fill
+        values; the warm-up lets them settle to the data before the loss counts. Must be smaller
+        than ``seq_len - 1``.
     obs_reg : float, default 1e-6
         Weight of the condition-number penalty ``(1 − σ_max/σ_min)²`` on learned loadings
         ``B`` (the GTF paper's affine observation model); no effect with fixed loadings.
@@ -453,7 +469,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     checkpoint_every = (eval_every or 10) if checkpoint_every is None else checkpoint_every
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
                        loss=("mse" if _reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
-                       latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg))
+                       latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg),
+                       warmup=check_int("warmup", warmup, minimum=0))
+    if forcing.warmup >= seq_len - 1:
+        raise ValueError(f"`warmup` must be smaller than seq_len - 1 = {seq_len - 1} (some steps must be scored); "
+                         f"got warmup={warmup!r}.")
     teacher_noise = check_number("teacher_noise", teacher_noise)
 
     dev = resolve_device(device)
@@ -470,7 +490,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "seq_len": sampler.seq_len, "batch_size": batch_size, "batches_per_epoch": batches_per_epoch,
                 "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip,
                 "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
-                "loss": forcing.loss, "eval_every": eval_every, "eval_steps": eval_steps,
+                "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
                 "eval_data": "train" if eval_data is None else "given", "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
