@@ -384,8 +384,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # modulators, which the data do not force, start each window at the teacher's fill values
     # and need steps to settle). 3 seeds: D_stsp 8.15 [8.03, 9.13], D_H 0.244 [0.231, 0.315],
     # none diverged, every free run oscillates over both wings (18× the floor: not yet, but no
-    # longer a fixed point); 412 s [341, 477] at load 2–3. Without the warm-up (seed 0): 10.1 /
-    # 0.155. The previous cell (n = 8, rate readout, NLL): fixed point, 14.1 / 1.0.
+    # longer a fixed point); 412 s [341, 477] at load 2–3. Without the warm-up (seeds 0 / 1):
+    # 10.1 / 12.4. n = 16 with the warm-up (seed 0): fixed point, 14.0. The previous cell (n = 8,
+    # rate readout, NLL): fixed point, 14.1 / 1.0.
     ("lorenz63", "organics", "teacher-forcing"): {
         "train_length": 20_000,
         "model_params": {"latent_dim": 8, "rate_readout": False, "readout": "linear", "norm_weight_scale": 0.05,
