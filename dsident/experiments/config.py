@@ -357,6 +357,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # floor); 315 s [309, 333]. τ = 0.1: 5.59 [3.18, 14.06], D_H 0.138 [0.111, 0.690] (best seed
     # better, but seed 1 stayed near a fixed point); seed 0 with τ = 0.1 and 150 epochs: 2.64 /
     # 0.151 (621 s). The previous cell (D = 8, τ = dt, 60 epochs): fixed point (14.1 / 0.36).
+    # Session 8: 150 epochs, seeds 0-2: 2.17 / 7.14 / 5.36 (D_H 0.071 / 0.109 / 0.234; 554-783 s),
+    # median not better; τ 0.1 with 150 epochs left seed 1 at a fixed point (14.05); MSE on seed 1
+    # 11.3 (docs/continuous.md).
     ("lorenz63", "rfwp", "teacher-forcing"): {
         "train_length": 20_000,
         "model_params": {"latent_dim": 3, "readout": "identity", "n_heads": 1, "head_dim": 3, "tau": 0.05,
