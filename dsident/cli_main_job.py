@@ -188,14 +188,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
+    test = None
     if held_out is not None:
         lines.append(f"- test: the last {s['test_fraction']:g} of every trial ({held_out.sizes['time']} samples "
                      "in the longest), never seen in training")
-        test = in_fit_units(held_out if not cfg.get("eval_length") else cut(held_out, int(cfg["eval_length"])), cfg)
-        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+        test = held_out if not cfg.get("eval_length") else cut(held_out, int(cfg["eval_length"]))
     elif test_spec is not None:
-        test = in_fit_units(load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt")), cfg)
-        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
+    if test is not None:
+        lines += _evaluate_and_draw(est, in_fit_units(test, cfg), out, cfg, label=f"{model} × {cfg['method']}")
     else:
         gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
         _write_netcdf(gen, out / "generated.nc")

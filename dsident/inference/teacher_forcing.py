@@ -51,7 +51,7 @@ from torch import Tensor
 
 from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
-from ..observations.gaussian import Gaussian
+from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
 from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress,
                        check_data_fits_model, check_int, check_number, resolve_device, train_loop)
@@ -156,12 +156,6 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
         return residual.square().sum() / n_observed, forced
     target = torch.where(observed, target, torch.full_like(target, float("nan")))
     return -model.observation.log_prob(target, predicted, observed).sum() / n_observed, forced
-
-
-def _reads_gaussian(observation: Any) -> bool:
-    """True for a Gaussian likelihood, also behind a wrapper that feeds it latent features
-    (the ODE-RFWP's and ORGaNICs' ``LatentFeatureObservation.inner``)."""
-    return isinstance(observation, Gaussian) or isinstance(getattr(observation, "inner", None), Gaussian)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -468,7 +462,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     eval_steps = check_int("eval_steps", eval_steps, minimum=2)
     checkpoint_every = (eval_every or 10) if checkpoint_every is None else checkpoint_every
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
-                       loss=("mse" if _reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
+                       loss=("mse" if reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
                        latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg),
                        warmup=check_int("warmup", warmup, minimum=0))
     if forcing.warmup >= seq_len - 1:

@@ -29,7 +29,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..data import as_dataset, to_arrays
 from ..dynamics.base import LatentDynamics
 from ..model import StateSpaceModel, read_saved_config
-from ..observations import Gaussian, ObservationModel, make_observation
+from ..observations import ObservationModel, make_observation
+from ..observations.gaussian import reads_gaussian
 
 def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observation: ObservationModel) -> None:
     """Refuse training channels a likelihood cannot use, before any work is done.
@@ -67,8 +68,7 @@ def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observatio
     constant = [names[i] for i in np.flatnonzero(spread == 0)]
     if not constant:
         return
-    inner = getattr(observation, "inner", observation)        # latent-feature wrappers hold the likelihood
-    if isinstance(inner, Gaussian):
+    if reads_gaussian(observation):
         raise ValueError(f"`data`: channel(s) {constant} are constant over all observed samples (std 0). A "
                          "Gaussian observation model would give them zero noise variance and an unbounded "
                          "likelihood; drop them (a constant carries no dynamics).")

@@ -90,3 +90,9 @@ class Gaussian(ReadoutObservation):
         var = np.where(var > 0, var, 1e-6)          # constant channels keep a tiny positive variance
         with torch.no_grad():
             self.log_var.copy_(torch.as_tensor(np.log(var), dtype=self.log_var.dtype))
+
+
+def reads_gaussian(observation: object) -> bool:
+    """True for a Gaussian likelihood, also behind a wrapper that feeds it latent features
+    (the ODE-RFWP's and ORGaNICs' ``LatentFeatureObservation.inner``)."""
+    return isinstance(observation, Gaussian) or isinstance(getattr(observation, "inner", None), Gaussian)
