@@ -4,7 +4,8 @@ Maps its options onto :func:`dsident.analysis.analyze_dynamics` and
 :func:`dsident.plotting.plot_flow_field`, and writes into ``MODEL_DIR/analysis`` (or ``--out``):
 
 - ``analysis.nc``: Lyapunov exponents, fixed points and cycles with their eigenvalues, the verdict;
-- ``analysis.md``: the same as a short report;
+- ``analysis.md``: the same as a short report; with ``--start`` on a simulated benchmark set,
+  also the model's fixed points beside the true system's;
 - ``free_run.nc``: the analysed free run (``x``, ``z``);
 - ``flow.png``: the flow on the two most variable latent units with the fixed points, cycles
   and the run; ``latents.png``: the run's latent units over time.
@@ -27,13 +28,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     _threads(args)
     s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt"])
     est, cfg = load_fitted(args.model_dir)
-    x0 = None
+    x0 = start_raw = None
     if s.get("start"):
         from .experiments.best_dynamics import first_observation
         from .experiments.inputs import in_fit_units, load_data
 
-        start_data = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
-        start_data = in_fit_units(start_data, cfg)
+        start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
+        start_data = in_fit_units(start_raw, cfg)
         x0 = first_observation(start_data)
         if x0 is None:
             raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")
@@ -70,7 +71,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                  title=f"{label}: {report.verdict}", save=out / "flow.png")
     if report.verdict != "diverged":
         plotting.plot_latent_trajectories(report.trajectory, save=out / "latents.png")
-    text = report.to_markdown() + f"\n(analysis took {time.perf_counter() - t0:.1f} s)\n"
+    text = report.to_markdown()
+    if start_raw is not None:
+        from .experiments.best_dynamics import fixed_point_comparison
+
+        text += fixed_point_comparison(start_raw, report)[0]    # empty unless the data name their system
+    text += f"\n(analysis took {time.perf_counter() - t0:.1f} s)\n"
     (out / "analysis.md").write_text(text)
     print(text, flush=True)
     return 0

@@ -50,6 +50,19 @@ def test_analyze_can_start_from_the_data(fitted, tmp_path):
     # with no transient the run's first state is the encoded first test sample
     np.testing.assert_allclose(run["z"].values[0, 0], est.model_.encode(torch.as_tensor(x0, dtype=torch.float32))
                                .detach().numpy(), rtol=1e-5, atol=1e-6)
+    # a simulated set names its system: Lorenz's three fixed points are set beside the model's
+    text = (out / "analysis.md").read_text()
+    assert "### Fixed points beside the true system's" in text
+    assert text.count("| saddle |") >= 3
+
+
+def test_analyze_of_a_recording_has_no_true_fixed_points(fitted, tmp_path):
+    rec = tmp_path / "rec.npy"
+    np.save(rec, np.random.default_rng(0).normal(size=(300, 3)))
+    out = tmp_path / "an"
+    assert main(["analyze", str(fitted), "--steps", "200", "--transient", "0", "--start", str(rec),
+                 "--dt", "0.01", "--out", str(out)]) == 0
+    assert "true system" not in (out / "analysis.md").read_text()
 
 
 def test_analyze_refuses_bad_dims_and_a_folder_that_is_not_a_fit(fitted, tmp_path, capsys):

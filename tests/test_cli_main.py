@@ -177,7 +177,12 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     from dsident.analysis import system_lyapunov_spectrum
     truth = system_lyapunov_spectrum("lorenz63")
     assert f"(true system {truth[0]:.3g})" in table and "## Dynamics of the best reconstructions" in table
-    assert "Kaplan-Yorke" in (out / "lorenz63_dynamics.md").read_text() and _png(out / "lorenz63_flow.png")
+    dynamics = (out / "lorenz63_dynamics.md").read_text()
+    assert "Kaplan-Yorke" in dynamics and _png(out / "lorenz63_flow.png")
+    # and its fixed points beside Lorenz's three saddles, in the data's z-units
+    assert "of 3 true fixed points matched within 0.5 sd" in table
+    section = dynamics.split("### Fixed points beside the true system's")[1]
+    assert len([r for r in section.splitlines() if r.startswith("| (")]) == 3 and "| saddle |" in section
     points = sorted((out / "points").iterdir())
     assert len(points) == 2 and all((p / "config.json").is_file() for p in points)
     # a dry run of the same grid sees both points finished (a re-run would skip them)

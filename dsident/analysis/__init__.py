@@ -19,6 +19,7 @@ from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
                        system_lyapunov_spectrum)
 from .report import VERDICTS, DynamicsReport, analyze_dynamics
+from .system_fixed_points import FixedPointMatch, SystemFixedPoints, match_fixed_points, system_fixed_points
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
 
@@ -35,6 +36,8 @@ __all__ = [
     # Lyapunov exponents
     "lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "max_lyapunov_rosenstein",
     "RosensteinResult",
+    # the true system's fixed points beside a reconstruction's (benchmark sets)
+    "SystemFixedPoints", "system_fixed_points", "FixedPointMatch", "match_fixed_points",
     # one report of a fitted model's free-running dynamics (`dsident analyze`)
     "analyze_dynamics", "DynamicsReport", "VERDICTS",
     # trajectory length (LTC paper)

@@ -3,7 +3,9 @@
 For the best point of each dataset, :func:`best_point_dynamics` runs
 :func:`dsident.analysis.analyze_dynamics` on the saved model and puts its verdict, largest
 Lyapunov exponent and Kaplan-Yorke dimension beside those of the true system
-(:func:`dsident.analysis.system_lyapunov_spectrum`, when the data name one). It writes
+(:func:`dsident.analysis.system_lyapunov_spectrum`, when the data name one), and the model's
+fixed points, read out in the data's channels, beside the true system's
+(:func:`dsident.analysis.system_fixed_points`, :func:`dsident.analysis.match_fixed_points`). It writes
 ``<dataset>_dynamics.md`` and ``<dataset>_flow.png`` into the benchmark folder and returns one
 line for ``results.md``.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["best_point_dynamics", "analysis_length", "first_observation"]
+__all__ = ["best_point_dynamics", "analysis_length", "first_observation", "fixed_point_comparison"]
 
 
 def analysis_length(eval_length: int | None) -> int:
@@ -68,6 +70,8 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         if truth is not None:
             text += (f"\nTrue system: Lyapunov exponents {np.array2string(truth, precision=4)} per {unit}, "
                      f"Kaplan-Yorke dimension {kaplan_yorke_dimension(truth):.3f}.\n")
+        fixed_text, fixed_phrase = fixed_point_comparison(test, report)
+        text += fixed_text
         (Path(out) / f"{stem}_dynamics.md").write_text(text)
         dims = report.flow_dims()
         if dims is not None and report.verdict != "diverged":
@@ -86,6 +90,8 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         line += f" (true {_num(kaplan_yorke_dimension(truth))})"
     if math.isfinite(report.dominant_period):
         line += f"; dominant period {_num(report.dominant_period)} {'time units' if unit == 'time unit' else unit}"
+    if fixed_phrase:
+        line += f"; {fixed_phrase}"
     return line + f" ({stem}_dynamics.md)"
 
 
@@ -94,6 +100,60 @@ def first_observation(data: Any) -> np.ndarray | None:
     x = np.asarray(data["x"].values[0], dtype=float)
     rows = np.flatnonzero(np.isfinite(x).all(axis=1))
     return x[rows[0]] if rows.size else None
+
+
+def fixed_point_comparison(test: Any, report: Any) -> tuple[str, str]:
+    """The model's fixed points beside the true system's, both in the data's channels.
+
+    Parameters
+    ----------
+    test : xarray.Dataset
+        Data of a simulated benchmark set (its provenance names the system; its channels'
+        standard deviations are the unit of distance).
+    report : DynamicsReport
+        The model's analysis; its ``fixed_point_observations`` must be in the data's units.
+
+    Returns
+    -------
+    markdown, phrase : str, str
+        A Markdown section (a table pairing each true fixed point with a model one, then the
+        spurious ones) and a phrase for a summary line; both empty when the data name no
+        system or do not observe its variables.
+    """
+    from ..analysis import match_fixed_points, system_fixed_points
+
+    try:
+        truth = system_fixed_points(test)
+    except ValueError:        # a recording or the ECG: no true fixed points
+        return "", ""
+    observed = report.fixed_point_observations
+    if truth.channels is None or len(truth) == 0 or observed is None or len(observed) != len(report.fixed_points):
+        return "", ""
+    x = np.asarray(test["x"].values, dtype=float).reshape(-1, truth.channels.shape[1])
+    scale = np.nanstd(x, axis=0)
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        return "", ""
+    match = match_fixed_points(truth.channels, observed, scale=scale)
+    names = ", ".join(truth.channel_names)
+    rows = ["", f"### Fixed points beside the true system's ({names}; data units)", "",
+            "| true fixed point | true type | paired model fixed point | model type | distance (sd) |",
+            "|---|---|---|---|---|"]
+    kinds = report.fixed_points.kind
+    for i, point in enumerate(truth.channels):
+        j = int(match.paired[i])
+        model_point = "–" if j < 0 else _vector(observed[j])
+        model_kind = "–" if j < 0 else kinds[j]
+        rows.append(f"| {_vector(point)} | {truth.kind[i]} | {model_point} | {model_kind} | "
+                    f"{_num(float(match.distance[i]))} |")
+    if len(match.spurious):
+        rows += ["", "Model fixed points with no true one within "
+                 f"{match.tol:g} sd: " + "; ".join(f"{_vector(observed[j])} ({kinds[j]})"
+                                                    for j in match.spurious) + "."]
+    return "\n".join(rows) + "\n", match.summary()
+
+
+def _vector(values: np.ndarray) -> str:
+    return "(" + ", ".join(f"{v:.3g}" for v in np.asarray(values, float)) + ")"
 
 
 def _true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None, str]:
