@@ -244,3 +244,18 @@ def test_markdown_lists_at_most_twenty_fixed_points_and_counts_the_rest():
                                       kind=kind, method="newton")
     text = report.to_markdown()
     assert text.count("| stable node |") == 20 and "… and 5 more" in text
+
+
+def test_dominant_period_reads_the_most_variable_column_of_the_longest_finite_stretch():
+    from dsident.analysis import dominant_period
+
+    dt, t = 0.1, np.arange(1000) * 0.1
+    # column 1 is the larger (period 2.5, 40 whole cycles: an exact FFT bin); column 0 is a small period-1 wave
+    head = np.stack([0.1 * np.sin(2 * np.pi * t / 1.0), np.sin(2 * np.pi * t / 2.5)], axis=1)
+    # after a gap, a shorter, louder stretch at period 0.5 must not be joined to the first
+    tail = 5.0 * np.sin(2 * np.pi * np.arange(300) * dt / 0.5)[:, None].repeat(2, axis=1)
+    series = np.concatenate([head, np.full((1, 2), np.nan), tail])
+    assert dominant_period(series, dt) == pytest.approx(2.5, rel=1e-9)
+    assert dominant_period(tail, dt) == pytest.approx(0.5, rel=0.02)
+    assert math.isnan(dominant_period(np.ones((50, 2)), dt))
+    assert math.isnan(dominant_period(np.full((50, 2), np.nan), dt))

@@ -18,7 +18,7 @@ from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_poin
 from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
                        system_lyapunov_spectrum)
-from .report import VERDICTS, DynamicsReport, analyze_dynamics
+from .report import VERDICTS, DynamicsReport, analyze_dynamics, dominant_period
 from .system_fixed_points import FixedPointMatch, SystemFixedPoints, match_fixed_points, system_fixed_points
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
@@ -39,7 +39,7 @@ __all__ = [
     # the true system's fixed points beside a reconstruction's (benchmark sets)
     "SystemFixedPoints", "system_fixed_points", "FixedPointMatch", "match_fixed_points",
     # one report of a fitted model's free-running dynamics (`dsident analyze`)
-    "analyze_dynamics", "DynamicsReport", "VERDICTS",
+    "analyze_dynamics", "DynamicsReport", "VERDICTS", "dominant_period",
     # trajectory length (LTC paper)
     "TrajectoryLength", "trajectory_length", "circle_input", "arc_length",
 ]

@@ -24,7 +24,7 @@ from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
 from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum
 
-__all__ = ["DynamicsReport", "analyze_dynamics", "VERDICTS"]
+__all__ = ["DynamicsReport", "analyze_dynamics", "VERDICTS", "dominant_period"]
 
 #: what :func:`analyze_dynamics` can say about the attractor of the free run
 VERDICTS = ("fixed point", "attracting cycle", "periodic or quasi-periodic", "chaotic", "diverged")
@@ -266,7 +266,7 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     return DynamicsReport(verdict=verdict, lyapunov=lam, dt=dt, kaplan_yorke=kaplan_yorke_dimension(lam),
                           cycle_period=cycle_period,
                           dominant_period=float("nan") if verdict in ("fixed point", "diverged")
-                          else _dominant_period(z, dt),
+                          else dominant_period(z, dt),
                           fixed_points=fps, cycles=cyc, trajectory=run, continuous_abscissa=abscissa,
                           fixed_point_observations=_observed(ssm, fps.points[:, 0]),
                           channel_names=[str(c) for c in run["channel"].values], info=info)
@@ -306,8 +306,36 @@ def _observed(ssm: Any, points: np.ndarray) -> np.ndarray:
     return mean.detach().cpu().double().numpy()
 
 
-def _dominant_period(z: np.ndarray, dt: float) -> float:
-    """``1 / f`` (time units) of the largest non-zero Fourier peak of the most variable latent unit."""
+def dominant_period(series: np.ndarray, dt: float) -> float:
+    """Period of the strongest non-zero frequency of a series' most variable column.
+
+    Used for a model's free run (its latent units) and for the data it is compared with (its
+    channels), so the two periods are measured the same way.
+
+    Parameters
+    ----------
+    series : ndarray of shape (time, dim)
+        Non-finite rows are dropped first; only the longest finite stretch is used, so a gap
+        never joins two pieces of a signal.
+    dt : float
+        Sampling step (time units).
+
+    Returns
+    -------
+    float
+        ``1 / f`` in time units; NaN when fewer than 4 finite rows remain or the series is flat.
+    """
+    series = np.asarray(series, dtype=float)
+    if series.ndim == 1:
+        series = series[:, None]
+    finite = np.isfinite(series).all(axis=1)
+    if finite.sum() < 4:
+        return float("nan")
+    # the longest run of finite rows
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], finite.astype(int), [0]])))
+    starts, stops = edges[::2], edges[1::2]
+    longest = int(np.argmax(stops - starts))
+    z = series[starts[longest]:stops[longest]]
     unit = z[:, int(np.argmax(z.var(axis=0)))]
     power = np.abs(np.fft.rfft(unit - unit.mean())) ** 2
     freq = np.fft.rfftfreq(len(unit), d=dt)

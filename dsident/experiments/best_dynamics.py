@@ -46,7 +46,7 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         A Markdown list item, or None when the point has no saved model or the analysis failed.
     """
     from .. import plotting
-    from ..analysis import analyze_dynamics, kaplan_yorke_dimension
+    from ..analysis import analyze_dynamics, dominant_period, kaplan_yorke_dimension
     from .registry import get_estimator_class
 
     say = say or (lambda *a, **k: None)
@@ -90,6 +90,9 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         line += f" (true {_num(kaplan_yorke_dimension(truth))})"
     if math.isfinite(report.dominant_period):
         line += f"; dominant period {_num(report.dominant_period)} {'time units' if unit == 'time unit' else unit}"
+        data_period = dominant_period(np.asarray(test["x"].values[0], dtype=float), float(test.attrs["dt"]))
+        if math.isfinite(data_period):
+            line += f" (data {_num(data_period)})"
     if fixed_phrase:
         line += f"; {fixed_phrase}"
     return line + f" ({stem}_dynamics.md)"
