@@ -135,15 +135,26 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.inputs import cut, in_fit_units, is_path_like, load_data, zscore_for_fit
     from .experiments.runner import _write_netcdf, fit_point
 
-    s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore",
+    s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
                          *_FLAG_TO_KEY])
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
-    model = registry.check_model_name(s.get("model") or "shplrnn")
+    start, start_cfg = _initial_model(s)
+    model = registry.check_model_name(s.get("model") or (start_cfg or {}).get("model") or "shplrnn")
     out = Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}")
-    cfg = resolve_config(str(data), model, s.get("method"), overrides={**_run_overrides(s), **(
+    method = s.get("method") or (start_cfg or {}).get("method")     # --init goes on as it was fitted
+    cfg = resolve_config(str(data), model, method, overrides={**_run_overrides(s), **(
         {"seed": s["seed"]} if s.get("seed") is not None else {})})
+    if start_cfg is not None:
+        given = sorted(cfg.get("user_keys", {}).get("model_params", ()))
+        if given:
+            raise ValueError(f"--init {s['init']!r} goes on with the saved model as it is; its hyperparameters "
+                             f"cannot change, but {given} were given (--latent-dim / --param); drop them, or fit "
+                             "afresh.")
+        # the model is the saved one: its hyperparameters, not this dataset's defaults, describe it
+        cfg["model_params"] = dict(start_cfg.get("model_params") or {})
+        cfg["init"] = {"from": str(s["init"]), "model": start_cfg["model"], "method": start_cfg.get("method")}
     if s.get("dt") is not None:
         cfg["dt"] = float(s["dt"])
     progress = s.get("progress", True) is not False
@@ -163,10 +174,17 @@ def cmd_fit(args: argparse.Namespace) -> int:
             train = cut(train, int(cfg["train_length"]))
     else:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
-    if s.get("zscore"):
+    if start_cfg is not None and start_cfg.get("zscore"):
+        # a model fitted in z-units goes on in the same units: its constants, not new ones
+        cfg["zscore"] = start_cfg["zscore"]
+        train = in_fit_units(train, cfg)
+    elif s.get("zscore"):
+        if start_cfg is not None:
+            raise ValueError(f"--zscore with --init {s['init']!r}: that model was fitted on unstandardised data, "
+                             "so it cannot go on in z-units; drop --zscore, or fit afresh.")
         # the test data, `evaluate`, `analyze --start` and `generate` reuse these constants
         train, cfg["zscore"] = zscore_for_fit(train)
-    est, fit_time, dropped = fit_point(cfg, train, progress=progress)
+    est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start)
     cfg["dropped_defaults"] = dropped
     out.mkdir(parents=True, exist_ok=True)
     tmp_model = out / "model.partial"
@@ -275,6 +293,18 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
 # ---------------------------------------------------------------------------------------------
 # evaluate / generate
 # ---------------------------------------------------------------------------------------------
+
+def _initial_model(s: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``--init MODEL_DIR``: the saved estimator and its configuration (None, None without it);
+    refuses a ``--model`` that names another family."""
+    if not s.get("init"):
+        return None, None
+    est, cfg = load_fitted(s["init"])
+    if s.get("model") and s["model"] != cfg["model"]:
+        raise ValueError(f"--init {s['init']!r} holds a {cfg['model']} model, but --model {s['model']} was given; "
+                         f"drop --model, or give a {s['model']} fit to --init.")
+    return est, cfg
+
 
 def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     """The estimator saved by ``dsident fit`` and its run configuration.
@@ -466,6 +496,9 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zscore", action="store_true", default=None,
                    help="standardise each channel with the training data's mean and std (kept in config.json and "
                         "reused by evaluate, analyze --start and generate, which writes the data's units)")
+    p.add_argument("--init", metavar="MODEL_DIR",
+                   help="continue from a model saved by `dsident fit` (its model, settings and z-score) instead "
+                        "of a fresh start: more epochs, or another --method (e.g. teacher forcing after svi)")
     p.add_argument("--out", help="output folder")
     _add_run_options(p)
     _add_common(p)

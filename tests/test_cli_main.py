@@ -218,3 +218,57 @@ def test_sweep_verb_from_a_toml_file(tmp_path):
     res = xr.open_dataset(out / "sweep.nc", engine="h5netcdf")
     assert sorted(res["hidden_dim"].values.tolist()) == [4.0, 6.0]
     assert "| hidden_dim |" in (out / "sweep.md").read_text()
+
+
+def test_fit_init_goes_on_from_a_saved_model(tmp_path, capsys):
+    import json
+
+    import torch
+
+    from dsident.cli_main_job import load_fitted
+
+    first = tmp_path / "first"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(first)]) == 0
+    # a second method on the same model, at a learning rate too small to move it: the result must
+    # still be the first model (a fresh start would be a different, seeded initialisation)
+    second = tmp_path / "second"
+    assert main(["fit", "lorenz63", "--init", str(first), "--method", "teacher-forcing", "--train-length", "400",
+                 "--eval-length", "300", "--option", "n_epochs=1", "--option", "seq_len=20", "--option", "lr=1e-12",
+                 "--option", "lr_end=1e-12", "--option", "eval_every=1", "--option", "eval_steps=200",
+                 "--no-progress", "--out", str(second)]) == 0
+    a, cfg_a = load_fitted(first)
+    b, cfg_b = load_fitted(second)
+    assert cfg_b["method"] == "teacher-forcing" and cfg_b["model"] == "shplrnn"
+    assert cfg_b["init"] == {"from": str(first), "model": "shplrnn", "method": "bptt"}
+    assert cfg_b["model_params"] == cfg_a["model_params"]
+    for key, value in a.model_.dynamics.state_dict().items():
+        torch.testing.assert_close(b.model_.dynamics.state_dict()[key], value, rtol=1e-6, atol=1e-8)
+    fresh = tmp_path / "fresh"
+    assert main(["fit", "lorenz63", *TINY[:2], "--method", "teacher-forcing", "--train-length", "400",
+                 "--eval-length", "300", "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option",
+                 "seq_len=20", "--option", "lr=1e-12", "--option", "lr_end=1e-12", "--option", "eval_every=1",
+                 "--option", "eval_steps=200", "--no-progress", "--out", str(fresh)]) == 0
+    c, _ = load_fitted(fresh)
+    assert any(not torch.allclose(c.model_.dynamics.state_dict()[key], value, rtol=1e-3)
+               for key, value in a.model_.dynamics.state_dict().items())
+    # without --method it goes on with the saved model's method
+    again = tmp_path / "again"
+    assert main(["fit", "lorenz63", "--init", str(first), "--train-length", "400", "--eval-length", "300",
+                 "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--out", str(again)]) == 0
+    assert json.loads((again / "config.json").read_text())["method"] == "bptt"
+    capsys.readouterr()
+
+
+def test_fit_init_refuses_another_model_new_hyperparameters_and_a_new_zscore(tmp_path, capsys):
+    first = tmp_path / "first"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(first)]) == 0
+    capsys.readouterr()
+    base = ["fit", "lorenz63", "--init", str(first), "--option", "n_epochs=1", "--no-progress",
+            "--out", str(tmp_path / "x")]
+    assert main([*base, "--model", "gnode"]) == 2
+    assert "holds a shplrnn model, but --model gnode" in capsys.readouterr().err
+    assert main([*base, "--param", "hidden_dim=16"]) == 2
+    assert "['hidden_dim'] were given" in capsys.readouterr().err
+    assert main([*base, "--zscore"]) == 2
+    assert "fitted on unstandardised data" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

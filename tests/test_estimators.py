@@ -270,3 +270,50 @@ def test_every_design_estimator_resolves_and_follows_the_contract(name):
 def test_unknown_estimator_name_lists_the_available_ones():
     with pytest.raises(AttributeError, match="estimators available.*PLRNN"):
         dsident.models.NoSuchModel  # noqa: B018
+
+
+# -- warm start ---------------------------------------------------------------------------------
+def test_warm_start_continues_from_the_fitted_model(dummy_engine, tiny_data, monkeypatch):
+    est = ShallowPLRNN(latent_dim=3, hidden_dim=5, seed=0).fit(tiny_data, method=dummy_engine, n_iter=5)
+    fitted = {k: v.detach().clone() for k, v in est.model_.state_dict().items()}
+    fresh = ShallowPLRNN(latent_dim=3, hidden_dim=5, seed=0).fit(tiny_data, method=dummy_engine, n_iter=0)
+    seen = {}
+
+    def spy(model, data, **options):
+        seen["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        seen["options"] = options
+        return _fit_dummy(model, data, **{k: v for k, v in options.items() if k in ("seed", "n_iter")})
+
+    real_get_engine = dsident.inference.get_engine
+    monkeypatch.setattr(dsident.inference, "get_engine", lambda name: spy if name in ("spy", "laplace-em")
+                        else real_get_engine(name))
+    model_before = est.model_
+    est.fit(tiny_data, method="spy", warm_start=True, n_iter=2)
+    # the engine got the fitted parameters, not the seeded initial ones, and the same model object
+    assert est.model_ is model_before
+    for key, value in fitted.items():
+        torch.testing.assert_close(seen["state"][key], value)
+    assert any(not torch.equal(fresh.model_.state_dict()[k], v) for k, v in fitted.items())
+    # and it kept training from there: its first loss is the previous fit's level, below a fresh start's
+    cold = ShallowPLRNN(latent_dim=3, hidden_dim=5, seed=0).fit(tiny_data, method=dummy_engine, n_iter=2)
+    assert est.history_["loss"][0] < cold.history_["loss"][0]
+    # Laplace-EM does not re-initialise a warm model from an LDS unless asked
+    est.fit(tiny_data, method="laplace-em", warm_start=True, n_iter=1)
+    assert seen["options"]["lds_init"] is False
+    est.fit(tiny_data, method="laplace-em", warm_start=True, n_iter=1, lds_init=True)
+    assert seen["options"]["lds_init"] is True
+
+
+def test_warm_start_refuses_an_unfitted_model_and_other_data(dummy_engine, tiny_data):
+    with pytest.raises(ValueError, match="warm_start=True needs a fitted ShallowPLRNN"):
+        ShallowPLRNN(latent_dim=3, hidden_dim=5).fit(tiny_data, method=dummy_engine, warm_start=True)
+    est = ShallowPLRNN(latent_dim=3, hidden_dim=5, seed=0).fit(tiny_data, method=dummy_engine, n_iter=1)
+    x = tiny_data["x"].values
+    renamed = dsident.as_dataset(x, dt=0.1, channel_names=["a", "b", "d"])
+    with pytest.raises(ValueError, match=r"channels \['a', 'b', 'd'\].*fitted on \['a', 'b', 'c'\]"):
+        est.fit(renamed, method=dummy_engine, warm_start=True)
+    with pytest.raises(ValueError, match="dt=0.2"):
+        est.fit(dsident.as_dataset(x, dt=0.2, channel_names=["a", "b", "c"]), method=dummy_engine, warm_start=True)
+    with pytest.raises(ValueError, match="1 input"):
+        est.fit(dsident.as_dataset(x, dt=0.1, channel_names=["a", "b", "c"], u=np.zeros(x.shape[:2] + (1,))),
+                method=dummy_engine, warm_start=True)

@@ -108,14 +108,22 @@ def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
     return out
 
 
-def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False) -> tuple[Any, float, list[str]]:
-    """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults)."""
+def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False,
+              init: Any = None) -> tuple[Any, float, list[str]]:
+    """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults).
+
+    ``init``: a fitted estimator to go on from (``fit(..., warm_start=True)``) with the engine
+    options of ``cfg``; its own hyperparameters stand, ``cfg``'s model parameters are not used.
+    """
     est, options, dropped = build_estimator(adapt_to_data(cfg, train))
     import inspect
 
     fit_params = inspect.signature(est.fit).parameters
     if "progress" in fit_params or any(p.kind is p.VAR_KEYWORD for p in fit_params.values()):
         options.setdefault("progress", progress)
+    if init is not None:
+        est = init
+        options["warm_start"] = True
     t0 = time.perf_counter()
     est.fit(train, method=cfg["method"], **options)
     return est, time.perf_counter() - t0, dropped

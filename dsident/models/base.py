@@ -132,7 +132,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         """The (unfitted) latent dynamics for data with ``input_dim`` inputs."""
 
     # -- fitting ------------------------------------------------------------------------------
-    def fit(self, data: Any, method: str | None = None, **engine_options: Any) -> "LatentModelEstimator":
+    def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False,
+            **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -142,6 +143,11 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         method : str, optional
             Inference engine (a key of :data:`dsident.inference.ENGINES`); default
             :attr:`default_method`.
+        warm_start : bool
+            Start from the fitted ``model_`` instead of a fresh initialisation: more epochs, or
+            another method on the same model (e.g. teacher forcing after SVI). The data must
+            have the channels and inputs ``model_`` was fitted on. Laplace-EM then skips its
+            LDS initialisation (``lds_init=False`` unless given).
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -158,17 +164,24 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         self._check_hyperparameters()
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
-        # the seed fixes every random initialisation without touching the caller's global RNG
-        with torch.random.fork_rng(devices=[]):
-            if self.seed is not None:
-                torch.manual_seed(int(self.seed))
-            dynamics = self._build_dynamics(input_dim)
-            observation = self._build_observation(n_channels)
         channel_names = [str(c) for c in ds["channel"].values]
-        check_channels(arrays.x, arrays.mask, channel_names, observation)
-        observation.init_from_data(arrays.x, arrays.mask)
-        model = StateSpaceModel(dynamics, observation, process_noise=self.process_noise,
-                                initial_var=self.initial_var, dt=float(ds.attrs["dt"]), channel_names=channel_names)
+        if warm_start:
+            model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
+            check_channels(arrays.x, arrays.mask, channel_names, model.observation)
+            if method == "laplace-em":
+                engine_options.setdefault("lds_init", False)
+        else:
+            # the seed fixes every random initialisation without touching the caller's global RNG
+            with torch.random.fork_rng(devices=[]):
+                if self.seed is not None:
+                    torch.manual_seed(int(self.seed))
+                dynamics = self._build_dynamics(input_dim)
+                observation = self._build_observation(n_channels)
+            check_channels(arrays.x, arrays.mask, channel_names, observation)
+            observation.init_from_data(arrays.x, arrays.mask)
+            model = StateSpaceModel(dynamics, observation, process_noise=self.process_noise,
+                                    initial_var=self.initial_var, dt=float(ds.attrs["dt"]),
+                                    channel_names=channel_names)
         history = engine(model, ds, seed=self.seed, **engine_options)
         self.model_ = model
         self.history_ = history if history is not None else {}
@@ -176,6 +189,24 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         self.n_features_in_ = n_channels
         self.channel_names_ = channel_names
         return self
+
+    def _warm_model(self, channel_names: list[str], input_dim: int, dt: float) -> StateSpaceModel:
+        """The fitted ``model_``, checked against the new data, to continue from."""
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise ValueError(f"warm_start=True needs a fitted {type(self).__name__} (call fit once without it, "
+                             f"or load a saved one); this one has no model_.")
+        fitted_names = list(getattr(self, "channel_names_", channel_names))
+        if len(channel_names) != int(model.observation.obs_dim) or channel_names != fitted_names:
+            raise ValueError(f"warm_start=True: `data` has channels {channel_names}, but the model was fitted on "
+                             f"{fitted_names}; give data with the same channels, or fit afresh.")
+        if input_dim != int(model.dynamics.input_dim):
+            raise ValueError(f"warm_start=True: `data` has {input_dim} input(s), but the model was fitted with "
+                             f"{int(model.dynamics.input_dim)}; give data with the same inputs, or fit afresh.")
+        if not math.isclose(dt, float(model.dt), rel_tol=1e-9):
+            raise ValueError(f"warm_start=True: `data` has dt={dt!r}, but the model was fitted at dt={float(model.dt)!r}; "
+                             f"resample the data, or fit afresh.")
+        return model
 
     def _check_hyperparameters(self) -> None:
         """Validate the shared hyperparameters (the components check their own)."""
