@@ -272,3 +272,21 @@ def test_fit_init_refuses_another_model_new_hyperparameters_and_a_new_zscore(tmp
     assert main([*base, "--zscore"]) == 2
     assert "fitted on unstandardised data" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_fit_init_keeps_the_saved_zscore(tmp_path, capsys):
+    import json
+
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "rec.npy", rng.normal(loc=[-65.0, 3.0], scale=[10.0, 0.5], size=(600, 2)))
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.1", "--zscore", "--test-fraction", "0.25", *TINY,
+                 "--out", str(first)]) == 0
+    # the second file is shifted: new constants would differ, the kept ones must not
+    np.save(tmp_path / "rec2.npy", np.load(tmp_path / "rec.npy") + 5.0)
+    assert main(["fit", str(tmp_path / "rec2.npy"), "--dt", "0.1", "--init", str(first), "--test-fraction", "0.25",
+                 "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--out", str(second)]) == 0
+    cfg_a = json.loads((first / "config.json").read_text())
+    cfg_b = json.loads((second / "config.json").read_text())
+    assert cfg_b["zscore"] == cfg_a["zscore"]
+    capsys.readouterr()
