@@ -67,6 +67,22 @@ def test_a_recording_is_refused_by_name():
         system_fixed_points(load("ecg", split="test"))
     with pytest.raises(ValueError, match="n_starts"):
         system_fixed_points("lorenz63", n_starts=0)
+    # a time-dependent vector field (the ECG's generator) has no fixed points
+    data = load("lorenz63", split="test").isel(time=slice(0, 50))
+    prov = json.loads(data.attrs["provenance"])
+    data.attrs["provenance"] = json.dumps({**prov, "system": "ecgsyn", "params": {}})
+    with pytest.raises(ValueError, match="changes with time"):
+        system_fixed_points(data)
+
+
+def test_rossler_roots_are_the_analytic_ones():
+    data = load("lorenz63", split="test").isel(time=slice(0, 50))
+    prov = json.loads(data.attrs["provenance"])
+    a, b, c = 0.2, 0.2, 5.7
+    data.attrs["provenance"] = json.dumps({**prov, "system": "rossler", "params": {"a": a, "b": b, "c": c}})
+    found = system_fixed_points(data)
+    x = (c + np.array([-1.0, 1.0]) * math.sqrt(c * c - 4 * a * b)) / 2
+    np.testing.assert_allclose(found.state, np.stack([x, -x / a, x / a], axis=1), rtol=1e-8, atol=1e-10)
 
 
 def test_pairing_is_one_to_one_and_names_the_spurious_points():

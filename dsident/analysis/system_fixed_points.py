@@ -117,6 +117,10 @@ def system_fixed_points(data: Any, *, n_starts: int = 200, seed: int = 0, residu
                          "recording, or a stochastic generator such as the ECG's), so it has no fixed points "
                          "to compare.")
     system = get_system(name, **(prov.get("params") or {}))
+    probe = np.asarray(system.default_x0, dtype=float)
+    if not np.allclose(system.rhs(0.0, probe), system.rhs(0.377, probe)):
+        raise ValueError(f"`data` names the system {name!r}, whose vector field changes with time; a fixed point "
+                         "needs an autonomous system.")
     names = [str(c) for c in system.channel_names]
     to_state = _channel_map(data, names)
     scale = np.asarray(system.state_scale, dtype=float)
