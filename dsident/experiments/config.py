@@ -89,6 +89,11 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:     (LTC with time_constant 0.02 / 0.1 s: 13.4 / 13.2, oscillating without R peaks; ODE-RFWP:
 #:     fixed points, 14.0, or with MSE a 3× too fast oscillation, 13.3; ORGaNICs: 12.6, a
 #:     206-sample oscillation of the wrong shape; docs/continuous.md "The ECG, continued").
+#:     Session 9: the ODE-RFWP with the bursting neuron's recipe (D = 8, linear readout, τ = 2
+#:     samples), seeds 0-2: 11.2 [9.83, 13.1], bounded, oscillating 2.8-4.4× too fast without
+#:     R peaks of the data's height; ORGaNICs with the Lorenz-63 cell's recipe 13.6, with slow
+#:     modulators 10.3 / 11.2 (D_H 0.80 / 0.51, an oscillation 2-6× too large); on the bursting
+#:     neuron that recipe trained unstably (NaN loss) or gave no spikes (13.95). No cell.
 #: `--method` / `--methods` still pick any method.
 DATASET_METHODS: dict[tuple[str, str], str] = {
     ("lorenz63", "rplrnn"): "teacher-forcing",
