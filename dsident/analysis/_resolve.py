@@ -28,3 +28,35 @@ def resolve_dynamics(model: Any, dt: float | None = None) -> tuple[LatentDynamic
         return dyn, (getattr(model, "dt", None) if dt is None else dt)
     raise TypeError("`model` must be a fitted estimator, a StateSpaceModel or a LatentDynamics; "
                     f"got {type(model).__name__}.")
+
+
+def resolve_benchmark_system(data: Any) -> tuple[Any, dict[str, Any], float]:
+    """The true system behind a simulated benchmark set: ``(System, provenance, dt)``.
+
+    ``data`` is a shipped set's name (its test split is read) or a dataset whose
+    ``attrs["provenance"]`` names a system of :mod:`dsident.data.systems` and the sampling step.
+
+    Raises
+    ------
+    ValueError
+        When the provenance names no deterministic system (a recording, or a stochastic
+        generator such as the ECG's).
+    """
+    import json
+
+    from ..data.systems import get_system
+
+    if isinstance(data, str):
+        from ..datasets import load
+
+        data = load(data, split="test")
+    try:
+        prov = json.loads(data.attrs["provenance"])
+        name, dt = prov["system"], float(prov["dt"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        name, prov, dt = None, {}, float("nan")
+    if not name:
+        raise ValueError("`data` must be a simulated benchmark set whose attrs['provenance'] names its system and "
+                         "dt (e.g. 'lorenz63', 'bursting_neuron'); this one names no deterministic system (a "
+                         "recording, or a stochastic generator such as the ECG's).")
+    return get_system(name, **(prov.get("params") or {})), prov, dt

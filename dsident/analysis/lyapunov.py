@@ -195,27 +195,15 @@ def system_lyapunov_spectrum(data: Any, *, duration: float | None = None, subste
         When the data name no deterministic system (a recording, or the ECG, whose generator
         is stochastic).
     """
-    import json
+    from ._resolve import resolve_benchmark_system
 
-    from ..data.systems import get_system
-
-    if isinstance(data, str):
-        from ..datasets import load
-
-        data = load(data, split="test")
-    try:
-        prov = json.loads(data.attrs["provenance"])
-        name, dt = prov["system"], float(prov["dt"])
-    except (AttributeError, KeyError, TypeError, ValueError):
-        raise ValueError("`data` must be a simulated benchmark set whose attrs['provenance'] names its "
-                         "system and dt (e.g. 'lorenz63', 'bursting_neuron'); this one names none.") from None
+    system, prov, dt = resolve_benchmark_system(data)
     substeps = _positive_int(substeps, "substeps")
     duration = 20_000 * dt if duration is None else _positive_float(duration, "duration")
     transient = 0.1 * duration if transient is None else float(transient)
     if not np.isfinite(transient) or transient < 0:
         raise ValueError(f"`transient` must be a non-negative time; got {transient!r}.")
     step = dt / substeps
-    system = get_system(name, **(prov.get("params") or {}))
     lam = lyapunov_spectrum(system, z0=prov.get("x0"), n_steps=max(1, int(round(duration / step))), dt=step,
                             transient=int(round(transient / step)))
     return np.sort(lam)[::-1]

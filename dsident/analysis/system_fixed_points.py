@@ -98,25 +98,16 @@ def system_fixed_points(data: Any, *, n_starts: int = 200, seed: int = 0, residu
         When the data name no deterministic autonomous system (a recording, or the ECG), or
         ``n_starts`` is not a positive integer.
     """
-    from ..data.systems import get_system
+    from ._resolve import resolve_benchmark_system
 
     if isinstance(data, str):
         from ..datasets import load
 
-        data = load(data, split="test")
+        data = load(data, split="test")     # its channels and z-score are needed below
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise ValueError(f"`n_starts` must be a positive integer; got {n_starts!r}.")
-    try:
-        prov = json.loads(data.attrs["provenance"])
-        name, dt = prov["system"], float(prov["dt"])
-    except (AttributeError, KeyError, TypeError, ValueError):
-        name, dt = None, float("nan")
-    if not name:
-        raise ValueError("`data` must be a simulated benchmark set whose attrs['provenance'] names its system and "
-                         "dt (e.g. 'lorenz63', 'bursting_neuron'); this one names no deterministic system (a "
-                         "recording, or a stochastic generator such as the ECG's), so it has no fixed points "
-                         "to compare.")
-    system = get_system(name, **(prov.get("params") or {}))
+    system, _, dt = resolve_benchmark_system(data)
+    name = system.name
     probe = np.asarray(system.default_x0, dtype=float)
     if not np.allclose(system.rhs(0.0, probe), system.rhs(0.377, probe)):
         raise ValueError(f"`data` names the system {name!r}, whose vector field changes with time; a fixed point "
