@@ -12,7 +12,6 @@ Shape legend: ``n`` true fixed points, ``m`` model fixed points, ``D`` system di
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,9 +232,11 @@ def _channel_map(data: Any, names: list[str]) -> tuple[np.ndarray, np.ndarray] |
     channels = [str(c) for c in data["channel"].values]
     if channels != names:
         return None
+    from ..data.preprocessing import preprocessing_steps
+
     try:
-        steps = json.loads(data.attrs.get("preprocessing") or "[]")
-    except (TypeError, ValueError):
+        steps = preprocessing_steps(data)
+    except (TypeError, ValueError):     # a malformed record: the channels cannot be trusted
         return None
     if not steps:
         return np.zeros(len(names)), np.ones(len(names))
