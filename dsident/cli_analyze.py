@@ -30,7 +30,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     est, cfg = load_fitted(args.model_dir)
     x0 = start_raw = None
     if s.get("start"):
-        from .experiments.best_dynamics import first_observation
+        from .experiments.late_run import first_observation
         from .experiments.inputs import in_fit_units, load_data
 
         start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from dsident.analysis import VERDICTS
 from dsident.cli import main
 
 #: a fit that takes a second: the shallow PLRNN, one BPTT epoch on 400 samples
@@ -177,6 +178,12 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     from dsident.analysis import system_lyapunov_spectrum
     truth = system_lyapunov_spectrum("lorenz63")
     assert f"(true system {truth[0]:.3g})" in table and "## Dynamics of the best reconstructions" in table
+    # where each point's free run ends up at twice the evaluation length, beside the true exponent
+    regimes = table.split("### Free runs at twice the evaluation length")[1]
+    true_row = next(line for line in regimes.splitlines() if line.startswith("| *true system*"))
+    assert f"{truth[0]:.3g}" in true_row and "/2" in next(line for line in regimes.splitlines()
+                                                          if line.startswith("| shplrnn × bptt"))
+    assert set(res["regime"].values) <= set(VERDICTS) and res["regime"].values.size == 2
     dynamics = (out / "lorenz63_dynamics.md").read_text()
     assert "Kaplan-Yorke" in dynamics and _png(out / "lorenz63_flow.png")
     # and its fixed points beside Lorenz's three saddles, in the data's z-units

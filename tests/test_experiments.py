@@ -368,6 +368,12 @@ def test_sweep_table_pools_seeds(tmp_path):
     text = sweep.sweep_table(ds, ["explode"])
     assert "| False | 2/2 | 0.5 ± 0.5 |" in text      # seeds 0 and 1 → D_stsp median 0.5, MAD 0.5
     assert "| True | 0/2 |" in text and "asked to fail" in text
+    assert text.splitlines()[0].endswith("| free run (2T) |")        # the stand-in records no late run
+    regimes = ds["regime"].values.astype(object)
+    regimes[ds["status"].values == "done"] = ["chaotic", "fixed point"]      # the two seeds of explode=False
+    ds["regime"] = ("point", regimes.astype(str))
+    assert "| 0.5 ± 0.5 | 0.1 ± 0 | 0.2 ± 0 | 0.00 | 0.1 | chaotic 1/2, fixed point 1/2 |" in \
+        sweep.sweep_table(ds, ["explode"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,6 +389,12 @@ def test_run_grid_with_a_real_model_records_a_bad_point_and_skips_done_ones(tmp_
     assert [r["status"] for r in recs] == ["done", "failed"]
     assert "hiden_dim" in recs[1]["error"] and "hidden_dim" in recs[1]["error"]   # says what it accepts
     assert all(np.isfinite(recs[0]["scores"][k]) for k in ("D_H", "PE"))
+    # and its free run twice as long, from the first test sample (steps analysed: at least 2 000)
+    from dsident.analysis import VERDICTS
+    late = recs[0]["late"]
+    assert late["regime"] in VERDICTS and late["steps"] == 2000 and "late" not in recs[1]
+    # (a one-epoch model: its D_stsp may be NaN, no generated sample inside the data's box)
+    assert late["regime"] == "diverged" or (np.isfinite(late["D_H"]) and np.isfinite(late["lambda_max"]))
     folder = tmp_path / "points" / runner.point_id(good)
     saved = json.loads((folder / "config.json").read_text())
     assert saved["model_params"]["hidden_dim"] == 4 and "dsident_version" in saved

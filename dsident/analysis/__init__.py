@@ -18,7 +18,7 @@ from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_poin
 from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
                        system_lyapunov_spectrum)
-from .report import VERDICTS, DynamicsReport, analyze_dynamics, dominant_period
+from .report import VERDICTS, DynamicsReport, FreeRunRegime, analyze_dynamics, dominant_period, free_run_regime
 from .system_fixed_points import FixedPointMatch, SystemFixedPoints, match_fixed_points, system_fixed_points
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
@@ -40,6 +40,8 @@ __all__ = [
     "SystemFixedPoints", "system_fixed_points", "FixedPointMatch", "match_fixed_points",
     # one report of a fitted model's free-running dynamics (`dsident analyze`)
     "analyze_dynamics", "DynamicsReport", "VERDICTS", "dominant_period",
+    # the cheap half of it: what a free run settled on (the benchmark asks it of every point)
+    "free_run_regime", "FreeRunRegime",
     # trajectory length (LTC paper)
     "TrajectoryLength", "trajectory_length", "circle_input", "arc_length",
 ]

@@ -24,7 +24,8 @@ from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
 from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum
 
-__all__ = ["DynamicsReport", "analyze_dynamics", "VERDICTS", "dominant_period"]
+__all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
+           "dominant_period"]
 
 #: what :func:`analyze_dynamics` can say about the attractor of the free run
 VERDICTS = ("fixed point", "attracting cycle", "periodic or quasi-periodic", "chaotic", "diverged")
@@ -184,6 +185,94 @@ class DynamicsReport:
         return "\n".join(lines) + "\n"
 
 
+@dataclass
+class FreeRunRegime:
+    """What a model's free run settled on: the verdict and Lyapunov spectrum, without the
+    fixed-point search of :func:`analyze_dynamics` (which builds on it).
+
+    Attributes
+    ----------
+    verdict : str
+        One of :data:`VERDICTS` (rules in :func:`analyze_dynamics`, Notes).
+    lyapunov : ndarray of shape (M,)
+        Exponents per unit of the data's time, largest first; NaN when the run diverged.
+    dt : float
+        Time per model step, in the data's time unit.
+    cycle_period : int or None
+        Steps per turn of an attracting cycle, else None.
+    n_steps, transient : int
+        Steps analysed, and steps run first and discarded.
+    zero_tol : float
+        Per-step tolerance under which an exponent counts as zero.
+    trajectory : xarray.Dataset
+        The analysed run (``x``, ``z`` over ``time``), transient dropped.
+    latent : ndarray of shape (n_steps, M)
+        Its latent states.
+    model, dynamics : object
+        The StateSpaceModel and its latent dynamics module.
+    """
+
+    verdict: str
+    lyapunov: np.ndarray
+    dt: float
+    cycle_period: int | None
+    n_steps: int
+    transient: int
+    zero_tol: float
+    trajectory: xr.Dataset = field(repr=False)
+    latent: np.ndarray = field(repr=False)
+    model: Any = field(repr=False)
+    dynamics: Any = field(repr=False)
+
+    @property
+    def max_lyapunov(self) -> float:
+        """The largest exponent per unit of time (NaN after a divergence)."""
+        return float(self.lyapunov[0]) if self.lyapunov.size else float("nan")
+
+
+def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, z0: Any = None, x0: Any = None,
+                    zero_tol: float | None = None, seed: int = 0) -> FreeRunRegime:
+    """Run a fitted model freely and say what the run settled on (no fixed-point search).
+
+    The cheap half of :func:`analyze_dynamics` (same arguments, same verdict): one free run of
+    ``transient + n_steps`` steps and its Lyapunov spectrum. The benchmark calls it for every
+    point, so that a scored stretch that was only a long transient shows.
+
+    Returns
+    -------
+    FreeRunRegime
+    """
+    n_steps = check_int("n_steps", n_steps, 100)
+    transient = check_int("transient", transient, 0)
+    seed = check_int("seed", seed, 0)
+    if zero_tol is None:
+        zero_tol = 20.0 / n_steps
+    elif not np.isfinite(zero_tol) or zero_tol <= 0:
+        raise ValueError(f"`zero_tol` must be a positive number (per step); got {zero_tol!r}.")
+    ssm = model.model_ if hasattr(model, "model_") else model
+    if not hasattr(ssm, "generate") or not hasattr(ssm, "dynamics"):
+        raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel; got {type(model).__name__}.")
+    dyn, _ = resolve_dynamics(ssm)
+    dt = float(ssm.dt)
+    run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
+    z_all = np.asarray(run["z"].values[0], dtype=float)
+    run = run.isel(time=slice(transient, None))
+    z = z_all[transient:]
+    diverged = not np.isfinite(z_all).all() or bool(run.attrs.get("diverged", 0))
+    if diverged:
+        lam = np.full(int(dyn.latent_dim), np.nan)
+    else:
+        # the same path as the run (same start, same deterministic steps); the transient also lets
+        # the QR tangent vectors align before averaging starts
+        lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient)
+        # QR columns come out largest first only on average: two close exponents can swap
+        lam = np.sort(lam)[::-1]
+    verdict, cycle_period = _verdict(z, lam * dt, zero_tol, diverged)
+    return FreeRunRegime(verdict=verdict, lyapunov=lam, dt=dt, cycle_period=cycle_period, n_steps=n_steps,
+                         transient=transient, zero_tol=float(zero_tol), trajectory=run, latent=z, model=ssm,
+                         dynamics=dyn)
+
+
 def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, max_period: int = 4,
                      n_starts: int = 200, z0: Any = None, x0: Any = None, zero_tol: float | None = None,
                      seed: int = 0, name: str | None = None) -> DynamicsReport:
@@ -227,36 +316,16 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     and "chaotic" if ``λ1 > zero_tol``. A stable cycle of a continuous-time model has ``λ1 = 0``
     and so reads "periodic or quasi-periodic".
     """
-    n_steps = check_int("n_steps", n_steps, 100)
-    transient = check_int("transient", transient, 0)
     max_period = check_int("max_period", max_period, 1)
     n_starts = check_int("n_starts", n_starts, 1)
-    seed = check_int("seed", seed, 0)
-    if zero_tol is None:
-        zero_tol = 20.0 / n_steps
-    elif not np.isfinite(zero_tol) or zero_tol <= 0:
-        raise ValueError(f"`zero_tol` must be a positive number (per step); got {zero_tol!r}.")
-    ssm = model.model_ if hasattr(model, "model_") else model
-    if not hasattr(ssm, "generate") or not hasattr(ssm, "dynamics"):
-        raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel; got {type(model).__name__}.")
-    dyn, _ = resolve_dynamics(ssm)
-    dt = float(ssm.dt)
-    run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
-    z_all = np.asarray(run["z"].values[0], dtype=float)
-    run = run.isel(time=slice(transient, None))
-    z = z_all[transient:]
-    info = {"model": name or type(dyn).__name__, "n_steps": n_steps, "transient": transient,
-            "zero_tol": float(zero_tol), "seed": seed, "max_period": max_period, "latent_dim": int(dyn.latent_dim)}
-    diverged = not np.isfinite(z_all).all() or bool(run.attrs.get("diverged", 0))
-    if diverged:
-        lam = np.full(int(dyn.latent_dim), np.nan)
-    else:
-        # the same path as the run (same start, same deterministic steps); the transient also lets
-        # the QR tangent vectors align before averaging starts
-        lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient)
-        # QR columns come out largest first only on average: two close exponents can swap
-        lam = np.sort(lam)[::-1]
-    verdict, cycle_period = _verdict(z, lam * dt, zero_tol, diverged)
+    regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
+                             seed=seed)
+    ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
+    verdict, cycle_period = regime.verdict, regime.cycle_period
+    dt = regime.dt
+    info = {"model": name or type(dyn).__name__, "n_steps": regime.n_steps, "transient": regime.transient,
+            "zero_tol": regime.zero_tol, "seed": int(seed), "max_period": max_period,
+            "latent_dim": int(dyn.latent_dim)}
     fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed)
     abscissa = None
     if hasattr(dyn, "vector_field") and len(fps):

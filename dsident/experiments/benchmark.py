@@ -5,7 +5,9 @@ defaults table (:mod:`dsident.experiments.config`), runs the grid (:mod:`.runner
 the floor of SPEC-metrics §5 at the evaluation length of each dataset, and writes into ``out``::
 
     results.nc        one entry per grid point (scores, fit time, status, error, configs)
-    results.md        the benchmark table (median ± MAD over seeds, floor and untrained rows)
+    results.md        the benchmark table (median ± MAD over seeds, floor and untrained rows), then
+                      where the free runs end up at twice the evaluation length (verdicts, λ_max
+                      beside the true system's, late-stretch D_stsp; :mod:`.late_run`)
     summary.png       the summary figure
     <dataset>_best.png  attractor / time-series / spectrum figure of the best point per dataset
     <dataset>_dynamics.md, <dataset>_flow.png
@@ -28,11 +30,11 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from .best_dynamics import best_point_dynamics
+from .best_dynamics import best_point_dynamics, true_spectrum
 from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
-from .tables import markdown_table
+from .tables import markdown_table, regime_table
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -138,6 +140,9 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     best = _best_points(results, records)
     verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
+    truth, units = _true_exponents(datasets, out, say)
+    regimes = regime_table(results, truth=truth, unit=units)
+    table += f"\n{regimes}" if regimes else ""
     if figures:
         lines = [best_point_dynamics(d, best[d], out, say=say) for d in datasets if d in best]
         if any(lines):
@@ -258,6 +263,23 @@ def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
         return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
     cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
     return scores
+
+
+def _true_exponents(datasets: Sequence[str], out: Path, say: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """Per dataset, the true system's largest Lyapunov exponent (NaN for a recording or the
+    ECG) and the data's time unit."""
+    from .inputs import load_data
+
+    truth: dict[str, float] = {}
+    units: dict[str, str] = {}
+    for d in datasets:
+        try:
+            spectrum, units[d] = true_spectrum(d, load_data(d, split="test", length=None), out)
+        except Exception as err:   # the table stands without the true row
+            say(f"[dsident] true Lyapunov exponents of {d} not computed: {type(err).__name__}: {err}")
+            continue
+        truth[d] = math.nan if spectrum is None else float(spectrum[0])
+    return truth, units
 
 
 def _best_points(results: xr.Dataset, records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -18,12 +18,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["best_point_dynamics", "analysis_length", "first_observation", "fixed_point_comparison"]
+from .late_run import analysis_length, first_observation
 
-
-def analysis_length(eval_length: int | None) -> int:
-    """Steps of the analysed free run: twice the evaluation length, within [2 000, 20 000]."""
-    return int(min(20_000, max(2_000, 2 * int(eval_length or 10_000))))
+__all__ = ["best_point_dynamics", "fixed_point_comparison", "true_spectrum"]
 
 
 def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say: Any = None) -> str | None:
@@ -65,7 +62,7 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         # start where the evaluation's free runs start (a multistable model may have other attractors)
         report = analyze_dynamics(est, n_steps=n_steps, transient=n_steps // 10, seed=int(cfg.get("seed", 0)),
                                   x0=first_observation(test), name=f"{stem}: {label}")
-        truth, unit = _true_spectrum(dataset, test, Path(out))
+        truth, unit = true_spectrum(dataset, test, Path(out))
         text = report.to_markdown()
         if truth is not None:
             text += (f"\nTrue system: Lyapunov exponents {np.array2string(truth, precision=4)} per {unit}, "
@@ -96,13 +93,6 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
     if fixed_phrase:
         line += f"; {fixed_phrase}"
     return line + f" ({stem}_dynamics.md)"
-
-
-def first_observation(data: Any) -> np.ndarray | None:
-    """The first fully observed sample ``(channel,)`` of the first trial; None if there is none."""
-    x = np.asarray(data["x"].values[0], dtype=float)
-    rows = np.flatnonzero(np.isfinite(x).all(axis=1))
-    return x[rows[0]] if rows.size else None
 
 
 def fixed_point_comparison(test: Any, report: Any) -> tuple[str, str]:
@@ -159,7 +149,7 @@ def _vector(values: np.ndarray) -> str:
     return "(" + ", ".join(f"{v:.3g}" for v in np.asarray(values, float)) + ")"
 
 
-def _true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None, str]:
+def true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None, str]:
     """The true system's spectrum (20 000 sampling steps; cached in ``out``) and the data's time
     unit; None for the spectrum when the data name no deterministic system."""
     from ..analysis import system_lyapunov_spectrum

@@ -148,7 +148,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     -------
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
-        ``error``, ``config``.
+        ``error``, ``config``, and ``late`` (:func:`.late_run.point_regime`: the verdict,
+        largest exponent and late-stretch scores of a free run twice the evaluation length).
     """
     from .inputs import load_data
 
@@ -175,6 +176,7 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         scores, raw, gen = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
                                           return_run=True)
         record["scores"] = scores
+        record["late"] = _late_run(est, test, seed)
         _write_netcdf(raw, tmp / "metrics.nc")
         _write_netcdf(gen, tmp / "generated.nc")
         if keep_model and hasattr(est, "save"):
@@ -192,6 +194,17 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         shutil.rmtree(final)
     tmp.rename(final)
     return record
+
+
+def _late_run(est: Any, test: xr.Dataset, seed: int) -> dict[str, Any]:
+    """The point's free run at twice the evaluation length (:mod:`.late_run`); a failure is
+    recorded in its place, since the scores stand without it."""
+    from .late_run import point_regime
+
+    try:
+        return point_regime(est, test, seed=seed)
+    except Exception as err:
+        return {"regime": None, "reason": f"{type(err).__name__}: {err}"}
 
 
 #: environment variable with the number of torch threads per grid point (set by the CLI)
@@ -364,7 +377,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     """The records as an ``xarray.Dataset`` over dim ``point`` (NetCDF-ready).
 
     Variables: ``D_stsp``, ``D_H``, ``PE``, ``diverged``, ``fit_time`` (seconds), ``status``,
-    ``error``; coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
+    ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
+    (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
+    ``D_H_late``; coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
     entry (read from the top level of each configuration, then from model_params / fit_options).
     """
     from .._version import __version__
@@ -374,6 +389,12 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     for name in ("D_stsp", "D_H", "PE", "diverged"):
         data[name] = ("point", np.array([_num(r.get("scores", {}).get(name)) for r in records], dtype=float))
     data["fit_time"] = ("point", np.array([_num(r.get("fit_time")) for r in records], dtype=float))
+    # the free run at twice the evaluation length (absent in records written before it existed)
+    late = [r.get("late") or {} for r in records]
+    data["regime"] = ("point", np.array([str(v.get("regime") or "") for v in late], dtype=object).astype(str))
+    data["lambda_max"] = ("point", np.array([_num(v.get("lambda_max")) for v in late], dtype=float))
+    data["D_stsp_late"] = ("point", np.array([_num(v.get("D_stsp")) for v in late], dtype=float))
+    data["D_H_late"] = ("point", np.array([_num(v.get("D_H")) for v in late], dtype=float))
     data["status"] = ("point", np.array([str(r.get("status")) for r in records], dtype=object).astype(str))
     data["error"] = ("point", np.array([str(r.get("error") or "") for r in records], dtype=object).astype(str))
     coords: dict[str, Any] = {"point": np.array([str(r.get("point_id")) for r in records], dtype=object).astype(str)}

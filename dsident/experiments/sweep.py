@@ -39,7 +39,7 @@ import xarray as xr
 
 from .config import RUN_KEYS, load_config_file, resolve_config, save_config
 from .runner import records_to_dataset, run_grid, run_point
-from .tables import median_mad, _fmt
+from .tables import median_mad, regime_cell, _fmt
 
 #: keys of a sweep file besides the run configuration
 SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
@@ -357,9 +357,10 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
 
 
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
-    """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD."""
+    """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD, and
+    where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`)."""
     metrics = ("D_stsp", "D_H", "PE", "diverged", "fit_time")
-    header = [*keys, "seeds done", *metrics]
+    header = [*keys, "seeds done", *metrics, "free run (2T)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     n = results.sizes.get("point", 0)
     combos: dict[tuple, list[int]] = {}
@@ -378,6 +379,7 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
             else:
                 cells.append("–" if k == 0 else _fmt(med) if k == 1 or m == "fit_time"
                              else f"{_fmt(med)} ± {_fmt(mad, 2)}")
+        cells.append(regime_cell(results["regime"].values[done]) if "regime" in results else "–")
         lines.append("| " + " | ".join(cells) + " |")
         errors += [f"- failed: {dict(zip(keys, combo))} seed {int(results['seed'].values[i])}: "
                    f"{str(results['error'].values[i]).splitlines()[0][:200]}" for i in idx if i not in done]

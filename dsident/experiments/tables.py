@@ -4,6 +4,9 @@ Cells are median ± MAD over seeds (diverged: the fraction of seeds whose free r
 fit time: median seconds). Extra rows — the floor of SPEC-metrics §5 and an untrained model —
 are passed in as plain score dicts. Failed points are counted and their first error listed
 under the table, so a missing number always has a stated reason.
+
+A second table (:func:`regime_table`) says where each cell's free runs end up when run twice as
+long as the scored stretch (:mod:`.late_run`).
 """
 from __future__ import annotations
 
@@ -125,3 +128,73 @@ def _first_errors(results: xr.Dataset) -> dict[str, str]:
         msg = str(results["error"].values[i]).splitlines()[0] if str(results["error"].values[i]) else "unknown error"
         out.setdefault(key, msg[:300])
     return out
+
+
+#: (column label, variable) of :func:`regime_table`
+REGIME_COLUMNS: tuple[tuple[str, str], ...] = (("free run (2T)", "regime"), ("λ_max", "lambda_max"),
+                                               ("late D_stsp", "D_stsp_late"))
+
+
+def regime_cell(regimes: Sequence[str]) -> str:
+    """Count the verdicts of a cell's seeds, most common first: ``"chaotic 2/3, fixed point 1/3"``."""
+    given = [str(r) for r in regimes if str(r)]
+    if not given:
+        return "–"
+    kinds, counts = np.unique(given, return_counts=True)
+    order = sorted(range(len(kinds)), key=lambda i: (-counts[i], kinds[i]))
+    return ", ".join(f"{kinds[i]} {counts[i]}/{len(given)}" for i in order)
+
+
+def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = None,
+                 unit: Mapping[str, str] | None = None) -> str:
+    """Where each cell's free runs end up: verdicts, largest exponent and late-stretch D_stsp.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`dsident.experiments.runner.records_to_dataset` (variables ``regime``,
+        ``lambda_max``, ``D_stsp_late``).
+    truth : mapping, optional
+        ``dataset -> largest Lyapunov exponent of the true system`` (per its time unit), shown
+        in a first row.
+    unit : mapping, optional
+        ``dataset -> time unit`` of the exponents, for the notes.
+
+    Returns
+    -------
+    str
+        Markdown (empty when no point was analysed): one row per model × inference, per dataset
+        the verdict counts, the median λ_max and the late D_stsp median ± MAD. A late D_stsp well
+        above the scored one means the scored stretch was a transient.
+    """
+    if results.sizes.get("point", 0) == 0 or "regime" not in results or not np.any(results["regime"].values != ""):
+        return ""
+    done = results["status"].values == "done"
+    datasets = sorted(set(results["dataset"].values[done]))
+    header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab, _ in REGIME_COLUMNS]
+    lines = ["### Free runs at twice the evaluation length (did they stay?)", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    if truth:
+        cells = ["*true system*"]
+        for d in datasets:
+            lam = truth.get(d, math.nan)
+            cells += ["–", _fmt(lam) if lam is not None and math.isfinite(lam) else "–", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    for model, method in sorted(set(zip(results["model"].values[done], results["method"].values[done]))):
+        cells = [f"{model} × {method}"]
+        for d in datasets:
+            sel = done & (results["model"].values == model) & (results["method"].values == method) & \
+                  (results["dataset"].values == d)
+            if not sel.any():
+                cells += ["n/a"] * len(REGIME_COLUMNS)
+                continue
+            lam, _, n = median_mad(results["lambda_max"].values[sel])
+            cells += [regime_cell(results["regime"].values[sel]), "–" if n == 0 else _fmt(lam),
+                      _cell(results["D_stsp_late"].values[sel], "D_stsp_late")]
+        lines.append("| " + " | ".join(cells) + " |")
+    units = ", ".join(f"{d} per {u}" for d, u in (unit or {}).items() if d in datasets)
+    lines += ["", "- each point runs freely from the first test sample for twice the evaluation length "
+              "(T): the verdict and λ_max (median over seeds" + (f"; {units}" if units else "")
+              + ") are of that run, late D_stsp compares its steps [1.25 T, 2.25 T) with the same T test "
+              "samples (scored: [0.25 T, 1.25 T))"]
+    return "\n".join(lines) + "\n"

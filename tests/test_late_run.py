@@ -1,0 +1,112 @@
+"""The free run beyond the scored stretch (dsident.experiments.late_run) and its table."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dsident import metrics
+from dsident.analysis import VERDICTS, free_run_regime
+from dsident.data.container import as_dataset
+from dsident.dynamics.base import LatentDynamics
+from dsident.experiments import runner, tables
+from dsident.experiments.late_run import LATE_BURN_IN, analysis_length, point_regime
+from dsident.model import StateSpaceModel
+from dsident.observations import Gaussian
+
+
+class DampedRotation(LatentDynamics):
+    """z' = r R(θ) z (test-local): a spiral into 0 with both exponents log r per step."""
+
+    def __init__(self, latent_dim: int = 2, r: float = 0.98, theta: float = 0.3) -> None:
+        super().__init__()
+        self.latent_dim, self.r, self.theta = latent_dim, r, theta
+
+    def step(self, z, u=None, dt=None):
+        c, s = math.cos(self.theta), math.sin(self.theta)
+        return self.r * torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+
+
+def _spiral(r=0.98, dt=0.5):
+    return StateSpaceModel(DampedRotation(r=r), Gaussian(2, 2, readout="identity"), dt=dt).double()
+
+
+def _circle(n=1000, dt=0.5):
+    t = np.arange(n) * 0.3
+    return as_dataset(np.stack([np.cos(t), np.sin(t)], axis=1), dt=dt)
+
+
+def test_late_stretch_is_steps_one_and_a_quarter_to_two_and_a_quarter_T_and_the_exponent_is_log_r():
+    # r = 0.999: log r = -1e-3 per step, within the zero tolerance 20 / 2000, and not still yet
+    model, test = _spiral(r=0.999), _circle()
+    late = point_regime(model, test, seed=0)
+    assert late["regime"] == "periodic or quasi-periodic" and late["steps"] == analysis_length(1000) == 2000
+    assert late["lambda_max"] == pytest.approx(math.log(0.999) / 0.5, rel=1e-6)
+    # the same window cut by hand from one long run from the first test sample
+    x = test["x"].values
+    t = x.shape[1]
+    burn = int(math.floor(LATE_BURN_IN * t))
+    run = model.generate(burn + t, x0=x[:, 0], seed=0)["x"].values
+    by_hand = metrics.state_space_divergence(x, run[:, burn:burn + t])
+    assert late["D_stsp"] == pytest.approx(float(by_hand), rel=1e-9)
+    # the scored window [T/4, 5T/4) is another stretch of the same run, and the spiral is wider there
+    scored = float(metrics.evaluate(model, test, seed=0)["state_space_divergence"])
+    assert late["D_stsp"] >= scored and late["D_stsp"] != pytest.approx(scored)
+
+
+def test_a_fast_spiral_stands_still_by_the_end_with_both_exponents_log_r():
+    regime = free_run_regime(_spiral(r=0.98), n_steps=2000, transient=200, x0=np.array([1.0, 0.0]))
+    assert regime.verdict == "fixed point" and regime.verdict in VERDICTS and regime.cycle_period is None
+    np.testing.assert_allclose(regime.lyapunov, [math.log(0.98) / 0.5] * 2, rtol=1e-6)
+    assert regime.latent.shape == (2000, 2) and regime.trajectory.sizes["time"] == 2000
+
+
+def test_data_with_inputs_are_not_analysed_and_say_why():
+    test = as_dataset(np.random.default_rng(0).normal(size=(300, 2)), dt=0.5, u=np.zeros((300, 1)))
+    late = point_regime(_spiral(), test)
+    assert late["regime"] is None and "inputs" in late["reason"] and math.isnan(late["D_stsp"])
+
+
+def test_a_test_stretch_without_a_full_sample_is_refused_by_name():
+    x = np.full((300, 2), np.nan)
+    x[::2, 0] = 1.0                        # never both channels at once
+    with pytest.raises(ValueError, match="`test`"):
+        point_regime(_spiral(), as_dataset(x, dt=0.5))
+
+
+def test_regime_cell_counts_verdicts_most_common_first():
+    assert tables.regime_cell(["chaotic", "fixed point", "chaotic", ""]) == "chaotic 2/3, fixed point 1/3"
+    assert tables.regime_cell(["", ""]) == "–"
+
+
+def _records():
+    recs = []
+    late = [("chaotic", 0.9, 1.0), ("chaotic", 1.1, 3.0), ("fixed point", -0.2, 9.0)]
+    for seed, (verdict, lam, d) in enumerate(late):
+        recs.append({"point_id": f"p{seed}", "status": "done", "fit_time": 1.0,
+                     "config": {"dataset": "lorenz63", "model": "rplrnn", "method": "teacher-forcing", "seed": seed},
+                     "scores": {"D_stsp": 1.0, "D_H": 0.1, "PE": 0.1, "diverged": 0.0},
+                     "late": {"regime": verdict, "lambda_max": lam, "D_stsp": d, "D_H": 0.1}})
+    recs.append({"point_id": "old", "status": "done", "fit_time": 1.0,       # written before late runs existed
+                 "config": {"dataset": "lorenz63", "model": "shplrnn", "method": "bptt", "seed": 0},
+                 "scores": {"D_stsp": 1.0, "D_H": 0.1, "PE": 0.1, "diverged": 0.0}})
+    return runner.records_to_dataset(recs)
+
+
+def test_regime_table_gives_counts_median_exponent_and_late_score_with_the_true_row():
+    results = _records()
+    assert list(results["regime"].values) == ["chaotic", "chaotic", "fixed point", ""]
+    text = tables.regime_table(results, truth={"lorenz63": 0.906}, unit={"lorenz63": "time unit"})
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    row = rows["| rplrnn × teacher-forcing"]
+    # λ_max median 0.9 of (-0.2, 0.9, 1.1); late D_stsp median 3 ± MAD 2 of (1, 3, 9)
+    assert "chaotic 2/3, fixed point 1/3" in row and "| 0.9 |" in row and "3 ± 2" in row
+    assert "| – | – | – |" in rows["| shplrnn × bptt"] and "0.906" in rows["| *true system*"]
+    assert "per time unit" in text
+
+
+def test_regime_table_is_empty_when_no_point_was_analysed():
+    results = _records().isel(point=[3])
+    assert tables.regime_table(results) == ""
