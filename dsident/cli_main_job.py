@@ -268,9 +268,10 @@ def _plot_history(history, path: Path) -> None:
 
 
 def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:
-    """Score ``model`` on ``test``; write metrics.nc, generated.nc and the figures; return text lines."""
+    """Score ``model`` on ``test``, then run it twice as far (:mod:`dsident.experiments.late_run`);
+    write metrics.nc, generated.nc and the figures; return text lines."""
     from . import plotting
-    from .experiments.runner import _write_netcdf
+    from .experiments.runner import _late_run, _write_netcdf
     from .experiments.scoring import evaluate_model
 
     seed = int(cfg.get("seed", 0))
@@ -284,10 +285,22 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if test.sizes["channel"] >= 2:
         plotting.plot_attractor(test, gen, title=label, save=out / "attractor.png")
     pe = int(cfg.get("pe_steps", 20))
-    return ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
-            f"| test ({test.sizes['time']} samples) | " + " | ".join(
-                "–" if not math.isfinite(scores[k]) else f"{scores[k]:.4g}" for k in ("D_stsp", "D_H", "PE", "diverged"))
-            + " |", "", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
+    lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
+             f"| test ({test.sizes['time']} samples) | " + " | ".join(
+                 _fmt4(scores[k]) for k in ("D_stsp", "D_H", "PE", "diverged")) + " |"]
+    late = _late_run(model, test, seed)
+    if late.get("regime"):
+        lines += [f"| late stretch [1.25 T, 2.25 T) | {_fmt4(late['D_stsp'])} | {_fmt4(late['D_H'])} | – | – |", "",
+                  f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "
+                  f"λ_max = {_fmt4(late['lambda_max'])} per time unit (a late D_stsp well above the scored "
+                  "one means the scored stretch was a transient)"]
+    elif late.get("reason"):
+        lines += ["", f"- late free run not analysed: {late['reason']}"]
+    return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
+
+
+def _fmt4(value: float) -> str:
+    return "–" if not math.isfinite(value) else f"{value:.4g}"
 
 
 # ---------------------------------------------------------------------------------------------

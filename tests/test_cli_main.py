@@ -44,8 +44,16 @@ def test_evaluate_scores_the_saved_model(fitted, tmp_path):
     assert main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--out", str(out)]) == 0
     ds = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
     assert json.loads(ds.attrs["data_length"]) == [250]
-    assert "| D_stsp |" in (out / "metrics.md").read_text()
-    assert _png(out / "reconstruction.png")
+    text = (out / "metrics.md").read_text()
+    assert "| D_stsp |" in text and _png(out / "reconstruction.png")
+    # the model also runs twice as far (at least 2 000 steps) from the first test sample
+    from dsident.analysis import free_run_regime
+    from dsident.cli_main_job import load_fitted
+    from dsident.experiments.inputs import load_data
+    est, _ = load_fitted(fitted)
+    x0 = load_data("lorenz63", split="test", length=250)["x"].values[0, 0]
+    verdict = free_run_regime(est, n_steps=2000, transient=200, x0=x0, seed=0).verdict
+    assert "| late stretch [1.25 T, 2.25 T) |" in text and f"free run of 2000 steps from the first test sample: **{verdict}**" in text
 
 
 def test_generate_writes_the_requested_number_of_steps(fitted, tmp_path):
