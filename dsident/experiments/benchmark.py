@@ -34,7 +34,8 @@ from .best_dynamics import best_point_dynamics, true_spectrum
 from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
-from .tables import markdown_table, regime_table
+from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, is_reconstruction, markdown_table,
+                     regime_table)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -136,7 +137,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
              *(f"{m}: not available ({e.error})" for m, e in entries.items()
                if not e.available and m in (grid.get("models") or DEFAULT_MODELS))]
     table = markdown_table(results, extra_rows=extra, pe_steps=pe,
-                           title="dsident benchmark" + (" (--quick)" if quick else ""), notes=notes)
+                           title="dsident benchmark" + (" (--quick)" if quick else ""), notes=notes, floor=floors)
     best = _best_points(results, records)
     verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
@@ -303,12 +304,13 @@ def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float])
         return f"**{dataset}: no finished fit** — see the failures above."
     s, f = best["scores"], floor.get("D_stsp", math.nan)
     ratio = s["D_stsp"] / f if math.isfinite(f) and f > 0 else math.nan
-    ok = math.isfinite(ratio) and ratio <= 3.0 and s["D_H"] <= 0.15
+    ok = is_reconstruction(s["D_stsp"], s["D_H"], f)
     cfg = best["config"]
+    rule = f"D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× floor, D_H ≤ {RECONSTRUCTION_MAX_DH:g}"
     return (f"**{dataset}: best {cfg['model']} × {cfg['method']} (seed {cfg['seed']}): "
             f"D_stsp = {s['D_stsp']:.3g} ({ratio:.2f}× the floor {f:.3g}), D_H = {s['D_H']:.3g} — "
-            + ("a real reconstruction (D_stsp ≤ 3× floor, D_H ≤ 0.15).**" if ok else
-               "NOT yet a reconstruction by the criterion D_stsp ≤ 3× floor and D_H ≤ 0.15.**"))
+            + (f"a real reconstruction ({rule}).**" if ok else
+               f"NOT yet a reconstruction by the criterion {rule.replace(', ', ' and ')}.**"))
 
 
 def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dict[str, dict[str, Any]],

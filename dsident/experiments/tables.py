@@ -16,6 +16,19 @@ from typing import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+#: what counts as a reconstruction (issue #9): median D_stsp within this many floors ...
+RECONSTRUCTION_FLOOR_RATIO = 3.0
+#: ... and median D_H at most this
+RECONSTRUCTION_MAX_DH = 0.15
+
+
+def is_reconstruction(d_stsp: float, d_h: float, floor_d_stsp: float) -> bool:
+    """D_stsp ≤ 3× the floor's and D_H ≤ 0.15 (NaN anywhere: False)."""
+    ratio = d_stsp / floor_d_stsp if math.isfinite(floor_d_stsp) and floor_d_stsp > 0 else math.nan
+    return bool(math.isfinite(ratio) and ratio <= RECONSTRUCTION_FLOOR_RATIO and math.isfinite(d_h)
+                and d_h <= RECONSTRUCTION_MAX_DH)
+
+
 #: (column label, variable in the results dataset)
 COLUMNS: tuple[tuple[str, str], ...] = (("D_stsp", "D_stsp"), ("D_H", "D_H"), ("PE({n})", "PE"),
                                         ("diverged", "diverged"), ("fit time (s)", "fit_time"))
@@ -52,8 +65,13 @@ def _cell(values: np.ndarray, var: str) -> str:
     return _fmt(med) if n == 1 else f"{_fmt(med)} ± {_fmt(mad, 2)}"
 
 
-def summary_rows(results: xr.Dataset) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
-    """``(model, method) -> dataset -> variable name -> cell text`` from a results dataset."""
+def summary_rows(results: xr.Dataset, floor: Mapping[str, Mapping[str, float]] | None = None
+                 ) -> dict[tuple[str, str], dict[str, dict[str, str]]]:
+    """``(model, method) -> dataset -> variable name -> cell text`` from a results dataset.
+
+    With ``floor`` (``dataset -> {"D_stsp": ..}``), a D_stsp cell adds its median's multiple of
+    the floor, and a ✓ when the cell is a reconstruction (:func:`is_reconstruction` of the medians).
+    """
     rows: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
     if results.sizes.get("point", 0) == 0:
         return rows
@@ -65,6 +83,10 @@ def summary_rows(results: xr.Dataset) -> dict[tuple[str, str], dict[str, dict[st
         cells = {}
         for _, var in COLUMNS:
             cells[var] = _cell(results[var].values[sel & done], var)
+        floor_d = float((floor or {}).get(str(dataset), {}).get("D_stsp", math.nan))
+        d_med, d_h = (median_mad(results[v].values[sel & done])[0] for v in ("D_stsp", "D_H"))
+        if math.isfinite(d_med) and math.isfinite(floor_d) and floor_d > 0:
+            cells["D_stsp"] += f" ({d_med / floor_d:.1f}×{' ✓' if is_reconstruction(d_med, d_h, floor_d) else ''})"
         n_total, n_done = int(sel.sum()), int((sel & done).sum())
         if n_done < n_total:
             cells["D_stsp"] += f" ({n_total - n_done}/{n_total} failed)"
@@ -73,7 +95,8 @@ def summary_rows(results: xr.Dataset) -> dict[tuple[str, str], dict[str, dict[st
 
 
 def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-                   pe_steps: int = 20, title: str | None = None, notes: Sequence[str] = ()) -> str:
+                   pe_steps: int = 20, title: str | None = None, notes: Sequence[str] = (),
+                   floor: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """The benchmark table as Markdown.
 
     Parameters
@@ -89,8 +112,11 @@ def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str,
         A heading line.
     notes : sequence of str
         Lines printed under the table (settings, caveats).
+    floor : mapping, optional
+        ``dataset -> {"D_stsp": ..}``: each D_stsp cell then says its multiple of the floor and
+        marks a reconstruction with ✓ (:func:`summary_rows`).
     """
-    rows = summary_rows(results)
+    rows = summary_rows(results, floor)
     datasets = sorted({d for r in rows.values() for d in r} | {d for r in (extra_rows or {}).values() for d in r})
     labels = [lab.format(n=pe_steps) for lab, _ in COLUMNS]
     header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab in labels]
@@ -114,6 +140,9 @@ def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str,
     errors = _first_errors(results)
     if errors or notes:
         lines.append("")
+    if floor:
+        notes = [*notes, f"(k×): the median D_stsp over the floor's; ✓: a reconstruction, D_stsp ≤ "
+                         f"{RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g} (medians)"]
     lines += [f"- {n}" for n in notes]
     lines += [f"- failed: {key}: {err}" for key, err in errors.items()]
     return "\n".join(lines) + "\n"
