@@ -201,6 +201,21 @@ def test_rfwp_latent_layout_and_delta_rule_keeps_fast_weights_bounded():
     assert float(hebb.split_latent(traj_h[:, -1])[1].abs().max()) > float(w.abs().max())
 
 
+def test_rfwp_tau_fast_scales_only_the_fast_weight_part_of_the_vector_field():
+    gen = torch.Generator().manual_seed(3)
+    base = RecurrentFWP(4, 1, n_heads=2, tau=0.5, seed=1).double()
+    slow = RecurrentFWP(4, 1, n_heads=2, tau=0.5, tau_fast=2.0, seed=1).double()
+    z = torch.randn(3, base.latent_dim, generator=gen, dtype=F64)
+    u = torch.randn(3, 1, generator=gen, dtype=F64)
+    f, g = base.vector_field(z, u), slow.vector_field(z, u)
+    torch.testing.assert_close(g[:, :4], f[:, :4])                  # the state keeps tau
+    torch.testing.assert_close(g[:, 4:], f[:, 4:] * 0.5 / 2.0)      # the fast weights: tau / tau_fast
+    assert slow.config()["tau_fast"] == 2.0 and base.config()["tau_fast"] is None
+    for bad in (0.0, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="tau_fast"):
+            RecurrentFWP(4, tau_fast=bad)
+
+
 def _normalization_circuit(n, seed, gain=0.7):
     model = ORGaNICs(n, 3, seed=seed).double()
     logit = math.log(gain / (1 - gain))

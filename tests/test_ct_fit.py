@@ -76,3 +76,17 @@ def test_save_and_load_keep_the_wrapped_observation(lorenz_window, tmp_path):
     assert isinstance(back.model_.observation, LatentFeatureObservation)
     a, b = est.generate(20, seed=3), back.generate(20, seed=3)
     assert np.allclose(a["x"].values, b["x"].values) and np.allclose(a["z"].values, b["z"].values)
+
+
+def test_rfwp_tau_fast_reaches_the_dynamics_and_survives_save_and_load(lorenz_window, tmp_path):
+    est = RecurrentFWP(4, n_heads=2, hidden_dim=8, tau=0.02, tau_fast=0.3, seed=0).fit(
+        lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
+    assert est.model_.dynamics.tau == 0.02 and est.model_.dynamics.tau_fast == 0.3
+    est.save(tmp_path / "rfwp")
+    back = RecurrentFWP.load(tmp_path / "rfwp")
+    assert back.model_.dynamics.tau_fast == 0.3 and back.tau_fast == 0.3
+    np.testing.assert_allclose(back.generate(20, seed=1)["x"].values, est.generate(20, seed=1)["x"].values)
+    # tau=None is the sampling step; tau_fast=None follows tau
+    default = RecurrentFWP(4, n_heads=2, hidden_dim=8, seed=0).fit(lorenz_window, method="bptt",
+                                                                   **{**OPTIONS, "n_epochs": 1})
+    assert default.model_.dynamics.tau == 0.01 and default.model_.dynamics.tau_fast is None

@@ -53,7 +53,11 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
     hidden_dim : int
         Width of the hidden layer of the state's vector field.
     tau : float
-        Time constant of both the state and the fast weights, in time units.
+        Time constant of the state (and of the fast weights unless ``tau_fast`` is given), in
+        time units.
+    tau_fast : float or None
+        Time constant of the fast weights, in time units; None uses ``tau``. A larger value
+        gives the fast weights a memory longer than the state's own time scale.
     method : str
         Solver (:data:`dsident.dynamics.solvers.SOLVERS`); RK4 by default.
     n_substeps : int
@@ -77,14 +81,16 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
 
     .. math::
 
-        \tau \dot W_h = \beta_h \begin{cases}
+        \tau_f \dot W_h = \beta_h \begin{cases}
             (v_h - W_h k_h) k_h^\top & \text{delta}\\
             v_h k_h^\top & \text{Hebb}\\
             v_h (k_h - W_h^\top v_h)^\top & \text{Oja}\end{cases}
         \qquad
         \tau \dot y = -y + A_2 \tanh\big(A_1 [y; \mathrm{concat}_h W_h q_h; u] + a_1\big) + a_2
 
-    The initial fast weights are zero (the paper's ``W_0 = 0``). The Jacobian uses autograd
+    with ``tau_f = tau_fast`` (default ``tau``). The paper has no time constants (``tau = 1``
+    in its time unit); ours set the model's time scale in the data's. The initial fast weights
+    are zero (the paper's ``W_0 = 0``). The Jacobian uses autograd
     (the softmax/outer-product chain has no compact closed form worth maintaining).
 
     References
@@ -93,8 +99,8 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
     """
 
     def __init__(self, state_dim: int, input_dim: int = 0, *, n_heads: int = 4, head_dim: int | None = None,
-                 rule: str = "delta", hidden_dim: int = 64, tau: float = 1.0, method: str = "rk4",
-                 n_substeps: int = 1, seed: int | None = None) -> None:
+                 rule: str = "delta", hidden_dim: int = 64, tau: float = 1.0, tau_fast: float | None = None,
+                 method: str = "rk4", n_substeps: int = 1, seed: int | None = None) -> None:
         super().__init__()
         _check_positive_int("state_dim", state_dim)
         _check_positive_int("input_dim", input_dim, 0)
@@ -105,8 +111,10 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
             _check_positive_int("head_dim", head_dim)
         _check_choice("rule", rule, RULES)
         check_method(method)
-        if not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau <= 0:
-            raise ValueError(f"`tau` must be a positive number (time units); got {tau!r}.")
+        for name, value in (("tau", tau), ("tau_fast", 1.0 if tau_fast is None else tau_fast)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive number (time units); got {value!r}.")
+        self.tau_fast = None if tau_fast is None else float(tau_fast)
         self.state_dim, self.input_dim, self.n_heads, self.head_dim = state_dim, input_dim, n_heads, head_dim
         self.rule, self.hidden_dim, self.tau = rule, hidden_dim, float(tau)
         self.method, self.n_substeps, self.seed = method, n_substeps, seed
@@ -152,4 +160,5 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
         read = (w @ q[..., None])[..., 0].reshape(bsz, h * d)
         parts = [y, read] if uu is None else [y, read, uu]
         dy = -y + self.output(torch.tanh(self.hidden(torch.cat(parts, dim=-1))))
-        return torch.cat([dy, dw.reshape(bsz, -1)], dim=-1) / self.tau
+        tau_fast = self.tau if self.tau_fast is None else self.tau_fast
+        return torch.cat([dy / self.tau, dw.reshape(bsz, -1) / tau_fast], dim=-1)

@@ -286,6 +286,8 @@ class RecurrentFWP(_ContinuousTimeEstimator):
     hidden_dim : int, default 64
     tau : float or None, default None
         Time constant in the data's time unit; None uses the sampling step.
+    tau_fast : float or None, default None
+        Time constant of the fast weights in the data's time unit; None uses ``tau``.
     solver : str, default "rk4"
     n_substeps : int, default 1
     fast_weight_noise : float, default 1e-3
@@ -299,8 +301,8 @@ class RecurrentFWP(_ContinuousTimeEstimator):
     _feature_transfer: ClassVar[str | None] = "identity"
 
     def __init__(self, latent_dim: int = 16, *, n_heads: int = 4, head_dim: int | None = None, rule: str = "delta",
-                 hidden_dim: int = 64, tau: float | None = None, solver: str = "rk4", n_substeps: int = 1,
-                 fast_weight_noise: float = 1e-3, observation: Any = "gaussian", readout: str = "linear",
+                 hidden_dim: int = 64, tau: float | None = None, tau_fast: float | None = None, solver: str = "rk4",
+                 n_substeps: int = 1, fast_weight_noise: float = 1e-3, observation: Any = "gaussian", readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
@@ -309,6 +311,7 @@ class RecurrentFWP(_ContinuousTimeEstimator):
         self.rule = rule
         self.hidden_dim = hidden_dim
         self.tau = tau
+        self.tau_fast = tau_fast
         self.solver = solver
         self.n_substeps = n_substeps
         self.fast_weight_noise = fast_weight_noise
@@ -328,7 +331,7 @@ class RecurrentFWP(_ContinuousTimeEstimator):
     def _build_dynamics(self, input_dim: int) -> LatentDynamics:
         return RecurrentFWPDynamics(int(self.latent_dim), input_dim, n_heads=self.n_heads, head_dim=self.head_dim,
                                     rule=self.rule, hidden_dim=self.hidden_dim, tau=self._time_constant(self.tau),
-                                    method=self.solver, n_substeps=self.n_substeps, seed=self.seed)
+                                    tau_fast=self.tau_fast, method=self.solver, n_substeps=self.n_substeps, seed=self.seed)
 
     def fit(self, data: Any, method: str | None = None, **engine_options: Any) -> "RecurrentFWP":
         """Fit (see :meth:`LatentModelEstimator.fit`) with process noise on the vector part only."""
