@@ -94,6 +94,8 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:     R peaks of the data's height; ORGaNICs with the Lorenz-63 cell's recipe 13.6, with slow
 #:     modulators 10.3 / 11.2 (D_H 0.80 / 0.51, an oscillation 2-6× too large); on the bursting
 #:     neuron that recipe trained unstably (NaN loss) or gave no spikes (13.95). No cell.
+#:     Session 10: that ODE-RFWP with a slower fast-weight memory (tau_fast 35 / 175 samples,
+#:     seed 0): 10.5 / 13.9, both free runs end at a fixed point. No cell.
 #: `--method` / `--methods` still pick any method.
 DATASET_METHODS: dict[tuple[str, str], str] = {
     ("lorenz63", "rplrnn"): "teacher-forcing",
