@@ -147,12 +147,12 @@ def test_d_stsp_cells_say_their_multiple_of_the_floor_and_mark_a_reconstruction(
     results = _fake_results()
     row = lambda text: next(line for line in text.splitlines() if line.startswith("| shplrnn × teacher-forcing"))
     # 2 / 0.8 = 2.5 floors, but D_H 0.2 > 0.15: no mark
-    assert "| 2 ± 1 (2.5×) |" in row(tables.markdown_table(results, floor={"lorenz63": {"D_stsp": 0.8}}))
+    assert "| 2 ± 1 (2.50×) |" in row(tables.markdown_table(results, floor={"lorenz63": {"D_stsp": 0.8}}))
     # 2 / 0.5 = 4 floors: no mark either
-    assert "(4.0×)" in row(tables.markdown_table(results, floor={"lorenz63": {"D_stsp": 0.5}}))
+    assert "(4.00×)" in row(tables.markdown_table(results, floor={"lorenz63": {"D_stsp": 0.5}}))
     results["D_H"].values[:3] = [0.05, 0.1, 0.3]       # median 0.1
     text = tables.markdown_table(results, floor={"lorenz63": {"D_stsp": 0.8}})
-    assert "| 2 ± 1 (2.5× ✓) |" in row(text) and "✓: a reconstruction" in text
+    assert "| 2 ± 1 (2.50× ✓) |" in row(text) and "✓: a reconstruction" in text
     assert tables.is_reconstruction(3.0, 0.15, 1.0) and not tables.is_reconstruction(3.01, 0.1, 1.0)
     assert not tables.is_reconstruction(1.0, float("nan"), 1.0) and not tables.is_reconstruction(1.0, 0.1, float("nan"))
     # without a floor the cells stay plain

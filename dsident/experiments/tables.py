@@ -86,7 +86,7 @@ def summary_rows(results: xr.Dataset, floor: Mapping[str, Mapping[str, float]] |
         floor_d = float((floor or {}).get(str(dataset), {}).get("D_stsp", math.nan))
         d_med, d_h = (median_mad(results[v].values[sel & done])[0] for v in ("D_stsp", "D_H"))
         if math.isfinite(d_med) and math.isfinite(floor_d) and floor_d > 0:
-            cells["D_stsp"] += f" ({d_med / floor_d:.1f}×{' ✓' if is_reconstruction(d_med, d_h, floor_d) else ''})"
+            cells["D_stsp"] += f" ({d_med / floor_d:.2f}×{' ✓' if is_reconstruction(d_med, d_h, floor_d) else ''})"
         n_total, n_done = int(sel.sum()), int((sel & done).sum())
         if n_done < n_total:
             cells["D_stsp"] += f" ({n_total - n_done}/{n_total} failed)"
