@@ -271,7 +271,8 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     """Score ``model`` on ``test``, then run it twice as far (:mod:`dsident.experiments.late_run`);
     write metrics.nc, generated.nc and the figures; return text lines."""
     from . import plotting
-    from .experiments.runner import _late_run, _write_netcdf
+    from .experiments.late_run import late_run_record
+    from .experiments.runner import _write_netcdf
     from .experiments.scoring import evaluate_model
 
     seed = int(cfg.get("seed", 0))
@@ -288,7 +289,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
              f"| test ({test.sizes['time']} samples) | " + " | ".join(
                  _fmt4(scores[k]) for k in ("D_stsp", "D_H", "PE", "diverged")) + " |"]
-    late = _late_run(model, test, seed)
+    late = late_run_record(model, test, seed=seed)
     if late.get("regime"):
         lines += [f"| late stretch [1.25 T, 2.25 T) | {_fmt4(late['D_stsp'])} | {_fmt4(late['D_H'])} | – | – |", "",
                   f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "

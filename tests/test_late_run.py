@@ -12,7 +12,7 @@ from dsident.analysis import VERDICTS, free_run_regime
 from dsident.data.container import as_dataset
 from dsident.dynamics.base import LatentDynamics
 from dsident.experiments import runner, tables
-from dsident.experiments.late_run import LATE_BURN_IN, analysis_length, point_regime
+from dsident.experiments.late_run import LATE_BURN_IN, analysis_length, late_run_record, point_regime
 from dsident.model import StateSpaceModel
 from dsident.observations import Gaussian
 
@@ -74,6 +74,9 @@ def test_a_test_stretch_without_a_full_sample_is_refused_by_name():
     x[::2, 0] = 1.0                        # never both channels at once
     with pytest.raises(ValueError, match="`test`"):
         point_regime(_spiral(), as_dataset(x, dt=0.5))
+    # what a grid point records instead: the reason, and the scores stand
+    record = late_run_record(_spiral(), as_dataset(x, dt=0.5))
+    assert record["regime"] is None and record["reason"].startswith("ValueError: `test`")
 
 
 def test_regime_cell_counts_verdicts_most_common_first():

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["point_regime", "analysis_length", "first_observation", "LATE_BURN_IN"]
+__all__ = ["point_regime", "late_run_record", "analysis_length", "first_observation", "LATE_BURN_IN"]
 
 #: burn-in of the late stretch, in units of the evaluation length T: scored window [1.25 T, 2.25 T)
 LATE_BURN_IN = 1.25
@@ -82,3 +82,12 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
     return {"regime": regime.verdict, "lambda_max": regime.max_lyapunov, "D_stsp": scores["D_stsp"],
             "D_H": scores["D_H"], "steps": n_steps}
 
+
+
+def late_run_record(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, Any]:
+    """:func:`point_regime`, or ``{"regime": None, "reason": ...}`` when it fails: what a grid
+    point and ``dsident fit`` / ``evaluate`` record, since their scores stand without it."""
+    try:
+        return point_regime(model, test, seed=seed)
+    except Exception as err:
+        return {"regime": None, "reason": f"{type(err).__name__}: {err}"}

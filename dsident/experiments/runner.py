@@ -171,12 +171,13 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         est, fit_time, dropped = fit_point(used, train, progress=progress)
         record["fit_time"] = fit_time
         record["config"] = {**used, "dropped_defaults": dropped}
+        from .late_run import late_run_record
         from .scoring import evaluate_model
 
         scores, raw, gen = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
                                           return_run=True)
         record["scores"] = scores
-        record["late"] = _late_run(est, test, seed)
+        record["late"] = late_run_record(est, test, seed=seed)
         _write_netcdf(raw, tmp / "metrics.nc")
         _write_netcdf(gen, tmp / "generated.nc")
         if keep_model and hasattr(est, "save"):
@@ -194,17 +195,6 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         shutil.rmtree(final)
     tmp.rename(final)
     return record
-
-
-def _late_run(est: Any, test: xr.Dataset, seed: int) -> dict[str, Any]:
-    """The point's free run at twice the evaluation length (:mod:`.late_run`); a failure is
-    recorded in its place, since the scores stand without it."""
-    from .late_run import point_regime
-
-    try:
-        return point_regime(est, test, seed=seed)
-    except Exception as err:
-        return {"regime": None, "reason": f"{type(err).__name__}: {err}"}
 
 
 #: environment variable with the number of torch threads per grid point (set by the CLI)
