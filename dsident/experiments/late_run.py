@@ -83,7 +83,6 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
             "D_H": scores["D_H"], "steps": n_steps}
 
 
-
 def late_run_record(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, Any]:
     """:func:`point_regime`, or ``{"regime": None, "reason": ...}`` when it fails: what a grid
     point and ``dsident fit`` / ``evaluate`` record, since their scores stand without it."""
