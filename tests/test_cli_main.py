@@ -189,7 +189,7 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     # where each point's free run ends up at twice the evaluation length, beside the true exponent
     regimes = table.split("### Free runs at twice the evaluation length")[1]
     true_row = next(line for line in regimes.splitlines() if line.startswith("| *true system*"))
-    assert f"{truth[0]:.3g}" in true_row and "/2" in next(line for line in regimes.splitlines()
+    assert f"| chaotic | {truth[0]:.3g} |" in true_row and "/2" in next(line for line in regimes.splitlines()
                                                           if line.startswith("| shplrnn × bptt"))
     assert set(res["regime"].values) <= set(VERDICTS) and res["regime"].values.size == 2
     dynamics = (out / "lorenz63_dynamics.md").read_text()

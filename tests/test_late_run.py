@@ -101,12 +101,16 @@ def _records():
 def test_regime_table_gives_counts_median_exponent_and_late_score_with_the_true_row():
     results = _records()
     assert list(results["regime"].values) == ["chaotic", "chaotic", "fixed point", ""]
-    text = tables.regime_table(results, truth={"lorenz63": 0.906}, unit={"lorenz63": "time unit"})
+    text = tables.regime_table(results, truth={"lorenz63": 0.906}, unit={"lorenz63": "time unit"},
+                               truth_verdict={"lorenz63": "chaotic"})
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| ")}
     row = rows["| rplrnn × teacher-forcing"]
     # λ_max median 0.9 of (-0.2, 0.9, 1.1); late D_stsp median 3 ± MAD 2 of (1, 3, 9)
     assert "chaotic 2/3, fixed point 1/3" in row and "| 0.9 |" in row and "3 ± 2" in row
-    assert "| – | – | – |" in rows["| shplrnn × bptt"] and "0.906" in rows["| *true system*"]
+    assert "| – | – | – |" in rows["| shplrnn × bptt"] and "| chaotic | 0.906 |" in rows["| *true system*"]
+    # without a verdict the true row says only the exponent
+    bare = tables.regime_table(results, truth={"lorenz63": 0.906})
+    assert "| *true system* | – | 0.906 | – |" in bare
     assert "per time unit" in text
 
 

@@ -81,3 +81,50 @@ def test_uncoupled_directions_still_come_out_largest_first():
     np.testing.assert_allclose(full, np.sort(np.log(np.abs(a)))[::-1], rtol=1e-6)
     leading = lyapunov_spectrum(lambda z: a * z, n_exponents=1, **kwargs)
     assert leading[0] == pytest.approx(np.log(0.9), rel=1e-6)
+
+
+def _stuart_landau_step(dt: float, omega: float = 2.0):
+    """The exact time-dt flow of r' = r (1 - r²), θ' = ω: a limit cycle at r = 1 whose
+    exponents are 0 (along the cycle) and -2 (the radial contraction d(r - r³)/dr at r = 1)."""
+    def step(z: np.ndarray) -> np.ndarray:
+        r, theta = np.hypot(z[0], z[1]), np.arctan2(z[1], z[0])
+        e = np.exp(dt)
+        r_next = r * e / np.sqrt(1.0 + r * r * (e * e - 1.0))
+        return r_next * np.array([np.cos(theta + omega * dt), np.sin(theta + omega * dt)])
+    return step
+
+
+@pytest.mark.parametrize("exponents, tol, verdict", [
+    ([0.905, 0.0, -14.57], 0.1, "chaotic"),
+    ([0.0, -2.0], 0.1, "periodic or quasi-periodic"),
+    ([-0.5, -1.0], 0.1, "fixed point"),
+    ([0.1, -1.0], 0.1, "periodic or quasi-periodic"),     # the tolerance itself counts as zero
+    ([-0.1, -1.0], 0.1, "periodic or quasi-periodic"),
+    ([-1.0, 0.101], 0.1, "chaotic"),                      # order does not matter
+])
+def test_spectrum_verdict_reads_the_largest_exponent_against_the_zero_tolerance(exponents, tol, verdict):
+    from dsident.analysis import spectrum_verdict
+
+    assert spectrum_verdict(exponents, zero_tol=tol) == verdict
+
+
+def test_spectrum_verdict_of_computed_spectra_of_a_limit_cycle_a_sink_and_lorenz():
+    from dsident.analysis import spectrum_verdict
+
+    dt, n = 0.05, 4_000
+    cycle = lyapunov_spectrum(_stuart_landau_step(dt), z0=np.array([0.3, 0.0]), n_steps=n, dt=dt, transient=400)
+    assert cycle[0] == pytest.approx(0.0, abs=0.01) and cycle[1] == pytest.approx(-2.0, abs=0.02)
+    assert spectrum_verdict(cycle, zero_tol=20.0 / (n * dt)) == "periodic or quasi-periodic"
+    sink = lyapunov_spectrum(lambda z: np.exp(-0.5 * dt) * z, z0=np.ones(2), n_steps=n, dt=dt, transient=0)
+    assert sink == pytest.approx([-0.5, -0.5]) and spectrum_verdict(sink, zero_tol=20.0 / (n * dt)) == "fixed point"
+    lorenz = lyapunov_spectrum(get_system("lorenz63"), n_steps=5_000, dt=0.01, transient=500)
+    assert spectrum_verdict(lorenz, zero_tol=20.0 / (5_000 * 0.01)) == "chaotic"
+
+
+@pytest.mark.parametrize("exponents, tol, name", [([], 0.1, "exponents"), ([np.nan, 0.0], 0.1, "exponents"),
+                                                  ([0.0], 0.0, "zero_tol"), ([0.0], np.inf, "zero_tol")])
+def test_spectrum_verdict_refuses_bad_input_by_name(exponents, tol, name):
+    from dsident.analysis import spectrum_verdict
+
+    with pytest.raises(ValueError, match=name):
+        spectrum_verdict(exponents, zero_tol=tol)

@@ -17,7 +17,7 @@ from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_poin
                            plrnn_cycles)
 from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
-                       system_lyapunov_spectrum)
+                       spectrum_verdict, system_lyapunov_spectrum)
 from .report import VERDICTS, DynamicsReport, FreeRunRegime, analyze_dynamics, dominant_period, free_run_regime
 from .system_fixed_points import FixedPointMatch, SystemFixedPoints, match_fixed_points, system_fixed_points
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
@@ -34,7 +34,8 @@ __all__ = [
     "ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
     "spectral_abscissa",
     # Lyapunov exponents
-    "lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "max_lyapunov_rosenstein",
+    "lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "spectrum_verdict",
+    "max_lyapunov_rosenstein",
     "RosensteinResult",
     # the true system's fixed points beside a reconstruction's (benchmark sets)
     "SystemFixedPoints", "system_fixed_points", "FixedPointMatch", "match_fixed_points",

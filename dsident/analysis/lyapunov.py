@@ -22,8 +22,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "max_lyapunov_rosenstein",
-           "RosensteinResult"]
+__all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "spectrum_verdict",
+           "max_lyapunov_rosenstein", "RosensteinResult"]
 
 StepFn = Callable[[np.ndarray], np.ndarray]
 
@@ -124,6 +124,44 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         return _qr_map(system, jac, z, k, int(transient), n_steps, dt)
     raise TypeError("`system` must be a fitted estimator, a StateSpaceModel, a System with `rhs` and "
                     f"`jacobian`, or a step function; got {type(system).__name__}.")
+
+
+def spectrum_verdict(exponents: Any, zero_tol: float) -> str:
+    """What a flow's Lyapunov spectrum says about its attractor.
+
+    Parameters
+    ----------
+    exponents : array_like of shape (k,)
+        Lyapunov exponents of a continuous-time system (any order), in the unit of ``zero_tol``
+        (per time unit, or per sampling step for both).
+    zero_tol : float
+        An exponent counts as zero when ``|λ| <= zero_tol``. A spectrum averaged over ``n``
+        steps resolves zero to about ``1 / n`` per step; :func:`dsident.analysis.free_run_regime`
+        uses ``20 / n``.
+
+    Returns
+    -------
+    str
+        "chaotic" if ``λ1 > zero_tol``; "periodic or quasi-periodic" if ``|λ1| <= zero_tol`` (a
+        flow on a limit cycle or torus has a zero exponent along the motion); "fixed point" if
+        ``λ1 < -zero_tol`` (every direction contracts). A discrete-time map's negative ``λ1`` can
+        also mean an attracting cycle, which needs the trajectory to tell
+        (:func:`dsident.analysis.analyze_dynamics`).
+
+    Raises
+    ------
+    ValueError
+        For an empty or non-finite spectrum, or a ``zero_tol`` that is not positive.
+    """
+    lam = np.asarray(exponents, dtype=float).ravel()
+    if lam.size == 0 or not np.isfinite(lam).all():
+        raise ValueError(f"`exponents` must be a non-empty array of finite numbers; got {np.asarray(exponents)!r}.")
+    if not np.isfinite(zero_tol) or zero_tol <= 0:
+        raise ValueError(f"`zero_tol` must be a positive number; got {zero_tol!r}.")
+    lam1 = float(lam.max())
+    if lam1 > zero_tol:
+        return "chaotic"
+    return "periodic or quasi-periodic" if lam1 >= -zero_tol else "fixed point"
 
 
 def kaplan_yorke_dimension(exponents: Any) -> float:

@@ -22,7 +22,7 @@ from ..dynamics.plrnn import PLRNN
 from ..inference.training import check_int
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
-from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum
+from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict
 
 __all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
            "dominant_period"]
@@ -360,7 +360,7 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
             if float(np.abs(tail[k:] - tail[:-k]).max()) <= 1e3 * _STILL_TOL * size:
                 return "attracting cycle", k
         return "attracting cycle", None
-    return ("periodic or quasi-periodic", None) if lam1 <= zero_tol else ("chaotic", None)
+    return spectrum_verdict(lam_per_step, zero_tol), None
 
 
 def _observed(ssm: Any, points: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from .best_dynamics import best_point_dynamics, true_spectrum
+from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
 from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
@@ -141,8 +141,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     best = _best_points(results, records)
     verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
-    truth, units = _true_exponents(datasets, out, say)
-    regimes = regime_table(results, truth=truth, unit=units)
+    truth, units, true_verdicts = _true_exponents(datasets, out, say)
+    regimes = regime_table(results, truth=truth, unit=units, truth_verdict=true_verdicts)
     table += f"\n{regimes}" if regimes else ""
     if figures:
         lines = [best_point_dynamics(d, best[d], out, say=say) for d in datasets if d in best]
@@ -266,21 +266,29 @@ def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
     return scores
 
 
-def _true_exponents(datasets: Sequence[str], out: Path, say: Any) -> tuple[dict[str, float], dict[str, str]]:
+def _true_exponents(datasets: Sequence[str], out: Path,
+                    say: Any) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
     """Per dataset, the true system's largest Lyapunov exponent (NaN for a recording or the
-    ECG) and the data's time unit."""
+    ECG), the data's time unit, and what the true spectrum says of the attractor."""
+    from ..analysis import spectrum_verdict
     from .inputs import load_data
 
     truth: dict[str, float] = {}
     units: dict[str, str] = {}
+    verdicts: dict[str, str] = {}
     for d in datasets:
         try:
-            spectrum, units[d] = true_spectrum(d, load_data(d, split="test", length=None), out)
+            test = load_data(d, split="test", length=None)
+            spectrum, units[d] = true_spectrum(d, test, out)
         except Exception as err:   # the table stands without the true row
             say(f"[dsident] true Lyapunov exponents of {d} not computed: {type(err).__name__}: {err}")
             continue
         truth[d] = math.nan if spectrum is None else float(spectrum[0])
-    return truth, units
+        if spectrum is not None:
+            # the zero tolerance the models' free runs get (20 / steps averaged; true_spectrum
+            # averages 20 000 sampling steps), in the data's time unit
+            verdicts[d] = spectrum_verdict(spectrum, zero_tol=20.0 / (TRUE_SPECTRUM_STEPS * float(test.attrs["dt"])))
+    return truth, units, verdicts
 
 
 def _best_points(results: xr.Dataset, records: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

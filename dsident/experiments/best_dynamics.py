@@ -20,7 +20,7 @@ import numpy as np
 
 from .late_run import analysis_length, first_observation
 
-__all__ = ["best_point_dynamics", "fixed_point_comparison", "true_spectrum"]
+__all__ = ["TRUE_SPECTRUM_STEPS", "best_point_dynamics", "fixed_point_comparison", "true_spectrum"]
 
 
 def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say: Any = None) -> str | None:
@@ -149,9 +149,13 @@ def _vector(values: np.ndarray) -> str:
     return "(" + ", ".join(f"{v:.3g}" for v in np.asarray(values, float)) + ")"
 
 
+#: sampling steps the true system's spectrum is averaged over (system_lyapunov_spectrum's default)
+TRUE_SPECTRUM_STEPS = 20_000
+
+
 def true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None, str]:
-    """The true system's spectrum (20 000 sampling steps; cached in ``out``) and the data's time
-    unit; None for the spectrum when the data name no deterministic system."""
+    """The true system's spectrum (:data:`TRUE_SPECTRUM_STEPS` sampling steps; cached in ``out``)
+    and the data's time unit; None for the spectrum when the data name no deterministic system."""
     from ..analysis import system_lyapunov_spectrum
 
     try:
@@ -164,7 +168,7 @@ def true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None
         values = json.loads(cache.read_text())
         return (None if values is None else np.asarray(values, dtype=float)), unit
     try:
-        truth = system_lyapunov_spectrum(test)
+        truth = system_lyapunov_spectrum(test, duration=TRUE_SPECTRUM_STEPS * float(test.attrs["dt"]))
     except ValueError:          # a recording or a stochastic generator (the ECG): no truth to compare
         truth = None
     cache.write_text(json.dumps(None if truth is None else [float(v) for v in truth]))

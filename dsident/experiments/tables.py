@@ -175,7 +175,7 @@ def regime_cell(regimes: Sequence[str]) -> str:
 
 
 def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = None,
-                 unit: Mapping[str, str] | None = None) -> str:
+                 unit: Mapping[str, str] | None = None, truth_verdict: Mapping[str, str] | None = None) -> str:
     """Where each cell's free runs end up: verdicts, largest exponent and late-stretch D_stsp.
 
     Parameters
@@ -188,6 +188,9 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
         in a first row.
     unit : mapping, optional
         ``dataset -> time unit`` of the exponents, for the notes.
+    truth_verdict : mapping, optional
+        ``dataset -> verdict`` of the true system (from its spectrum,
+        :func:`dsident.analysis.spectrum_verdict`), shown in the first row's verdict column.
 
     Returns
     -------
@@ -203,11 +206,12 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
     header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab, _ in REGIME_COLUMNS]
     lines = ["### Free runs at twice the evaluation length (did they stay?)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    if truth:
+    if truth or truth_verdict:
         cells = ["*true system*"]
         for d in datasets:
-            lam = truth.get(d, math.nan)
-            cells += ["–", _fmt(lam) if lam is not None and math.isfinite(lam) else "–", "–"]
+            lam = (truth or {}).get(d, math.nan)
+            cells += [(truth_verdict or {}).get(d, "–"), _fmt(lam) if lam is not None and math.isfinite(lam) else "–",
+                      "–"]
         lines.append("| " + " | ".join(cells) + " |")
     for model, method in sorted(set(zip(results["model"].values[done], results["method"].values[done]))):
         cells = [f"{model} × {method}"]
