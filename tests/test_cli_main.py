@@ -9,6 +9,7 @@ import xarray as xr
 
 from dsident.analysis import VERDICTS
 from dsident.cli import main
+from dsident.experiments.config import MEASURED, MEASURED_EVAL_LENGTH, PAIR_DEFAULTS
 
 #: a fit that takes a second: the shallow PLRNN, one BPTT epoch on 400 samples
 TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
@@ -207,9 +208,11 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
 
 def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, capsys):
     from dsident.experiments.benchmark import DEFAULT_DATASETS, DEFAULT_MODELS
-    from dsident.experiments.config import PAIR_DEFAULTS, default_method
+    from dsident.experiments.config import default_method
+    from dsident.metrics import floor
 
     out = tmp_path / "never"
+    expected = 0.0
     assert main(["benchmark", "--seeds", "2", "--out", str(out), "--dry-run"]) == 0
     captured = capsys.readouterr()
     text = captured.out
@@ -221,6 +224,30 @@ def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, c
             method = default_method(model, dataset)
             row = next(r for r in rows if r.startswith(f"| {dataset} | {model} | {method} | 0, 1 | 0/2 |"))
             assert ("measured cell" in row) == ((dataset, model, method) in PAIR_DEFAULTS)
+            # what the cell gave when measured, its multiple of a floor computed here, its fit time
+            record = MEASURED.get((dataset, model, method))
+            if record is None:
+                assert "| – | – |" in row
+                continue
+            ratio = record["D_stsp"] / floor(dataset, length=MEASURED_EVAL_LENGTH).attrs["state_space_divergence_mean"]
+            assert f"D_stsp {record['D_stsp']:#.3g} ({float(ratio):.2f}×" in row
+            assert ("✓" in row) == (ratio <= 3 and record["D_H"] <= 0.15)
+            assert f"| {record['fit_time_s']:.0f} s |" in row
+            expected += 2 * record["fit_time_s"]
+    # only the shallow PLRNN on Lorenz-63 reconstructs by the criterion today
+    assert [r.split(" | ")[:2] for r in rows if "✓" in r] == [["| lorenz63", "shplrnn"]]
+    assert f"points: ≈ {expected / 3600:.1f} h with one worker" in text
+
+
+def test_measured_numbers_cover_every_measured_cell_and_vanish_when_settings_change(capsys):
+    from dsident.experiments.config import PRESET_MEASURED, PRESETS
+
+    assert set(MEASURED) == set(PAIR_DEFAULTS)
+    assert set(PRESET_MEASURED["quick"]) == {k for k in PRESETS["quick"] if isinstance(k, tuple)}
+    assert main(["benchmark", "--datasets", "lorenz63", "--models", "gnode", "--latent-dim", "5", "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| lorenz63 | gnode"))
+    assert "| – | – |" in row and "unfinished points: not measured for these settings" in text
 
 
 def test_sweep_verb_from_a_toml_file(tmp_path):

@@ -34,8 +34,8 @@ from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectr
 from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
-from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, is_reconstruction, markdown_table,
-                     regime_table)
+from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
+                     markdown_table, regime_table)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -192,25 +192,92 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         A Markdown table, one row per (dataset, model, method) cell: the seeds, how many of
         them are already finished in ``out`` (a re-run skips those), the training length,
         whether the cell has measured defaults (``PAIR_DEFAULTS``, the cells whose numbers
-        are in the README) or runs on the engines' defaults, and the resolved settings.
+        are in the README) or runs on the engines' defaults, what the cell gave when it was
+        measured (:data:`~dsident.experiments.config.MEASURED`: median D_stsp with its
+        multiple of the floor, D_H, seeds) and its median fit time, and the resolved settings.
+        Under the table, the fitting time the unfinished points are expected to take. A cell
+        whose settings differ from the measured ones (a config file, flags) shows no numbers.
     """
-    from .config import PAIR_DEFAULTS
+    from .config import MEASURED, MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, PRESET_MEASURED
     from .runner import is_done
 
     say = echo or (lambda *a, **k: None)
     _, _, _, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
     preset = PRESETS["quick"] if quick else {}
-    lines = ["| dataset | model | method | seeds | finished | train length | defaults | settings |",
-             "|---|---|---|---|---|---|---|---|"]
+    measured = PRESET_MEASURED["quick"] if quick else MEASURED
+    floors: dict[str, float] = {}
+    lines = [f"| dataset | model | method | seeds | finished | train length | defaults | measured (T = "
+             f"{MEASURED_EVAL_LENGTH}) | fit time | settings |", "|---|---|---|---|---|---|---|---|---|---|"]
+    expected, unknown = 0.0, 0
     for cell in _one_per_cell(configs):
         key = (cell["dataset"], cell["model"], cell["method"])
         points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
-        done = sum(is_done(c, out) for c in points)
+        todo = sum(not is_done(c, out) for c in points)
         tuned = "quick preset" if key in preset else ("measured cell" if key in PAIR_DEFAULTS else "engine defaults")
         settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"]})
+        record = measured.get(key) if _as_measured(cell, quick) else None
+        if record is None:
+            numbers, fit_time = "–", "–"
+            unknown += todo
+        else:
+            if key[0] not in floors:
+                floors[key[0]] = _measured_floor(key[0])
+            numbers = (f"D_stsp {_num3(record['D_stsp'], keep_zeros=True)}"
+                       f"{floor_multiple(record['D_stsp'], record['D_H'], floors[key[0]])}, D_H "
+                       f"{_num3(record['D_H'])}; {int(record['seeds'])} seed{'s' if record['seeds'] != 1 else ''}")
+            fit_time = "–" if not math.isfinite(record["fit_time_s"]) else f"{record['fit_time_s']:.0f} s"
+            if math.isfinite(record["fit_time_s"]):
+                expected += todo * record["fit_time_s"]
+            else:
+                unknown += todo
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {', '.join(str(c['seed']) for c in points)} | "
-                     f"{done}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | `{settings}` |")
+                     f"{len(points) - todo}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | "
+                     f"{numbers} | {fit_time} | `{settings}` |")
+    n_todo = sum(not is_done(c, out) for c in configs)
+    if n_todo == unknown:
+        timing = f"Expected fitting time of the {n_todo} unfinished points: not measured for these settings."
+    else:
+        timing = (f"Expected fitting time of the {n_todo} unfinished points: ≈ {_duration(expected)} with one "
+                  "worker (`--workers N` runs N at once)" + (f", plus {unknown} without a measured time" if unknown
+                                                             else "")
+                  + ". Times were measured with one torch thread on 2 shared cores; the late free run and "
+                  "scoring add ≈ 10-20 s a point.")
+    lines += ["", timing, "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
+              f"(D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g}); "
+              "– not measured with these settings."]
     return "\n".join(lines)
+
+
+def _as_measured(cell: dict[str, Any], quick: bool) -> bool:
+    """Whether a cell runs with the settings its measured numbers were taken with: the resolved
+    defaults of its (dataset, model, method), evaluated at the measured length."""
+    from .config import MEASURED_EVAL_LENGTH
+
+    base = resolve_config(cell["dataset"], cell["model"], cell["method"], preset="quick" if quick else None)
+    same = all(cell.get(k) == base.get(k) for k in ("model_params", "fit_options", "train_length"))
+    return same and cell.get("eval_length") == MEASURED_EVAL_LENGTH
+
+
+def _measured_floor(dataset: str) -> float:
+    """The floor's D_stsp at the measured evaluation length (NaN where there is none)."""
+    from .config import MEASURED_EVAL_LENGTH
+    from .scoring import floor_scores
+
+    try:
+        return float(floor_scores(dataset, eval_length=MEASURED_EVAL_LENGTH)[0]["D_stsp"])
+    except Exception:   # a dataset without a true system: the numbers stand without the multiple
+        return math.nan
+
+
+def _num3(value: float, keep_zeros: bool = False) -> str:
+    return "off grid" if not math.isfinite(value) else f"{value:#.3g}" if keep_zeros else f"{value:.3g}"
+
+
+def _duration(seconds: float) -> str:
+    """A rough duration: "45 s", "12 min", "3.4 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _first(configs: Sequence[dict[str, Any]], dataset: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -415,6 +416,45 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
                         "eval_every": 5, "loss": "mse", "warmup": 20},
     },
 }
+
+#: What each default cell gave when it was measured, so that ``dsident benchmark --dry-run`` can
+#: say before a run what a cell reaches and how long the grid takes: per (dataset, model, method),
+#: the number of seeds, the median D_stsp and D_H on the first :data:`MEASURED_EVAL_LENGTH` test
+#: samples (NaN: the free run settled off the data's grid), and the median fit time in seconds
+#: with one torch thread on 2 cores shared with other fits (an upper bound; NaN: not recorded).
+#: The per-seed numbers are in the comments above each PAIR_DEFAULTS entry and in the README. Only
+#: cells measured with their present settings are listed (the rPLRNN's Laplace-EM was measured
+#: on 100 000 bursting-neuron samples, not the 50 000 its cell now uses).
+MEASURED_EVAL_LENGTH = 10_000
+MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
+    ("lorenz63", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 1.08, "D_H": 0.028, "fit_time_s": 164},
+    ("lorenz63", "rplrnn", "teacher-forcing"): {"seeds": 3, "D_stsp": 4.00, "D_H": 0.16, "fit_time_s": 245},
+    ("lorenz63", "gnode", "teacher-forcing"): {"seeds": 3, "D_stsp": 1.75, "D_H": 0.039, "fit_time_s": 148},
+    ("lorenz63", "gnode", "svi"): {"seeds": 2, "D_stsp": 2.02, "D_H": 0.056, "fit_time_s": 385},
+    ("lorenz63", "ltc", "teacher-forcing"): {"seeds": 3, "D_stsp": 2.33, "D_H": 0.101, "fit_time_s": 613},
+    ("lorenz63", "ltc", "svi"): {"seeds": 1, "D_stsp": math.nan, "D_H": 1.0, "fit_time_s": 268},
+    ("lorenz63", "rfwp", "teacher-forcing"): {"seeds": 3, "D_stsp": 4.69, "D_H": 0.220, "fit_time_s": 315},
+    ("lorenz63", "rfwp", "svi"): {"seeds": 1, "D_stsp": 14.1, "D_H": 0.58, "fit_time_s": 238},
+    ("lorenz63", "organics", "teacher-forcing"): {"seeds": 6, "D_stsp": 8.64, "D_H": 0.280, "fit_time_s": 325},
+    ("lorenz63", "organics", "svi"): {"seeds": 1, "D_stsp": 14.1, "D_H": 1.0, "fit_time_s": 289},
+    ("bursting_neuron", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 1.04, "D_H": 0.137, "fit_time_s": 320},
+    ("bursting_neuron", "gnode", "teacher-forcing"): {"seeds": 5, "D_stsp": 1.69, "D_H": 0.279, "fit_time_s": 865},
+    ("bursting_neuron", "gnode", "svi"): {"seeds": 1, "D_stsp": 11.7, "D_H": 0.255, "fit_time_s": 1319},
+    ("bursting_neuron", "ltc", "teacher-forcing"): {"seeds": 3, "D_stsp": 7.64, "D_H": 0.162, "fit_time_s": 726},
+    ("bursting_neuron", "rfwp", "teacher-forcing"): {"seeds": 4, "D_stsp": 9.12, "D_H": 0.223, "fit_time_s": 934},
+    ("ecg", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 6.78, "D_H": 0.090, "fit_time_s": 280},
+    ("ecg", "gnode", "teacher-forcing"): {"seeds": 3, "D_stsp": 10.2, "D_H": 0.100, "fit_time_s": 455},
+    ("ecg", "rplrnn", "teacher-forcing"): {"seeds": 3, "D_stsp": 13.4, "D_H": 0.25, "fit_time_s": 300},
+}
+
+#: the same for the cells of a preset (``--quick``: 20 000 training samples; the README's main job)
+PRESET_MEASURED: dict[str, dict[tuple[str, str, str], dict[str, float]]] = {
+    "quick": {
+        ("lorenz63", "shplrnn", "bptt"): {"seeds": 1, "D_stsp": 1.05, "D_H": 0.029, "fit_time_s": 43},
+        ("lorenz63", "shplrnn", "teacher-forcing"): {"seeds": 3, "D_stsp": 1.25, "D_H": 0.035, "fit_time_s": 182},
+    },
+}
+
 
 #: named presets applied after the defaults (``--quick``); see :mod:`dsident.experiments.benchmark`.
 #: ``grid`` says which cells the preset runs; ``all`` applies to every cell; a (dataset, model,

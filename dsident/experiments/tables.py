@@ -29,6 +29,14 @@ def is_reconstruction(d_stsp: float, d_h: float, floor_d_stsp: float) -> bool:
                 and d_h <= RECONSTRUCTION_MAX_DH)
 
 
+def floor_multiple(d_stsp: float, d_h: float, floor_d_stsp: float) -> str:
+    """" (2.35× ✓)": a D_stsp's multiple of the floor, with a ✓ for a reconstruction
+    (:func:`is_reconstruction`); empty when either D_stsp or the floor is missing."""
+    if not (math.isfinite(d_stsp) and math.isfinite(floor_d_stsp) and floor_d_stsp > 0):
+        return ""
+    return f" ({d_stsp / floor_d_stsp:.2f}×{' ✓' if is_reconstruction(d_stsp, d_h, floor_d_stsp) else ''})"
+
+
 #: (column label, variable in the results dataset)
 COLUMNS: tuple[tuple[str, str], ...] = (("D_stsp", "D_stsp"), ("D_H", "D_H"), ("PE({n})", "PE"),
                                         ("diverged", "diverged"), ("fit time (s)", "fit_time"))
@@ -85,8 +93,7 @@ def summary_rows(results: xr.Dataset, floor: Mapping[str, Mapping[str, float]] |
             cells[var] = _cell(results[var].values[sel & done], var)
         floor_d = float((floor or {}).get(str(dataset), {}).get("D_stsp", math.nan))
         d_med, d_h = (median_mad(results[v].values[sel & done])[0] for v in ("D_stsp", "D_H"))
-        if math.isfinite(d_med) and math.isfinite(floor_d) and floor_d > 0:
-            cells["D_stsp"] += f" ({d_med / floor_d:.2f}×{' ✓' if is_reconstruction(d_med, d_h, floor_d) else ''})"
+        cells["D_stsp"] += floor_multiple(d_med, d_h, floor_d)
         n_total, n_done = int(sel.sum()), int((sel & done).sum())
         if n_done < n_total:
             cells["D_stsp"] += f" ({n_total - n_done}/{n_total} failed)"
