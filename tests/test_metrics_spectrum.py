@@ -104,3 +104,35 @@ def test_spectrum_mse_of_sinusoids_with_band_split():
     assert norm.total == pytest.approx((a - b) ** 2 / a ** 2, rel=1e-9)
     with pytest.raises(ValueError, match="cutoff"):
         power_spectrum_mse(_cos(30, n), _cos(30, n), fs=fs, cutoff=1500.0)
+
+
+@pytest.mark.parametrize("shape", [(400,), (400, 1), (2, 400, 1), (400, 3)])
+@pytest.mark.parametrize("metric", [
+    power_spectrum_distance,
+    lambda a, b: power_spectrum(a),
+    lambda a, b: power_spectrum_mse(a, b, zscore=True, normalize=True, sigma=2.0),
+    lambda a, b: __import__("dsident.metrics", fromlist=["x"]).state_space_divergence(a, b),
+])
+def test_metrics_leave_their_inputs_untouched(metric, shape):
+    """The spectra are z-scored in a channel-major copy; with one channel that reordering is
+    already contiguous, and the copy must still be made (the caller's data were once
+    standardised in place, among them a teacher-forcing scorer's reference and start sample)."""
+    rng = np.random.default_rng(0)
+    true, generated = rng.normal(3.0, 2.0, shape), rng.normal(-1.0, 0.5, shape)
+    kept_true, kept_generated = true.copy(), generated.copy()
+    if len(shape) == 1 and metric is not power_spectrum_distance:
+        true, generated = true[:, None], generated[:, None]
+        kept_true, kept_generated = kept_true[:, None], kept_generated[:, None]
+    metric(true, generated)
+    np.testing.assert_array_equal(true, kept_true)
+    np.testing.assert_array_equal(generated, kept_generated)
+
+
+def test_a_dataset_is_left_untouched_by_the_power_spectrum_distance():
+    from dsident.data import as_dataset
+
+    rng = np.random.default_rng(1)
+    ds = as_dataset(rng.normal(5.0, 3.0, (300, 1)), dt=0.1)
+    kept = ds["x"].values.copy()
+    power_spectrum_distance(ds, ds["x"].values[0] * 2.0)
+    np.testing.assert_array_equal(ds["x"].values, kept)

@@ -82,8 +82,10 @@ def normalized_power_spectrum(x: np.ndarray, *, sigma: float = 20.0) -> tuple[np
     flat : ndarray of shape (N,) bool
         True for channels with zero variance (no spectrum).
     """
-    # channel-major (channel, trial, time) copy: FFT and smoothing then run over contiguous rows
-    xc = np.ascontiguousarray(np.moveaxis(x, 2, 0))
+    # channel-major (channel, trial, time) copy: FFT and smoothing then run over contiguous rows.
+    # Always a copy: with one channel the moved axes are already contiguous, and
+    # ascontiguousarray would hand back the caller's memory to the in-place z-scoring below.
+    xc = np.array(np.moveaxis(x, 2, 0), dtype=float, order="C", copy=True)
     flat_x = xc.reshape(xc.shape[0], -1)
     mean, std = flat_x.mean(axis=1), flat_x.std(axis=1)
     flat = ~(std > 0)
