@@ -407,7 +407,100 @@ def test_auto_loss_sees_the_gaussian_behind_a_feature_wrapper(name):
     assert not np.allclose(auto["train_loss"], nll["train_loss"])
 
 
+class _Logistic(LatentDynamics):
+    """z' = 4 z (1 - z) (test-local): the logistic map at r = 4, chaotic with λ = log 2 per step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latent_dim, self.input_dim = 1, 0
+
+    def step(self, z, u=None, dt=None):
+        return 4.0 * z * (1.0 - z)
+
+
+class _Rotation(LatentDynamics):
+    """z' = R(0.1) z (test-local): a rotation, both exponents exactly 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latent_dim, self.input_dim = 2, 0
+
+    def step(self, z, u=None, dt=None):
+        c, s = math.cos(0.1), math.sin(0.1)
+        return torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+
+
+@pytest.mark.parametrize("kind", ["chaotic", "periodic"])
+def test_select_regime_scorer_ranks_the_wrong_kind_after_every_right_one(kind):
+    """The logistic map at r = 4 reads "chaotic" and a rotation "periodic or quasi-periodic"
+    (their exponents are log 2 and 0); only the asked-for kind keeps its D_stsp as its score."""
+    from dsident.data import as_dataset
+    from dsident.inference.teacher_forcing import _WRONG_REGIME_OFFSET
+    from dsident.inference.training import TrainingProgress
+
+    z = [0.3]
+    for _ in range(1999):
+        z.append(4.0 * z[-1] * (1.0 - z[-1]))
+    cases = {"chaotic": (StateSpaceModel(_Logistic(), Gaussian(1, 1, readout="identity"), dt=1.0).double(),
+                         as_dataset(np.array(z)[:, None], dt=1.0)),
+             "periodic": (StateSpaceModel(_Rotation(), Gaussian(2, 2, readout="identity"), dt=1.0).double(),
+                          as_dataset(periodic_data(2000, dt=0.1), dt=1.0))}
+    for name, (model, data) in cases.items():
+        scorer = _FreeRunScorer(data, 1000, burn_in=250, regime=kind)
+        result = scorer(model, TrainingProgress())
+        d_stsp = result.values["state_space_divergence"]
+        assert math.isfinite(d_stsp)
+        assert result.values["free_run_regime"] == ("chaotic" if name == "chaotic" else "periodic or quasi-periodic")
+        assert result.score == (d_stsp if name == kind else d_stsp + _WRONG_REGIME_OFFSET)
+        # without select_regime the score is D_stsp and no spectrum is computed
+        plain = _FreeRunScorer(data, 1000, burn_in=250)(model, TrainingProgress())
+        assert plain.score == d_stsp and "free_run_regime" not in plain.values
+
+
+def _scripted_fit(monkeypatch, answer, **kwargs):
+    """A small fit whose free-run verdicts are scripted: ``answer(call index) -> verdict``."""
+    calls = []
+
+    def verdict(self, model, seed):
+        calls.append(len(calls))
+        return answer(len(calls) - 1)
+
+    monkeypatch.setattr(_FreeRunScorer, "verdict", verdict)
+    model = StateSpaceModel(ShallowPLRNN(2, 16, clip=True, seed=1), Gaussian(2, 2, readout="identity"), dt=0.1)
+    history = fit_teacher_forcing(model, periodic_data(), alpha=0.3, seq_len=30, batch_size=8, batches_per_epoch=5,
+                                  n_epochs=8, lr=1e-2, optimizer="adam", eval_every=2, eval_steps=300, seed=0,
+                                  progress=False, **kwargs)
+    return model, history
+
+
+def test_select_regime_keeps_the_best_run_of_the_asked_for_kind_else_the_best_run(monkeypatch):
+    from dsident.data import as_dataset
+
+    _, plain = _scripted_fit(monkeypatch, lambda i: "chaotic")
+    scores = np.array(plain["state_space_divergence"])
+    finite = np.flatnonzero(np.isfinite(scores))
+    assert finite.size >= 2 and "regime_fallback" not in plain
+    # only the worst finite run (a verdict is asked for finite runs only, in order) has the kind
+    worst = int(finite[np.argmax(scores[finite])])
+    call_of_worst = int(np.flatnonzero(finite == worst)[0])
+    model, chosen = _scripted_fit(monkeypatch, lambda i: "periodic or quasi-periodic" if i == call_of_worst
+                                  else "chaotic", select_regime="periodic")
+    np.testing.assert_array_equal(chosen["state_space_divergence"], scores)        # the same training
+    assert chosen["best_epoch"] == chosen["eval_epoch"][worst] != plain["best_epoch"]
+    assert chosen["best_state_space_divergence"] == scores[worst] and chosen["regime_fallback"] is False
+    assert chosen["free_run_regime"].count("periodic or quasi-periodic") == 1
+    rescored, _ = _FreeRunScorer(as_dataset(periodic_data(), dt=0.1), 300, burn_in=75).score(model, seed=0)
+    assert rescored == pytest.approx(scores[worst])
+    # no run of the kind: the lowest D_stsp, as without the option, and a warning that says so
+    with pytest.warns(RuntimeWarning, match="no scored free run settled on that kind"):
+        _, fallback = _scripted_fit(monkeypatch, lambda i: "chaotic", select_regime="periodic")
+    assert fallback["best_epoch"] == plain["best_epoch"] and fallback["regime_fallback"] is True
+    assert fallback["best_state_space_divergence"] == plain["best_state_space_divergence"]
+
+
 @pytest.mark.parametrize("kwargs, match", [
+    ({"select_regime": "sometimes"}, "`select_regime` must be one of"),
+    ({"select_regime": "chaotic", "eval_every": 0}, "needs eval_every > 0"),
     ({"mode": "dense"}, "`mode`"),
     ({"alpha": 1.5}, "`alpha`"),
     ({"alpha": "auto"}, "`alpha`"),

@@ -64,7 +64,19 @@ _MODES = ("generalized", "sparse")
 _DIVERGENCE_STD = 1e3
 #: history lists filled by the hooks of this engine (besides those of train_loop)
 _HISTORY_KEYS = ("alpha", "state_space_divergence", "power_spectrum_distance", "eval_time_s", "alpha_update_batch",
-                 "alpha_estimate", "jacobian_bound", "alpha_after_update")
+                 "alpha_estimate", "jacobian_bound", "alpha_after_update", "free_run_regime")
+
+#: ``select_regime`` values: the free-run verdicts (:data:`dsident.analysis.VERDICTS`) each accepts
+SELECT_REGIMES: dict[str, tuple[str, ...]] = {
+    "chaotic": ("chaotic",),
+    # a flow's limit cycle reads "periodic or quasi-periodic" (λ1 = 0), a map's cycle "attracting cycle"
+    "periodic": ("periodic or quasi-periodic", "attracting cycle"),
+}
+
+#: added to the score of a free run of the wrong kind, so that every run of the asked-for kind
+#: ranks first (D_stsp of a bounded run stays far below it) and the wrong kind is kept only when
+#: no evaluation gave the right one
+_WRONG_REGIME_OFFSET = 1e6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,8 +206,10 @@ class _FreeRunScorer:
     by D_stsp (the free run starts at the first fully observed sample and is seeded by ``seed``).
     """
 
-    def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0) -> None:
+    def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0,
+                 regime: str | None = None) -> None:
         self.seed = seed
+        self.regime = regime
         arrays = to_arrays(ds)
         trial = int(np.argmax(arrays.length))
         observed = arrays.mask[trial].all(-1).nonzero()[0]
@@ -207,6 +221,9 @@ class _FreeRunScorer:
         self.x0 = arrays.x[trial, start]
         self.u = None if arrays.u is None else np.nan_to_num(arrays.u[trial, start:stop], nan=0.0)
         self.burn_in = 0 if self.u is not None else int(burn_in)
+        if regime is not None and self.u is not None:
+            raise ValueError(f"`select_regime` needs an autonomous model: a free run driven by the data's inputs "
+                             f"has no attractor to classify; got select_regime={regime!r} with inputs.")
         ref = self.reference[np.isfinite(self.reference).all(-1)]
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
 
@@ -231,11 +248,44 @@ class _FreeRunScorer:
             d_h = math.nan
         return d_stsp, d_h
 
+    def verdict(self, model: Any, seed: int) -> str:
+        """What the scored free run settles on (:func:`dsident.analysis.free_run_regime`: the same
+        start, length and burn-in, and its Lyapunov spectrum)."""
+        from ..analysis.report import free_run_regime
+
+        n_steps = max(100, self.reference.shape[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return free_run_regime(model, n_steps=n_steps, transient=self.burn_in, x0=self.x0, seed=seed).verdict
+
     def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
         d_stsp, d_h = self.score(model, seed=self.seed)
-        return Evaluation(score=d_stsp, values={"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
-                                                "eval_time_s": progress.elapsed_s},
-                          shown={"D_stsp": free_run_label(d_stsp), "D_H": d_h})
+        values: dict[str, Any] = {"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
+                                  "eval_time_s": progress.elapsed_s}
+        shown: dict[str, Any] = {"D_stsp": free_run_label(d_stsp), "D_H": d_h}
+        score = d_stsp
+        if self.regime is not None:
+            # a diverged or off-grid run is not kept whatever it settles on: no spectrum needed
+            verdict = self.verdict(model, self.seed) if math.isfinite(d_stsp) else "not classified"
+            values["free_run_regime"] = shown["regime"] = verdict
+            if verdict not in SELECT_REGIMES[self.regime]:
+                score = d_stsp + _WRONG_REGIME_OFFSET
+        return Evaluation(score=score, values=values, shown=shown)
+
+
+def _report_regime_selection(history: dict[str, Any], select_regime: str) -> None:
+    """Undo the wrong-kind offset in ``best_state_space_divergence`` and say whether the kept
+    state has the asked-for kind (``history["regime_fallback"]`` False) or none had it."""
+    verdicts, scores = history["free_run_regime"], history["state_space_divergence"]
+    matched = [v in SELECT_REGIMES[select_regime] and math.isfinite(d) for v, d in zip(verdicts, scores)]
+    history["regime_fallback"] = not any(matched)
+    if history["best_epoch"] >= 0:
+        history["best_state_space_divergence"] = float(scores[history["eval_epoch"].index(history["best_epoch"])])
+    if history["regime_fallback"] and history["eval_epoch"] and not history["diverged"]:
+        seen = sorted(set(verdicts))
+        warnings.warn(f"select_regime={select_regime!r}: no scored free run settled on that kind of attractor "
+                      f"(verdicts seen: {', '.join(seen)}), so the lowest D_stsp is kept as without it.",
+                      RuntimeWarning, stacklevel=3)
 
 
 def free_run_label(d_stsp: float) -> float | str:
@@ -318,7 +368,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         latent_reg: float = 0.0, warmup: int = 0,
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
-                        device: str = "auto", checkpoint: str | os.PathLike | None = None,
+                        select_regime: str | None = None, device: str = "auto", checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
@@ -387,6 +437,15 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         it is compared with the first ``eval_steps`` samples of ``eval_data``.
     eval_data : Dataset, optional
         Reference data for the scoring (default: the training data; its longest trial).
+    select_regime : {"chaotic", "periodic"}, optional
+        Keep the lowest-D_stsp state among the evaluations whose free run settles on this kind
+        of attractor (:func:`dsident.analysis.free_run_regime` of the scored run: "chaotic"
+        accepts the verdict "chaotic"; "periodic" accepts "periodic or quasi-periodic" and
+        "attracting cycle"). D_stsp alone can prefer a cycle that traces a chaotic attractor's
+        shape, or irregular bursts over regular ones. When no evaluation gives that kind, the
+        lowest D_stsp is kept as without it, and ``history["regime_fallback"]`` is True. Each
+        evaluation then also computes the run's Lyapunov spectrum (about the cost of a second
+        free run). Not for data with inputs. Default None: D_stsp alone.
     device : {"auto", "cpu", "cuda"}
     checkpoint : path, optional
         Training checkpoint (model, optimizer, α, best state, history, batch counter, seed),
@@ -412,11 +471,13 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         ``grad_norm`` (mean pre-clipping norm), ``regularization``. Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
         D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
-        so far, resumed runs included).
+        so far, resumed runs included), and with ``select_regime`` ``free_run_regime`` (the
+        run's verdict; "not classified" for a diverged or off-grid run).
         The α schedule: ``alpha_update_batch``, ``alpha_estimate``, ``jacobian_bound``,
         ``alpha_after_update``. Then ``best_epoch``, ``best_state_space_divergence``,
         ``diverged``, ``n_epochs_run``, ``n_batches_done``, ``wall_time_s``, ``settings``,
-        ``package_version`` (and ``resumed_from_epoch`` after a resume).
+        ``package_version`` (and ``resumed_from_epoch`` after a resume; ``regime_fallback`` with
+        ``select_regime``).
 
     Notes
     -----
@@ -460,6 +521,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch)
     eval_every = check_int("eval_every", eval_every, minimum=0)
     eval_steps = check_int("eval_steps", eval_steps, minimum=2)
+    if select_regime is not None and select_regime not in SELECT_REGIMES:
+        raise ValueError(f"`select_regime` must be one of {sorted(SELECT_REGIMES)} or None; got {select_regime!r}.")
+    if select_regime is not None and eval_every == 0:
+        raise ValueError("`select_regime` chooses among scored free runs, so it needs eval_every > 0; got "
+                         "eval_every=0.")
     checkpoint_every = (eval_every or 10) if checkpoint_every is None else checkpoint_every
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
                        loss=("mse" if reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
@@ -477,7 +543,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
         check_data_fits_model(model, ref, check_dt=False)
-        evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed))
+        evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
+                                  regime=select_regime)
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
@@ -485,7 +552,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip,
                 "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
-                "eval_data": "train" if eval_data is None else "given", "device": str(dev), "optimizer": optimizer}
+                "eval_data": "train" if eval_data is None else "given", "select_regime": select_regime,
+                "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
@@ -495,6 +563,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                          history_keys=_HISTORY_KEYS, callback=callback,
                          divergence_advice="Try a smaller `lr`, a smaller `grad_clip`, a larger `alpha` or a shorter "
                                            "`seq_len`.")
+    if select_regime is not None:
+        _report_regime_selection(history, select_regime)
     if not history["diverged"] and history["eval_epoch"] and history["best_epoch"] < 0:
         warnings.warn("no scored free run was usable (each diverged or left the range of the data), so the "
                       "model holds the last training state. Consider a clipped shallow PLRNN (clip=True), a "

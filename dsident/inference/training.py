@@ -347,8 +347,12 @@ class EngineState(Protocol):
 
 
 def _record(history: dict[str, Any], values: Mapping[str, Any] | None) -> None:
-    """Append every value to the history list of its name (plain Python numbers, checkpoint-safe)."""
+    """Append every value to the history list of its name (plain Python numbers or strings, e.g. a
+    free run's verdict; checkpoint-safe)."""
     for key, value in (values or {}).items():
+        if isinstance(value, str):
+            history.setdefault(key, []).append(value)
+            continue
         number = int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else float(value)
         history.setdefault(key, []).append(number)
 
