@@ -184,6 +184,59 @@ def test_divergence_after_a_scored_epoch_restores_the_best_state():
         train_loop(plrnn_model(), **kwargs, evaluate=ScriptedScores([2.0, 1.0, 5.0]), on_divergence="raise")
 
 
+def _poisoned_at(indices):
+    """The BPTT loss, NaN on the batches of the given running indices (counted over epochs)."""
+    base_loss, calls = make_bptt_loss("mse", "invert"), []
+
+    def loss_fn(m, batch):
+        calls.append(1)
+        loss = base_loss(m, batch)
+        return loss * math.nan if len(calls) - 1 in indices else loss
+    return loss_fn
+
+
+def _without(sampler, indices):
+    """The same batches in the same order, less those of the given running indices."""
+    count = [0]
+
+    def draw(rng):
+        for batch in sampler(rng):
+            count[0] += 1
+            if count[0] - 1 not in indices:
+                yield batch
+    return draw
+
+
+def test_skipped_batches_equal_training_without_them():
+    poisoned = {2, 7, 13}                          # 4 batches an epoch: epochs 0, 1 and 3
+    skipping = plrnn_model()
+    with pytest.warns(RuntimeWarning, match=r"3 training batch\(es\) had a non-finite loss"):
+        history = train_loop(skipping, **{**loop_kwargs(), "loss_fn": _poisoned_at(poisoned)}, skip_nonfinite=1)
+    assert not history["diverged"] and history["skipped_batches"] == [1, 1, 0, 1, 0]
+    assert history["n_batches_done"] == 20 - 3
+    # the independent route: the same loop on a sampler that never yields those batches
+    reference = plrnn_model()
+    kwargs = loop_kwargs()
+    plain = train_loop(reference, **{**kwargs, "sampler": _without(kwargs["sampler"], poisoned)})
+    np.testing.assert_allclose(history["train_loss"], plain["train_loss"], rtol=1e-6)
+    for name, value in skipping.state_dict().items():
+        torch.testing.assert_close(value, reference.state_dict()[name], rtol=0, atol=0, msg=name)
+
+
+def test_more_refused_batches_in_a_row_than_allowed_stop_training():
+    kwargs = {**loop_kwargs(), "loss_fn": _poisoned_at({5, 6})}
+    with pytest.warns(RuntimeWarning, match="training loss became nan at epoch 1"):
+        history = train_loop(plrnn_model(), **kwargs, skip_nonfinite=1)
+    assert history["diverged"] and history["epoch"] == [0]
+    # two in a row are allowed with skip_nonfinite=2, and none by default
+    kwargs = {**loop_kwargs(), "loss_fn": _poisoned_at({5, 6})}
+    with pytest.warns(RuntimeWarning, match=r"2 training batch\(es\)"):
+        assert not train_loop(plrnn_model(), **kwargs, skip_nonfinite=2)["diverged"]
+    kwargs = {**loop_kwargs(), "loss_fn": _poisoned_at({5})}
+    with pytest.warns(RuntimeWarning, match="training loss became nan at epoch 1"):
+        assert train_loop(plrnn_model(), **kwargs)["diverged"]
+
+
 def test_evaluation_can_stop_training_as_diverged():
     def bad_score(model, progress):
         return Evaluation(score=math.nan, diverged=f"score NaN at epoch {progress.epoch}")
@@ -287,6 +340,7 @@ def test_a_checkpoint_of_another_seed_or_layout_is_refused(tmp_path):
     ({"checkpoint_every": 0}, "`checkpoint_every`"),
     ({"optimizer": "sgd"}, "`optimizer`"),
     ({"on_divergence": "ignore"}, "`on_divergence`"),
+    ({"skip_nonfinite": -1}, "`skip_nonfinite`"),
 ])
 def test_bad_loop_options_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):

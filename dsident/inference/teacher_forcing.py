@@ -370,7 +370,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
                         select_regime: str | None = None, device: str = "auto", checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
-                        on_divergence: str = "warn", callback: FitCallback | None = None) -> dict[str, Any]:
+                        on_divergence: str = "warn", skip_nonfinite: int = 0,
+                        callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
 
     Parameters
@@ -457,6 +458,10 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         A non-finite loss or gradient stops training (the update is not applied), restores the
         best scored state (none scored yet: the model keeps its last finite parameters), and
         warns (``RuntimeWarning``) or raises :class:`~dsident.inference.training.TrainingDivergedError`.
+    skip_nonfinite : int, default 0
+        Up to this many such batches in a row are skipped instead (no update; counted in
+        ``history["skipped_batches"]`` and reported in a warning), so that one window a young
+        model cannot follow with a weak forcing does not end the fit.
     callback : callable ``(epoch, record, model) -> bool or None``, optional
         Called after every epoch with its numbers (``train_loss``, ``alpha``, and on a scored
         epoch ``state_space_divergence`` / ``power_spectrum_distance``) and the model in its
@@ -553,11 +558,12 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
                 "eval_data": "train" if eval_data is None else "given", "select_regime": select_regime,
-                "device": str(dev), "optimizer": optimizer}
+                "skip_nonfinite": skip_nonfinite, "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                         on_divergence=on_divergence, settings=settings, penalties=forcing.penalties,
+                         on_divergence=on_divergence, skip_nonfinite=skip_nonfinite, settings=settings,
+                         penalties=forcing.penalties,
                          on_batch=forcing.on_batch, on_epoch=forcing.on_epoch, evaluate=evaluate,
                          eval_every=eval_every, score_name="state_space_divergence", engine_state=forcing,
                          history_keys=_HISTORY_KEYS, callback=callback,

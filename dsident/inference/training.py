@@ -65,7 +65,7 @@ FitCallback = Callable[[int, dict[str, float], Any], "bool | None"]
 #: version of the checkpoint layout written by :func:`train_loop`
 _CHECKPOINT_VERSION = 2
 #: per-epoch history lists every run records
-_EPOCH_KEYS = ("epoch", "train_loss", "lr", "grad_norm", "regularization", "eval_epoch")
+_EPOCH_KEYS = ("epoch", "train_loss", "lr", "grad_norm", "regularization", "skipped_batches", "eval_epoch")
 
 
 def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) -> None:
@@ -362,7 +362,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                lr_end: float | None = None, optimizer: str = "adam", grad_clip: float | None = None,
                seed: int | None = None, progress: bool = True, device: str | torch.device = "auto",
                checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1, resume: bool = True,
-               on_divergence: str = "warn", settings: Mapping[str, Any],
+               on_divergence: str = "warn", skip_nonfinite: int = 0, settings: Mapping[str, Any],
                penalties: Callable[[Any], Iterable[Tensor]] | None = None,
                on_batch: Callable[[Any, TrainingProgress, Batch, Any], Mapping[str, float] | None] | None = None,
                on_epoch: Callable[[Any, TrainingProgress], Mapping[str, float] | None] | None = None,
@@ -403,6 +403,12 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     on_divergence : {"warn", "raise"}
         A non-finite loss or gradient (never applied) stops training and restores the best
         state; then a ``RuntimeWarning`` or :class:`TrainingDivergedError`.
+    skip_nonfinite : int, default 0
+        Batches with a non-finite loss or gradient that may follow one another before that
+        happens: each is skipped without an update (counted per epoch in
+        ``history["skipped_batches"]``, and reported in a ``RuntimeWarning`` at the end), and
+        training goes on with the next batch. One window that a still untrained model cannot
+        follow then costs that window, not the fit. 0: the first one stops training.
     settings : dict
         Recorded in the history; ``settings["engine"]`` names the engine (checkpoints of
         another engine are refused).
@@ -448,6 +454,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     n_epochs = check_int("n_epochs", n_epochs)
     checkpoint_every = check_int("checkpoint_every", checkpoint_every)
     eval_every = check_int("eval_every", eval_every, minimum=0)
+    skip_nonfinite = check_int("skip_nonfinite", skip_nonfinite, minimum=0)
     lr = check_number("lr", lr, positive=True)
     lr_end = check_number("lr_end", lr_end, positive=True, allow_none=True)
     grad_clip = check_number("grad_clip", grad_clip, positive=True, allow_none=True)
@@ -477,6 +484,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         if payload["best_state"]:
             best_state = {k: v.to(dev) for k, v in payload["best_state"].items()}
         history.update({key: list(values) for key, values in payload["history"].items() if isinstance(values, list)})
+        if "skipped_batches" not in payload["history"]:    # a checkpoint written before skipping existed
+            history["skipped_batches"] = [0] * len(history["epoch"])
         history["best_epoch"] = int(payload["history"]["best_epoch"])
         history[best_key] = float(payload["history"][best_key])
         if engine_state is not None:
@@ -509,13 +518,14 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     from tqdm.auto import tqdm
     t0 = time.perf_counter()
     bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc=engine or "train", dynamic_ncols=True)
+    in_a_row = 0      # refused batches in a row (skip_nonfinite)
     for epoch in range(start_epoch, n_epochs):
         state.epoch, state.train_loss = epoch, math.nan
         current_lr = lr * gamma ** epoch
         set_learning_rate(opt, current_lr)
         rng = np.random.default_rng([0 if seed is None else seed, epoch])
         model.train()
-        total, count, norms, divergence = 0.0, 0, [], None
+        total, count, norms, divergence, skipped = 0.0, 0, [], None, 0
         for batch in sampler(rng):
             out = loss_fn(model, batch)
             data_loss, aux = out if isinstance(out, tuple) else (out, None)
@@ -523,8 +533,12 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             for term in (() if penalties is None else penalties(model)):
                 loss = loss + term
             norm, divergence = gradient_step(loss, opt, params, grad_clip, epoch)
+            if divergence is not None and in_a_row < skip_nonfinite:
+                skipped, in_a_row, divergence = skipped + 1, in_a_row + 1, None
+                continue
             if divergence is not None:
                 break
+            in_a_row = 0
             state.n_batches_done += 1
             total += float(data_loss.detach()) * batch.x.shape[0]
             count += batch.x.shape[0]
@@ -534,12 +548,13 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         if divergence is not None:
             diverged(divergence)
             break
-        state.train_loss = total / max(count, 1)
+        state.train_loss = total / count if count else math.nan
         model.eval()
         with torch.no_grad():
             reg_value = float(model.dynamics.regularization())
         _record(history, {"epoch": epoch, "train_loss": state.train_loss, "lr": current_lr,
-                          "grad_norm": float(np.mean(norms)) if norms else math.nan, "regularization": reg_value})
+                          "grad_norm": float(np.mean(norms)) if norms else math.nan, "regularization": reg_value,
+                          "skipped_batches": skipped})
         epoch_values = {} if on_epoch is None else dict(on_epoch(model, state) or {})
         _record(history, epoch_values)
         shown = {"loss": state.train_loss, **epoch_values}
@@ -571,6 +586,11 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         save(history["epoch"][-1] + 1 if history["epoch"] else start_epoch)
         if best_state is not None:
             model.load_state_dict(best_state)
+    n_skipped = int(sum(history["skipped_batches"]))
+    if n_skipped:
+        warnings.warn(f"{n_skipped} training batch(es) had a non-finite loss or gradient and were skipped without "
+                      f"an update (skip_nonfinite={skip_nonfinite}; per epoch in history['skipped_batches']).",
+                      RuntimeWarning, stacklevel=3)
     history["n_epochs_run"] = len(history["epoch"])
     history["n_batches_done"] = state.n_batches_done
     history["wall_time_s"] = time.perf_counter() - t0
