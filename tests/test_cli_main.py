@@ -250,6 +250,24 @@ def test_measured_numbers_cover_every_measured_cell_and_vanish_when_settings_cha
     assert "| – | – |" in row and "unfinished points: not measured for these settings" in text
 
 
+def test_expected_fit_time_counts_only_unfinished_points_with_a_measured_time(tmp_path):
+    from dsident.experiments.benchmark import benchmark_configs, expected_fit_time
+    from dsident.experiments.runner import point_id
+
+    configs = benchmark_configs(["lorenz63"], ["shplrnn", "gnode"], None, 2)
+    shplrnn, gnode = (MEASURED[("lorenz63", m, "teacher-forcing")]["fit_time_s"] for m in ("shplrnn", "gnode"))
+    assert expected_fit_time(configs, tmp_path) == (2 * shplrnn + 2 * gnode, 0, 4)
+    # one shplrnn point finished, one failed (a failed point is run again)
+    for cfg, status in zip(configs[:2], ("done", "failed")):
+        folder = tmp_path / "points" / point_id(cfg)
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"status": status, "scores": {}}))
+    assert expected_fit_time(configs, tmp_path) == (shplrnn + 2 * gnode, 0, 3)
+    # other settings than the measured ones: no time to expect
+    other = benchmark_configs(["lorenz63"], ["gnode"], None, 1, overrides={"model_params": {"latent_dim": 5}})
+    assert expected_fit_time(other, tmp_path) == (0.0, 1, 1)
+
+
 def test_sweep_verb_from_a_toml_file(tmp_path):
     out = tmp_path / "sw"
     spec = tmp_path / "sweep.toml"

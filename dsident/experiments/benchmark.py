@@ -25,7 +25,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -118,6 +118,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     datasets, models, methods, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
     say(f"[dsident] benchmark: {len(configs)} point(s) — datasets {datasets}, models {list(models)}, "
         f"methods {methods or 'the default per dataset and model'}; results in {out}")
+    say(f"[dsident] {describe_expected_time(configs, out, quick)}")
     records = run_grid(configs, out, executor=executor, progress=progress)
     results = records_to_dataset(records)
     results.attrs["quick"] = int(bool(quick))
@@ -198,57 +199,98 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         Under the table, the fitting time the unfinished points are expected to take. A cell
         whose settings differ from the measured ones (a config file, flags) shows no numbers.
     """
-    from .config import MEASURED, MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, PRESET_MEASURED
+    from .config import MEASURED_EVAL_LENGTH, PAIR_DEFAULTS
     from .runner import is_done
 
     say = echo or (lambda *a, **k: None)
     _, _, _, configs = _grid(datasets, models, methods, seeds, quick, overrides, say)
     preset = PRESETS["quick"] if quick else {}
-    measured = PRESET_MEASURED["quick"] if quick else MEASURED
     floors: dict[str, float] = {}
     lines = [f"| dataset | model | method | seeds | finished | train length | defaults | measured (T = "
              f"{MEASURED_EVAL_LENGTH}) | fit time | settings |", "|---|---|---|---|---|---|---|---|---|---|"]
-    expected, unknown = 0.0, 0
     for cell in _one_per_cell(configs):
         key = (cell["dataset"], cell["model"], cell["method"])
         points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
-        todo = sum(not is_done(c, out) for c in points)
+        done = sum(is_done(c, out) for c in points)
         tuned = "quick preset" if key in preset else ("measured cell" if key in PAIR_DEFAULTS else "engine defaults")
         settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"]})
-        record = measured.get(key) if _as_measured(cell, quick) else None
-        if record is None:
-            numbers, fit_time = "–", "–"
-            unknown += todo
-        else:
+        record = measured_cell(cell, quick)
+        numbers, fit_time = "–", "–"
+        if record is not None:
             if key[0] not in floors:
                 floors[key[0]] = _measured_floor(key[0])
             numbers = (f"D_stsp {_num3(record['D_stsp'], keep_zeros=True)}"
                        f"{floor_multiple(record['D_stsp'], record['D_H'], floors[key[0]])}, D_H "
                        f"{_num3(record['D_H'])}; {int(record['seeds'])} seed{'s' if record['seeds'] != 1 else ''}")
-            fit_time = "–" if not math.isfinite(record["fit_time_s"]) else f"{record['fit_time_s']:.0f} s"
             if math.isfinite(record["fit_time_s"]):
-                expected += todo * record["fit_time_s"]
-            else:
-                unknown += todo
+                fit_time = f"{record['fit_time_s']:.0f} s"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {', '.join(str(c['seed']) for c in points)} | "
-                     f"{len(points) - todo}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | "
+                     f"{done}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | "
                      f"{numbers} | {fit_time} | `{settings}` |")
-    n_todo = sum(not is_done(c, out) for c in configs)
-    if n_todo == unknown:
-        timing = f"Expected fitting time of the {n_todo} unfinished points: not measured for these settings."
-    else:
-        timing = (f"Expected fitting time of the {n_todo} unfinished points: ≈ {_duration(expected)} with one "
-                  "worker (`--workers N` runs N at once)" + (f", plus {unknown} without a measured time" if unknown
-                                                             else "")
-                  + ". Times were measured with one torch thread on 2 shared cores; the late free run and "
-                  "scoring add ≈ 10-20 s a point.")
-    lines += ["", timing, "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
+    lines += ["", describe_expected_time(configs, out, quick),
+              "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
               f"(D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g}); "
               "– not measured with these settings."]
     return "\n".join(lines)
 
 
-def _as_measured(cell: dict[str, Any], quick: bool) -> bool:
+def measured_cell(cell: Mapping[str, Any], quick: bool = False) -> dict[str, float] | None:
+    """What a resolved cell gave when it was measured, or None.
+
+    The record of :data:`~dsident.experiments.config.MEASURED` (``PRESET_MEASURED["quick"]``
+    with ``quick``) for the cell's (dataset, model, method), when the cell runs with the
+    settings it was measured with (its resolved defaults, at the measured evaluation length);
+    None otherwise, or when the cell was never measured.
+    """
+    from .config import MEASURED, PRESET_MEASURED
+
+    table = PRESET_MEASURED["quick"] if quick else MEASURED
+    key = (cell["dataset"], cell["model"], cell["method"])
+    return table.get(key) if key in table and _as_measured(cell, quick) else None
+
+
+def expected_fit_time(configs: Sequence[Mapping[str, Any]], out: str | Path,
+                      quick: bool = False) -> tuple[float, int, int]:
+    """Measured fitting time of the grid points not finished in ``out``.
+
+    Returns
+    -------
+    seconds : float
+        Sum of the measured median fit times of the unfinished points that have one.
+    n_unknown : int
+        Unfinished points without a measured time (other settings, or never measured).
+    n_todo : int
+        Unfinished points.
+    """
+    from .runner import is_done
+
+    seconds, n_unknown, n_todo = 0.0, 0, 0
+    for cfg in configs:
+        if is_done(cfg, out):
+            continue
+        n_todo += 1
+        record = measured_cell(cfg, quick)
+        if record is None or not math.isfinite(record["fit_time_s"]):
+            n_unknown += 1
+        else:
+            seconds += record["fit_time_s"]
+    return seconds, n_unknown, n_todo
+
+
+def describe_expected_time(configs: Sequence[Mapping[str, Any]], out: str | Path, quick: bool = False) -> str:
+    """One sentence: the expected fitting time of the unfinished points (:func:`expected_fit_time`)."""
+    seconds, unknown, n_todo = expected_fit_time(configs, out, quick)
+    if n_todo == 0:
+        return "Every point is already finished."
+    if n_todo == unknown:
+        return f"Expected fitting time of the {n_todo} unfinished points: not measured for these settings."
+    return (f"Expected fitting time of the {n_todo} unfinished points: ≈ {_duration(seconds)} with one worker "
+            "(`--workers N` runs N at once)" + (f", plus {unknown} without a measured time" if unknown else "")
+            + ". Times were measured with one torch thread on 2 shared cores; the late free run and scoring "
+            "add ≈ 10-20 s a point.")
+
+
+def _as_measured(cell: Mapping[str, Any], quick: bool) -> bool:
     """Whether a cell runs with the settings its measured numbers were taken with: the resolved
     defaults of its (dataset, model, method), evaluated at the measured length."""
     from .config import MEASURED_EVAL_LENGTH
