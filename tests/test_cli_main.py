@@ -234,8 +234,6 @@ def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, c
             assert ("✓" in row) == (ratio <= 3 and record["D_H"] <= 0.15)
             assert f"| {record['fit_time_s']:.0f} s |" in row
             expected += 2 * record["fit_time_s"]
-    # only the shallow PLRNN on Lorenz-63 reconstructs by the criterion today
-    assert [r.split(" | ")[:2] for r in rows if "✓" in r] == [["| lorenz63", "shplrnn"]]
     assert f"points: ≈ {expected / 3600:.1f} h with one worker" in text
 
 
