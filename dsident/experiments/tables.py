@@ -217,8 +217,8 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
         cells = ["*true system*"]
         for d in datasets:
             lam = (truth or {}).get(d, math.nan)
-            cells += [(truth_verdict or {}).get(d, "–"), _fmt(lam) if lam is not None and math.isfinite(lam) else "–",
-                      "–"]
+            lam_text = _fmt(lam) if lam is not None and math.isfinite(lam) else "–"
+            cells += [(truth_verdict or {}).get(d, "–"), lam_text, "–"]
         lines.append("| " + " | ".join(cells) + " |")
     for model, method in sorted(set(zip(results["model"].values[done], results["method"].values[done]))):
         cells = [f"{model} × {method}"]

@@ -368,7 +368,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         latent_reg: float = 0.0, warmup: int = 0,
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
-                        select_regime: str | None = None, device: str = "auto", checkpoint: str | os.PathLike | None = None,
+                        select_regime: str | None = None, device: str = "auto",
+                        checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
                         callback: FitCallback | None = None) -> dict[str, Any]:
@@ -445,8 +446,9 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         "attracting cycle"). D_stsp alone can prefer a cycle that traces a chaotic attractor's
         shape, or irregular bursts over regular ones. When no evaluation gives that kind, the
         lowest D_stsp is kept as without it, and ``history["regime_fallback"]`` is True. Each
-        evaluation then also computes the run's Lyapunov spectrum (about the cost of a second
-        free run). Not for data with inputs. Default None: D_stsp alone.
+        evaluation then also computes the run's Lyapunov spectrum (about twice the cost of the
+        scoring itself; docs/teacher_forcing.md). Not for data with inputs. Default None: D_stsp
+        alone.
     device : {"auto", "cpu", "cuda"}
     checkpoint : path, optional
         Training checkpoint (model, optimizer, α, best state, history, batch counter, seed),
