@@ -126,6 +126,16 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
                     f"`jacobian`, or a step function; got {type(system).__name__}.")
 
 
+def zero_tolerance(n_steps: int) -> float:
+    """Per step, how close to zero an exponent averaged over ``n_steps`` steps counts as zero.
+
+    ``20 / n_steps``: the finite-run error of a flow's zero exponent is about
+    ``log(largest / smallest speed on the orbit) / n_steps``. The one rule behind every verdict
+    (:func:`dsident.analysis.free_run_regime`, the benchmark's true-system row).
+    """
+    return 20.0 / n_steps
+
+
 def spectrum_verdict(exponents: Any, zero_tol: float) -> str:
     """What a flow's Lyapunov spectrum says about its attractor.
 
@@ -136,8 +146,8 @@ def spectrum_verdict(exponents: Any, zero_tol: float) -> str:
         (per time unit, or per sampling step for both).
     zero_tol : float
         An exponent counts as zero when ``|λ| <= zero_tol``. A spectrum averaged over ``n``
-        steps resolves zero to about ``1 / n`` per step; :func:`dsident.analysis.free_run_regime`
-        uses ``20 / n``.
+        steps resolves zero to about ``1 / n`` per step; :func:`zero_tolerance` gives the
+        tolerance the free-run verdicts use.
 
     Returns
     -------

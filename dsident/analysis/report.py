@@ -22,7 +22,7 @@ from ..dynamics.plrnn import PLRNN
 from ..inference.training import check_int
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
-from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict
+from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
 
 __all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
            "dominant_period"]
@@ -246,7 +246,7 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
     transient = check_int("transient", transient, 0)
     seed = check_int("seed", seed, 0)
     if zero_tol is None:
-        zero_tol = 20.0 / n_steps
+        zero_tol = zero_tolerance(n_steps)
     elif not np.isfinite(zero_tol) or zero_tol <= 0:
         raise ValueError(f"`zero_tol` must be a positive number (per step); got {zero_tol!r}.")
     ssm = model.model_ if hasattr(model, "model_") else model

@@ -379,7 +379,7 @@ def _true_exponents(datasets: Sequence[str], out: Path,
                     say: Any) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
     """Per dataset, the true system's largest Lyapunov exponent (NaN for a recording or the
     ECG), the data's time unit, and what the true spectrum says of the attractor."""
-    from ..analysis import spectrum_verdict
+    from ..analysis.lyapunov import spectrum_verdict, zero_tolerance
     from .inputs import load_data
 
     truth: dict[str, float] = {}
@@ -394,9 +394,10 @@ def _true_exponents(datasets: Sequence[str], out: Path,
             continue
         truth[d] = math.nan if spectrum is None else float(spectrum[0])
         if spectrum is not None:
-            # the zero tolerance the models' free runs get (20 / steps averaged; true_spectrum
-            # averages 20 000 sampling steps), in the data's time unit
-            verdicts[d] = spectrum_verdict(spectrum, zero_tol=20.0 / (TRUE_SPECTRUM_STEPS * float(test.attrs["dt"])))
+            # the zero tolerance the models' free runs get, for the steps true_spectrum averages,
+            # in the data's time unit
+            zero_tol = zero_tolerance(TRUE_SPECTRUM_STEPS) / float(test.attrs["dt"])
+            verdicts[d] = spectrum_verdict(spectrum, zero_tol=zero_tol)
     return truth, units, verdicts
 
 
