@@ -461,7 +461,7 @@ def _scripted_fit(monkeypatch, answer, **kwargs):
     """A small fit whose free-run verdicts are scripted: ``answer(call index) -> verdict``."""
     calls = []
 
-    def verdict(self, model, seed):
+    def verdict(self, model, seed, x0=None):
         calls.append(len(calls))
         return answer(len(calls) - 1)
 
@@ -498,7 +498,81 @@ def test_select_regime_keeps_the_best_run_of_the_asked_for_kind_else_the_best_ru
     assert fallback["best_state_space_divergence"] == plain["best_state_space_divergence"]
 
 
+class _TwoBasins(LatentDynamics):
+    """(test-local) A rotation by 0.1 rad whose radius is pulled to 1 from 0.3 <= r < 1.1, halves
+    below 0.3 and drops to a fifth from r >= 1.1 (below 0.3 at once): a circle and, beside it, a
+    fixed point at the origin."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latent_dim, self.input_dim = 2, 0
+
+    def step(self, z, u=None, dt=None):
+        c, s = math.cos(0.1), math.sin(0.1)
+        rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+        r = z.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        r_next = torch.where(r < 0.3, 0.5 * r, torch.where(r < 1.1, r + 0.5 * (1.0 - r), 0.2 * r))
+        return rotated * r_next / r
+
+
+def test_eval_starts_see_an_attractor_that_one_start_misses():
+    """Data: a unit circle, then a circle of radius 1.2. From the first sample the model's run
+    stays on the data's circle; from the second half's samples it falls to the origin. One
+    start scores it well; two starts (at samples 0 and n/2) score the mean of both runs."""
+    from dsident.data import as_dataset
+    from dsident.inference.training import TrainingProgress
+
+    n = 2000
+    x = periodic_data(n, dt=0.1)
+    x[n // 2:] *= 1.2
+    data = as_dataset(x, dt=1.0)
+    model = StateSpaceModel(_TwoBasins(), Gaussian(2, 2, readout="identity"), dt=1.0).double()
+    one = _FreeRunScorer(data, 800, burn_in=200)
+    two = _FreeRunScorer(data, 800, burn_in=200, n_starts=2)
+    assert one.starts == [0] and two.starts == [0, n // 2]
+    np.testing.assert_array_equal(two.reference, one.reference)
+    single = one(model, TrainingProgress())
+    assert single.score < 0.5 and "worst_state_space_divergence" not in single.values
+    # each start scored on its own is the independent route to the mean and the worst
+    on_circle, _ = one.score(model, 0, x[0])
+    at_origin, _ = one.score(model, 0, x[n // 2])
+    assert on_circle == pytest.approx(single.score) and not at_origin < 10 * on_circle
+    both = two(model, TrainingProgress())
+    np.testing.assert_equal(both.values["state_space_divergence"], np.mean([on_circle, at_origin]))
+    np.testing.assert_equal(both.values["worst_state_space_divergence"], at_origin)
+    assert not both.score < 5 * single.score
+    with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*2 fully observed"):
+        _FreeRunScorer(as_dataset(np.vstack([x[:2], np.full((5, 2), np.nan)]), dt=1.0), 5, burn_in=0, n_starts=3)
+
+
+def test_eval_starts_in_a_fit():
+    from dsident.data import as_dataset
+
+    model = StateSpaceModel(ShallowPLRNN(2, 16, clip=True, seed=1), Gaussian(2, 2, readout="identity"), dt=0.1)
+    history = fit_teacher_forcing(model, periodic_data(), alpha=0.3, seq_len=30, batch_size=8, batches_per_epoch=5,
+                                  n_epochs=8, lr=1e-2, eval_every=2, eval_steps=300, eval_starts=3, seed=0,
+                                  progress=False)
+    assert history["settings"]["eval_starts"] == 3
+    mean, worst = np.array(history["state_space_divergence"]), np.array(history["worst_state_space_divergence"])
+    assert len(worst) == len(mean) == len(history["eval_epoch"]) == 4
+    finite = np.isfinite(mean)
+    assert finite.any() and np.all(worst[finite] >= mean[finite])
+    # the kept state is the lowest mean, and rescoring it from the three starts gives that mean
+    scorer = _FreeRunScorer(as_dataset(periodic_data(), dt=0.1), 300, burn_in=75, n_starts=3)
+    assert history["best_state_space_divergence"] == np.nanmin(mean)
+    rescored = np.mean([scorer.score(model, 0, x0)[0] for x0 in scorer.x0s])
+    assert rescored == pytest.approx(np.nanmin(mean))
+    driven = StateSpaceModel(ShallowPLRNN(2, 8, input_dim=1, seed=0), Gaussian(2, 2, readout="identity"), dt=0.1)
+    with_input = as_dataset(periodic_data(200), dt=0.1, u=np.ones((200, 1)))
+    for option, match in (("eval_starts", "`eval_starts` > 1 needs an autonomous model"),
+                          ("select_regime", "`select_regime` needs an autonomous model")):
+        value = 2 if option == "eval_starts" else "chaotic"
+        with pytest.raises(ValueError, match=match):
+            fit_teacher_forcing(driven, with_input, n_epochs=1, progress=False, **{option: value})
+
+
 @pytest.mark.parametrize("kwargs, match", [
+    ({"eval_starts": 0}, "`eval_starts` must be an integer >= 1"),
     ({"select_regime": "sometimes"}, "`select_regime` must be one of"),
     ({"select_regime": "chaotic", "eval_every": 0}, "needs eval_every > 0"),
     ({"mode": "dense"}, "`mode`"),

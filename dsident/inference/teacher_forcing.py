@@ -64,7 +64,8 @@ _MODES = ("generalized", "sparse")
 _DIVERGENCE_STD = 1e3
 #: history lists filled by the hooks of this engine (besides those of train_loop)
 _HISTORY_KEYS = ("alpha", "state_space_divergence", "power_spectrum_distance", "eval_time_s", "alpha_update_batch",
-                 "alpha_estimate", "jacobian_bound", "alpha_after_update", "free_run_regime")
+                 "alpha_estimate", "jacobian_bound", "alpha_after_update", "free_run_regime",
+                 "worst_state_space_divergence")
 
 #: ``select_regime`` values: the free-run verdicts (:data:`dsident.analysis.VERDICTS`) each accepts
 SELECT_REGIMES: dict[str, tuple[str, ...]] = {
@@ -200,14 +201,17 @@ def condition_penalty(observation: Any) -> Tensor | None:
 # evaluation: a free run scored by D_stsp and D_H
 # ---------------------------------------------------------------------------------------------
 class _FreeRunScorer:
-    """D_stsp and D_H of a free run against a reference stretch of data (numpy, float64).
+    """D_stsp and D_H of free runs against a reference stretch of data (numpy, float64).
 
     Called as the ``evaluate`` hook of :func:`~dsident.inference.training.train_loop`, it scores
-    by D_stsp (the free run starts at the first fully observed sample and is seeded by ``seed``).
+    by D_stsp. The free runs start at ``n_starts`` fully observed samples spread evenly over the
+    longest trial (the first at its first fully observed sample) and are seeded by ``seed``; each
+    is compared with the same reference (the first ``eval_steps`` samples from the first start),
+    and the score is their mean D_stsp.
     """
 
     def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0,
-                 regime: str | None = None) -> None:
+                 regime: str | None = None, n_starts: int = 1) -> None:
         self.seed = seed
         self.regime = regime
         arrays = to_arrays(ds)
@@ -215,23 +219,34 @@ class _FreeRunScorer:
         observed = arrays.mask[trial].all(-1).nonzero()[0]
         if observed.size == 0:
             raise ValueError("the evaluation data have no fully observed sample to start the free run from.")
+        if observed.size < n_starts:
+            raise ValueError(f"`eval_starts` asks for {n_starts} free-run starts, but the evaluation data's longest "
+                             f"trial has only {observed.size} fully observed samples to start from.")
         start = int(observed[0])
         stop = min(start + eval_steps, int(arrays.length[trial]))
         self.reference = arrays.x[trial, start:stop]
-        self.x0 = arrays.x[trial, start]
+        # evenly spread over the observed samples, so that a coexisting attractor reached only from
+        # another part of the data's attractor shows in the score
+        self.starts = [int(observed[(i * observed.size) // n_starts]) for i in range(n_starts)]
+        self.x0s = [arrays.x[trial, s] for s in self.starts]
         self.u = None if arrays.u is None else np.nan_to_num(arrays.u[trial, start:stop], nan=0.0)
         self.burn_in = 0 if self.u is not None else int(burn_in)
         if regime is not None and self.u is not None:
             raise ValueError(f"`select_regime` needs an autonomous model: a free run driven by the data's inputs "
                              f"has no attractor to classify; got select_regime={regime!r} with inputs.")
+        if n_starts > 1 and self.u is not None:
+            raise ValueError(f"`eval_starts` > 1 needs an autonomous model: a free run driven by the data's inputs "
+                             f"is scored against the stretch its inputs come from; got eval_starts={n_starts} "
+                             f"with inputs.")
         ref = self.reference[np.isfinite(self.reference).all(-1)]
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
 
-    def score(self, model: Any, seed: int) -> tuple[float, float]:
-        """(D_stsp, D_H) of a free run; (inf, nan) when it diverges, D_stsp NaN when none of
-        its points falls on the reference's grid (e.g. a fixed point outside the attractor)."""
+    def score(self, model: Any, seed: int, x0: np.ndarray | None = None) -> tuple[float, float]:
+        """(D_stsp, D_H) of a free run from ``x0`` (default: the first start); (inf, nan) when it
+        diverges, D_stsp NaN when none of its points falls on the reference's grid (e.g. a fixed
+        point outside the attractor)."""
         n_ref = self.reference.shape[0]
-        kwargs: dict[str, Any] = {"x0": self.x0, "seed": seed}
+        kwargs: dict[str, Any] = {"x0": self.x0s[0] if x0 is None else x0, "seed": seed}
         if self.u is not None:
             kwargs["u"] = self.u
         with warnings.catch_warnings():
@@ -248,29 +263,49 @@ class _FreeRunScorer:
             d_h = math.nan
         return d_stsp, d_h
 
-    def verdict(self, model: Any, seed: int) -> str:
-        """What the scored free run settles on (:func:`dsident.analysis.free_run_regime`: the same
-        start, length and burn-in, and its Lyapunov spectrum)."""
+    def verdict(self, model: Any, seed: int, x0: np.ndarray | None = None) -> str:
+        """What the scored free run from ``x0`` (default: the first start) settles on
+        (:func:`dsident.analysis.free_run_regime`: the same start, length and burn-in, and its
+        Lyapunov spectrum)."""
         from ..analysis.report import free_run_regime
 
         n_steps = max(100, self.reference.shape[0])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            return free_run_regime(model, n_steps=n_steps, transient=self.burn_in, x0=self.x0, seed=seed).verdict
+            return free_run_regime(model, n_steps=n_steps, transient=self.burn_in,
+                                   x0=self.x0s[0] if x0 is None else x0, seed=seed).verdict
 
     def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
-        d_stsp, d_h = self.score(model, seed=self.seed)
+        scores = [self.score(model, self.seed, x0) for x0 in self.x0s]
+        per_start = [d for d, _ in scores]
+        # one diverged (inf) or off-grid (NaN) start makes the mean so: such a state is not kept
+        d_stsp = float(np.mean(per_start))
+        d_h = float(np.mean([h for _, h in scores]))
         values: dict[str, Any] = {"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
                                   "eval_time_s": progress.elapsed_s}
         shown: dict[str, Any] = {"D_stsp": free_run_label(d_stsp), "D_H": d_h}
+        if len(self.x0s) > 1:
+            values["worst_state_space_divergence"] = float(max(per_start, key=_badness))
+            shown["worst"] = free_run_label(values["worst_state_space_divergence"])
         score = d_stsp
         if self.regime is not None:
             # a diverged or off-grid run is not kept whatever it settles on: no spectrum needed
-            verdict = self.verdict(model, self.seed) if math.isfinite(d_stsp) else "not classified"
+            verdict = "not classified"
+            if math.isfinite(d_stsp):
+                # the kind every start settles on; starts that disagree name each kind they reached,
+                # which no select_regime value accepts
+                verdict = " + ".join(dict.fromkeys(self.verdict(model, self.seed, x0) for x0 in self.x0s))
             values["free_run_regime"] = shown["regime"] = verdict
             if verdict not in SELECT_REGIMES[self.regime]:
                 score = d_stsp + _WRONG_REGIME_OFFSET
         return Evaluation(score=score, values=values, shown=shown)
+
+
+def _badness(d_stsp: float) -> float:
+    """Order of free-run scores from best to worst: finite values, then off grid (NaN), then diverged."""
+    if math.isnan(d_stsp):
+        return 1e300
+    return d_stsp
 
 
 def _report_regime_selection(history: dict[str, Any], select_regime: str) -> None:
@@ -368,7 +403,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         latent_reg: float = 0.0, warmup: int = 0,
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
-                        select_regime: str | None = None, device: str = "auto",
+                        eval_starts: int = 1, select_regime: str | None = None, device: str = "auto",
                         checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
@@ -439,6 +474,14 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         it is compared with the first ``eval_steps`` samples of ``eval_data``.
     eval_data : Dataset, optional
         Reference data for the scoring (default: the training data; its longest trial).
+    eval_starts : int, default 1
+        Free runs scored per evaluation, started from this many fully observed samples spread
+        evenly over that trial (the first at its first fully observed sample), each compared
+        with the same reference; the evaluation's D_stsp and D_H are their means, and one
+        diverged or off-grid run rules the state out. A model can have a second attractor (a
+        stable fixed point beside the chaotic one) that a run from one start never reaches;
+        more starts show it, at that many times the cost of the scoring. Not for data with
+        inputs.
     select_regime : {"chaotic", "periodic"}, optional
         Keep the lowest-D_stsp state among the evaluations whose free run settles on this kind
         of attractor (:func:`dsident.analysis.free_run_regime` of the scored run: "chaotic"
@@ -478,8 +521,10 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         ``grad_norm`` (mean pre-clipping norm), ``regularization``. Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
         D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
-        so far, resumed runs included), and with ``select_regime`` ``free_run_regime`` (the
-        run's verdict; "not classified" for a diverged or off-grid run).
+        so far, resumed runs included), with ``eval_starts`` > 1 ``worst_state_space_divergence``
+        (the worst start's), and with ``select_regime`` ``free_run_regime`` (the run's verdict;
+        "not classified" for a diverged or off-grid run; with several starts that disagree,
+        their verdicts joined by " + ", which counts as the wrong kind).
         The α schedule: ``alpha_update_batch``, ``alpha_estimate``, ``jacobian_bound``,
         ``alpha_after_update``. Then ``best_epoch``, ``best_state_space_divergence``,
         ``diverged``, ``n_epochs_run``, ``n_batches_done``, ``wall_time_s``, ``settings``,
@@ -528,6 +573,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch)
     eval_every = check_int("eval_every", eval_every, minimum=0)
     eval_steps = check_int("eval_steps", eval_steps, minimum=2)
+    eval_starts = check_int("eval_starts", eval_starts)
     if select_regime is not None and select_regime not in SELECT_REGIMES:
         raise ValueError(f"`select_regime` must be one of {sorted(SELECT_REGIMES)} or None; got {select_regime!r}.")
     if select_regime is not None and eval_every == 0:
@@ -551,7 +597,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         ref = ds if eval_data is None else as_dataset(eval_data)
         check_data_fits_model(model, ref, check_dt=False)
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
-                                  regime=select_regime)
+                                  regime=select_regime, n_starts=eval_starts)
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
@@ -559,7 +605,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "n_epochs": n_epochs, "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip,
                 "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
-                "eval_data": "train" if eval_data is None else "given", "select_regime": select_regime,
+                "eval_data": "train" if eval_data is None else "given", "eval_starts": eval_starts,
+                "select_regime": select_regime,
                 "skip_nonfinite": skip_nonfinite, "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
