@@ -63,6 +63,18 @@ def test_a_fast_spiral_stands_still_by_the_end_with_both_exponents_log_r():
     assert regime.latent.shape == (2000, 2) and regime.trajectory.sizes["time"] == 2000
 
 
+def test_a_run_handed_over_gives_the_verdict_of_the_run_generated_inside():
+    model, x0 = _spiral(r=0.999), np.array([1.0, 0.0])
+    inside = free_run_regime(model, n_steps=2000, transient=200, x0=x0, seed=0)
+    run = model.generate(2200, x0=x0, seed=0)
+    given = free_run_regime(model, n_steps=2000, transient=200, x0=x0, seed=0, run=run)
+    assert given.verdict == inside.verdict == "periodic or quasi-periodic"
+    np.testing.assert_array_equal(given.lyapunov, inside.lyapunov)
+    np.testing.assert_array_equal(given.latent, inside.latent)
+    with pytest.raises(ValueError, match="`run` must be a generated run with `z` over transient \\+ n_steps = 2200"):
+        free_run_regime(model, n_steps=2000, transient=200, x0=x0, run=run.isel(time=slice(1, None)))
+
+
 def test_data_with_inputs_are_not_analysed_and_say_why():
     test = as_dataset(np.random.default_rng(0).normal(size=(300, 2)), dt=0.5, u=np.zeros((300, 1)))
     late = point_regime(_spiral(), test)

@@ -461,7 +461,7 @@ def _scripted_fit(monkeypatch, answer, **kwargs):
     """A small fit whose free-run verdicts are scripted: ``answer(call index) -> verdict``."""
     calls = []
 
-    def verdict(self, model, seed, x0=None):
+    def verdict(self, model, seed, x0=None, run=None):
         calls.append(len(calls))
         return answer(len(calls) - 1)
 

@@ -231,12 +231,17 @@ class FreeRunRegime:
 
 
 def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, z0: Any = None, x0: Any = None,
-                    zero_tol: float | None = None, seed: int = 0) -> FreeRunRegime:
+                    zero_tol: float | None = None, seed: int = 0, run: xr.Dataset | None = None) -> FreeRunRegime:
     """Run a fitted model freely and say what the run settled on (no fixed-point search).
 
     The cheap half of :func:`analyze_dynamics` (same arguments, same verdict): one free run of
     ``transient + n_steps`` steps and its Lyapunov spectrum. The benchmark calls it for every
     point, so that a scored stretch that was only a long transient shows.
+
+    ``run``, optional, is that free run when the caller already has it (the output of
+    ``generate(transient + n_steps, z0=z0, x0=x0, seed=seed)`` of the same model): it is used
+    instead of generating it again (teacher forcing's ``select_regime`` classifies the run it
+    has just scored). Only its length is checked.
 
     Returns
     -------
@@ -254,7 +259,11 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
         raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel; got {type(model).__name__}.")
     dyn, _ = resolve_dynamics(ssm)
     dt = float(ssm.dt)
-    run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
+    if run is None:
+        run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
+    elif "z" not in run or run.sizes.get("time") != transient + n_steps:
+        raise ValueError(f"`run` must be a generated run with `z` over transient + n_steps = {transient + n_steps} "
+                         f"time steps; got {dict(run.sizes) if 'z' in run else 'a run without z'}.")
     z_all = np.asarray(run["z"].values[0], dtype=float)
     run = run.isel(time=slice(transient, None))
     z = z_all[transient:]

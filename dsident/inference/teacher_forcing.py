@@ -241,17 +241,22 @@ class _FreeRunScorer:
         ref = self.reference[np.isfinite(self.reference).all(-1)]
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
 
-    def score(self, model: Any, seed: int, x0: np.ndarray | None = None) -> tuple[float, float]:
-        """(D_stsp, D_H) of a free run from ``x0`` (default: the first start); (inf, nan) when it
-        diverges, D_stsp NaN when none of its points falls on the reference's grid (e.g. a fixed
-        point outside the attractor)."""
-        n_ref = self.reference.shape[0]
+    def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
+        """The scored free run from ``x0`` (default: the first start): burn-in plus reference length."""
         kwargs: dict[str, Any] = {"x0": self.x0s[0] if x0 is None else x0, "seed": seed}
         if self.u is not None:
             kwargs["u"] = self.u
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)       # divergence is reported through the score
-            run = model.generate(self.burn_in + n_ref, **kwargs)
+            return model.generate(self.burn_in + self.reference.shape[0], **kwargs)
+
+    def score(self, model: Any, seed: int, x0: np.ndarray | None = None,
+              run: xr.Dataset | None = None) -> tuple[float, float]:
+        """(D_stsp, D_H) of the free run from ``x0`` (default: the first start; ``run``: that run,
+        already generated); (inf, nan) when it diverges, D_stsp NaN when none of its points falls
+        on the reference's grid (e.g. a fixed point outside the attractor)."""
+        if run is None:
+            run = self.free_run(model, seed, x0)
         gen = np.asarray(run["x"].values[0, self.burn_in:], dtype=float)
         if int(run.attrs.get("diverged", 0)) or not np.all(np.isfinite(gen)) \
                 or np.any(np.abs(gen - self.mean) > _DIVERGENCE_STD * self.std):
@@ -263,20 +268,23 @@ class _FreeRunScorer:
             d_h = math.nan
         return d_stsp, d_h
 
-    def verdict(self, model: Any, seed: int, x0: np.ndarray | None = None) -> str:
+    def verdict(self, model: Any, seed: int, x0: np.ndarray | None = None, run: xr.Dataset | None = None) -> str:
         """What the scored free run from ``x0`` (default: the first start) settles on
         (:func:`dsident.analysis.free_run_regime`: the same start, length and burn-in, and its
-        Lyapunov spectrum)."""
+        Lyapunov spectrum); ``run``, that run already generated, is not generated again."""
         from ..analysis.report import free_run_regime
 
         n_steps = max(100, self.reference.shape[0])
+        if run is not None and run.sizes["time"] != self.burn_in + n_steps:
+            run = None                     # a reference under 100 samples: the verdict runs longer
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return free_run_regime(model, n_steps=n_steps, transient=self.burn_in,
-                                   x0=self.x0s[0] if x0 is None else x0, seed=seed).verdict
+                                   x0=self.x0s[0] if x0 is None else x0, seed=seed, run=run).verdict
 
     def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
-        scores = [self.score(model, self.seed, x0) for x0 in self.x0s]
+        runs = [self.free_run(model, self.seed, x0) for x0 in self.x0s]
+        scores = [self.score(model, self.seed, run=run) for run in runs]
         per_start = [d for d, _ in scores]
         # one diverged (inf) or off-grid (NaN) start makes the mean so: such a state is not kept
         d_stsp = float(np.mean(per_start))
@@ -294,7 +302,8 @@ class _FreeRunScorer:
             if math.isfinite(d_stsp):
                 # the kind every start settles on; starts that disagree name each kind they reached,
                 # which no select_regime value accepts
-                verdict = " + ".join(dict.fromkeys(self.verdict(model, self.seed, x0) for x0 in self.x0s))
+                verdict = " + ".join(dict.fromkeys(self.verdict(model, self.seed, x0, run)
+                                                   for x0, run in zip(self.x0s, runs)))
             values["free_run_regime"] = shown["regime"] = verdict
             if verdict not in SELECT_REGIMES[self.regime]:
                 score = d_stsp + _WRONG_REGIME_OFFSET
