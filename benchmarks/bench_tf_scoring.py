@@ -20,8 +20,8 @@ Results: ``docs/teacher_forcing.md``, "Scoring from several starts".
 from __future__ import annotations
 
 import argparse
-import time
-from typing import Any, Callable
+import os
+import sys
 
 import torch
 
@@ -32,15 +32,8 @@ from dsident.inference.training import TrainingProgress
 from dsident.model import StateSpaceModel
 from dsident.observations import Gaussian
 
-
-def best_time(fn: Callable[[], Any], repeats: int) -> float:
-    """Fastest of ``repeats`` calls, in seconds (the least disturbed by other processes)."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_plrnn import best_time  # noqa: E402
 
 
 def models(dt: float) -> dict[str, StateSpaceModel]:
