@@ -136,10 +136,10 @@ def test_callback_sees_each_epoch_and_its_model_and_can_stop_training():
 
 
 @pytest.mark.parametrize("engine", ["bptt", "teacher-forcing"])
-def test_engines_pass_the_callback_through(engine):
+def test_engines_pass_the_callback_and_lr_backoff_through(engine):
     data = as_dataset(periodic_data(), dt=0.1)
     epochs = []
-    options = dict(n_epochs=3, seq_len=20, batch_size=4, seed=0, progress=False,
+    options = dict(n_epochs=3, seq_len=20, batch_size=4, seed=0, progress=False, lr_backoff=2,
                    callback=lambda epoch, record, m: epochs.append((epoch, record["train_loss"])) or None)
     if engine == "bptt":
         history = fit_bptt(shallow_model(), data, **options)
@@ -147,6 +147,7 @@ def test_engines_pass_the_callback_through(engine):
         history = fit_teacher_forcing(shallow_model(), data, batches_per_epoch=2, eval_every=0, **options)
     assert epochs == list(zip(history["epoch"], history["train_loss"])) and len(epochs) == 3
     assert "stopped_by_callback" not in history
+    assert history["settings"]["lr_backoff"] == 2 and history["lr_backoffs"] == []
 
 
 def test_penalties_are_trained_but_not_reported_as_data_loss():
@@ -235,6 +236,58 @@ def test_more_refused_batches_in_a_row_than_allowed_stop_training():
     kwargs = {**loop_kwargs(), "loss_fn": _poisoned_at({5})}
     with pytest.warns(RuntimeWarning, match="training loss became nan at epoch 1"):
         assert train_loop(plrnn_model(), **kwargs)["diverged"]
+
+
+def _norm_score(model, progress):
+    """A score that depends on the state only, so that a redone epoch scores as the first time."""
+    return Evaluation(score=float(sum(p.detach().abs().sum() for p in model.parameters())))
+
+
+def test_lr_backoff_equals_a_resume_from_the_epoch_before_with_half_the_learning_rate(tmp_path):
+    """Batch 8 (the first of epoch 2) fails once: training goes back to the start of epoch 1 with
+    half the learning rate. The independent route: stop after epoch 0 with a checkpoint, and
+    resume it with ``lr`` and ``lr_end`` halved."""
+    kwargs = {**loop_kwargs(lr_end=1e-3), "evaluate": _norm_score, "score_name": "norm"}
+    backed = plrnn_model()
+    with pytest.warns(RuntimeWarning, match=r"epoch\(s\) \[2\] and went back one epoch.*now 0.5 ×"):
+        history = train_loop(backed, **{**kwargs, "loss_fn": _poisoned_at({8})}, lr_backoff=1)
+    assert not history["diverged"] and history["lr_backoffs"] == [2]
+    assert history["epoch"] == history["eval_epoch"] == [0, 1, 2, 3, 4]
+    assert history["n_batches_done"] == 20
+    path = tmp_path / "ckpt.pt"
+    reference = plrnn_model()
+    train_loop(reference, **kwargs, checkpoint=path, checkpoint_every=1, callback=lambda e, r, m: e == 0)
+    resumed = train_loop(reference, **{**kwargs, "lr": 5e-3, "lr_end": 5e-4}, checkpoint=path)
+    np.testing.assert_allclose(history["train_loss"], resumed["train_loss"], rtol=1e-6)
+    np.testing.assert_allclose(history["lr"][1:], np.array(resumed["lr"][1:]), rtol=1e-12)
+    assert history["lr"][0] == resumed["lr"][0] == 1e-2
+    assert history["best_epoch"] == resumed["best_epoch"] and history["best_norm"] == resumed["best_norm"]
+    assert_same_parameters(backed, reference)
+
+
+def test_lr_backoff_runs_out_then_training_stops_and_the_scale_survives_a_resume(tmp_path):
+    # the redone epoch 2 fails again (batch 13): a second backoff, or the stop when none is left
+    with pytest.warns(RuntimeWarning, match="training loss became nan at epoch 2"), \
+            pytest.warns(RuntimeWarning, match="went back one epoch"):
+        history = train_loop(plrnn_model(), **{**loop_kwargs(), "loss_fn": _poisoned_at({8, 13})}, lr_backoff=1)
+    assert history["diverged"] and history["lr_backoffs"] == [2] and history["epoch"] == [0, 1]
+    with pytest.warns(RuntimeWarning, match=r"now 0.25 ×"):
+        history = train_loop(plrnn_model(), **{**loop_kwargs(), "loss_fn": _poisoned_at({8, 13})}, lr_backoff=2)
+    assert not history["diverged"] and history["lr_backoffs"] == [2, 2]
+    np.testing.assert_allclose(history["lr"], [1e-2] + [2.5e-3] * 4)
+    # a run stopped after the backoff and resumed keeps the lowered rate and ends where the whole run did
+    whole, parts = plrnn_model(), plrnn_model()
+    with pytest.warns(RuntimeWarning, match="went back"):
+        train_loop(whole, **{**loop_kwargs(), "loss_fn": _poisoned_at({8})}, lr_backoff=1)
+    path = tmp_path / "ckpt.pt"
+    with pytest.warns(RuntimeWarning, match="went back"):
+        train_loop(parts, **{**loop_kwargs(), "loss_fn": _poisoned_at({8})}, lr_backoff=1, checkpoint=path,
+                   callback=lambda e, r, m: e == 2)
+    assert torch.load(path, weights_only=True)["lr_scale"] == 0.5
+    with pytest.warns(RuntimeWarning, match="went back"):
+        rest = train_loop(parts, **loop_kwargs(), lr_backoff=1, checkpoint=path)
+    assert rest["lr_backoffs"] == [2] and rest["lr"][-1] == 5e-3
+    assert_same_parameters(whole, parts)
 
 
 def test_evaluation_can_stop_training_as_diverged():
@@ -338,6 +391,7 @@ def test_a_checkpoint_of_another_seed_or_layout_is_refused(tmp_path):
     ({"grad_clip": 0}, "`grad_clip`"),
     ({"eval_every": -1}, "`eval_every`"),
     ({"checkpoint_every": 0}, "`checkpoint_every`"),
+    ({"lr_backoff": -1}, "`lr_backoff`"),
     ({"optimizer": "sgd"}, "`optimizer`"),
     ({"on_divergence": "ignore"}, "`on_divergence`"),
     ({"skip_nonfinite": -1}, "`skip_nonfinite`"),

@@ -416,6 +416,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
+                        lr_backoff: int = 0,
                         callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
 
@@ -516,6 +517,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Up to this many such batches in a row are skipped instead (no update; counted in
         ``history["skipped_batches"]`` and reported in a warning), so that one window a young
         model cannot follow with a weak forcing does not end the fit.
+    lr_backoff : int, default 0
+        Up to this many times, such a batch (after ``skip_nonfinite``'s allowance) sends training
+        back to the start of the epoch before, with half the learning rate from then on, instead
+        of stopping it: an epoch that made the model unstable under the forcing is trained again,
+        more gently (``history["lr_backoffs"]``; see :func:`~dsident.inference.training.train_loop`).
     callback : callable ``(epoch, record, model) -> bool or None``, optional
         Called after every epoch with its numbers (``train_loss``, ``alpha``, and on a scored
         epoch ``state_space_divergence`` / ``power_spectrum_distance``) and the model in its
@@ -616,11 +622,12 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
                 "eval_data": "train" if eval_data is None else "given", "eval_starts": eval_starts,
                 "select_regime": select_regime,
-                "skip_nonfinite": skip_nonfinite, "device": str(dev), "optimizer": optimizer}
+                "skip_nonfinite": skip_nonfinite, "lr_backoff": lr_backoff, "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                         on_divergence=on_divergence, skip_nonfinite=skip_nonfinite, settings=settings,
+                         on_divergence=on_divergence, skip_nonfinite=skip_nonfinite, lr_backoff=lr_backoff,
+                         settings=settings,
                          penalties=forcing.penalties,
                          on_batch=forcing.on_batch, on_epoch=forcing.on_epoch, evaluate=evaluate,
                          eval_every=eval_every, score_name="state_space_divergence", engine_state=forcing,

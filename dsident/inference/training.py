@@ -33,6 +33,7 @@ Shape legend: ``B`` batch (windows), ``L`` window length (time), ``N`` obs_dim, 
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
@@ -66,6 +67,8 @@ FitCallback = Callable[[int, dict[str, float], Any], "bool | None"]
 _CHECKPOINT_VERSION = 2
 #: per-epoch history lists every run records
 _EPOCH_KEYS = ("epoch", "train_loss", "lr", "grad_norm", "regularization", "skipped_batches", "eval_epoch")
+#: how much each ``lr_backoff`` lowers the learning rate
+LR_BACKOFF_FACTOR = 0.5
 
 
 def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) -> None:
@@ -357,12 +360,46 @@ def _record(history: dict[str, Any], values: Mapping[str, Any] | None) -> None:
         history.setdefault(key, []).append(number)
 
 
+@dataclass
+class _EpochStart:
+    """Where training stood at the start of an epoch: what ``lr_backoff`` goes back to."""
+
+    model_state: dict[str, Tensor]
+    optimizer_state: dict[str, Any]
+    engine_state: Any
+    history_lengths: dict[str, int]
+    best: tuple[dict[str, Tensor] | None, float, int]
+    n_batches_done: int
+
+    @classmethod
+    def take(cls, model: torch.nn.Module, opt: torch.optim.Optimizer, engine_state: EngineState | None,
+             history: dict[str, Any], best_state: dict[str, Tensor] | None, best_key: str,
+             n_batches_done: int) -> "_EpochStart":
+        return cls(state_copy(model), copy.deepcopy(opt.state_dict()),
+                   None if engine_state is None else copy.deepcopy(engine_state.state_dict()),
+                   {k: len(v) for k, v in history.items() if isinstance(v, list)},
+                   (best_state, history[best_key], history["best_epoch"]), n_batches_done)
+
+    def restore(self, model: torch.nn.Module, opt: torch.optim.Optimizer, engine_state: EngineState | None,
+                history: dict[str, Any], best_key: str) -> tuple[dict[str, Tensor] | None, int]:
+        """Put everything back; returns the best state and the batch count of then."""
+        model.load_state_dict(self.model_state)
+        opt.load_state_dict(copy.deepcopy(self.optimizer_state))
+        if engine_state is not None:
+            engine_state.load_state_dict(copy.deepcopy(self.engine_state))
+        for key, value in history.items():
+            if isinstance(value, list) and key != "lr_backoffs":
+                del value[self.history_lengths.get(key, 0):]
+        best_state, history[best_key], history["best_epoch"] = self.best
+        return best_state, self.n_batches_done
+
+
 def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor | tuple[Tensor, Any]],
                sampler: Callable[[np.random.Generator], Iterable[Batch]], n_epochs: int, lr: float,
                lr_end: float | None = None, optimizer: str = "adam", grad_clip: float | None = None,
                seed: int | None = None, progress: bool = True, device: str | torch.device = "auto",
                checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1, resume: bool = True,
-               on_divergence: str = "warn", skip_nonfinite: int = 0, settings: Mapping[str, Any],
+               on_divergence: str = "warn", skip_nonfinite: int = 0, lr_backoff: int = 0, settings: Mapping[str, Any],
                penalties: Callable[[Any], Iterable[Tensor]] | None = None,
                on_batch: Callable[[Any, TrainingProgress, Batch, Any], Mapping[str, float] | None] | None = None,
                on_epoch: Callable[[Any, TrainingProgress], Mapping[str, float] | None] | None = None,
@@ -409,6 +446,15 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         ``history["skipped_batches"]``, and reported in a ``RuntimeWarning`` at the end), and
         training goes on with the next batch. One window that a still untrained model cannot
         follow then costs that window, not the fit. 0: the first one stops training.
+    lr_backoff : int, default 0
+        Times a fit may step back instead of stopping on such a batch (after ``skip_nonfinite``'s
+        allowance): the model, optimizer, hook state, best state and history return to where
+        they were at the start of the epoch *before* the failing one (a model that an epoch made
+        unstable fails on its first batches of the next), the learning rate is multiplied by
+        :data:`LR_BACKOFF_FACTOR` (0.5) for the rest of the fit, and training goes on from there
+        on the same windows. Each step back is listed in ``history["lr_backoffs"]`` (the epoch
+        that failed) and reported in a ``RuntimeWarning``; when none is left, the next failure
+        stops training as above.
     settings : dict
         Recorded in the history; ``settings["engine"]`` names the engine (checkpoints of
         another engine are refused).
@@ -444,8 +490,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         ``regularization``; ``eval_epoch`` per evaluation; the hooks' lists; ``best_epoch``
         (-1: none), ``best_<score_name>``, ``diverged`` (and ``divergence``, the message),
         ``n_epochs_run``, ``n_batches_done``, ``wall_time_s`` (this call), ``settings``,
-        ``package_version``; ``resumed_from_epoch`` after a resume and ``stopped_by_callback``
-        when the callback stopped it.
+        ``package_version``, ``lr_backoffs``; ``resumed_from_epoch`` after a resume and
+        ``stopped_by_callback`` when the callback stopped it.
     """
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"`on_divergence` must be 'warn' or 'raise'; got on_divergence={on_divergence!r}.")
@@ -455,6 +501,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     checkpoint_every = check_int("checkpoint_every", checkpoint_every)
     eval_every = check_int("eval_every", eval_every, minimum=0)
     skip_nonfinite = check_int("skip_nonfinite", skip_nonfinite, minimum=0)
+    lr_backoff = check_int("lr_backoff", lr_backoff, minimum=0)
     lr = check_number("lr", lr, positive=True)
     lr_end = check_number("lr_end", lr_end, positive=True, allow_none=True)
     grad_clip = check_number("grad_clip", grad_clip, positive=True, allow_none=True)
@@ -467,9 +514,10 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     opt = make_optimizer(optimizer, params, lr)
     gamma = lr_decay_factor(lr, lr_end, n_epochs)
     best_key = f"best_{score_name}"
-    history: dict[str, Any] = {key: [] for key in (*_EPOCH_KEYS, *history_keys)}
+    history: dict[str, Any] = {key: [] for key in (*_EPOCH_KEYS, *history_keys, "lr_backoffs")}
     history.update({"best_epoch": -1, best_key: math.inf, "diverged": False, "settings": dict(settings),
                     "package_version": __version__})
+    lr_scale = 1.0
     state = TrainingProgress()
     best_state: dict[str, Tensor] | None = None
     start_epoch, elapsed_before = 0, 0.0
@@ -486,6 +534,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         history.update({key: list(values) for key, values in payload["history"].items() if isinstance(values, list)})
         if "skipped_batches" not in payload["history"]:    # a checkpoint written before skipping existed
             history["skipped_batches"] = [0] * len(history["epoch"])
+        history.setdefault("lr_backoffs", [])
+        lr_scale = float(payload.get("lr_scale", 1.0))
         history["best_epoch"] = int(payload["history"]["best_epoch"])
         history[best_key] = float(payload["history"][best_key])
         if engine_state is not None:
@@ -500,7 +550,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         lists = {key: value for key, value in history.items() if isinstance(value, list)}
         save_checkpoint(ckpt_path, {
             "format": "dsident-training-checkpoint", "format_version": _CHECKPOINT_VERSION, "engine": engine,
-            "seed": seed, "next_epoch": next_epoch, "n_batches_done": state.n_batches_done,
+            "seed": seed, "next_epoch": next_epoch, "n_batches_done": state.n_batches_done, "lr_scale": lr_scale,
             "elapsed_s": time.perf_counter() - t0 + elapsed_before,
             "model_state": cpu_state(model.state_dict()), "optimizer_state": opt.state_dict(),
             "best_state": {} if best_state is None else cpu_state(best_state),
@@ -519,9 +569,16 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     t0 = time.perf_counter()
     bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc=engine or "train", dynamic_ncols=True)
     in_a_row = 0      # refused batches in a row (skip_nonfinite)
-    for epoch in range(start_epoch, n_epochs):
+    # the states at the start of the last two epochs, for lr_backoff
+    starts: dict[int, _EpochStart] = {}
+    epoch = start_epoch
+    while epoch < n_epochs:
+        if lr_backoff > len(history["lr_backoffs"]):
+            starts = {e: v for e, v in starts.items() if e == epoch - 1}
+            starts[epoch] = _EpochStart.take(model, opt, engine_state, history, best_state, best_key,
+                                             state.n_batches_done)
         state.epoch, state.train_loss = epoch, math.nan
-        current_lr = lr * gamma ** epoch
+        current_lr = lr * gamma ** epoch * lr_scale
         set_learning_rate(opt, current_lr)
         rng = np.random.default_rng([0 if seed is None else seed, epoch])
         model.train()
@@ -545,6 +602,15 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             norms.append(float(norm))
             if on_batch is not None:
                 _record(history, on_batch(model, state, batch, aux))
+        if divergence is not None and lr_backoff > len(history["lr_backoffs"]):
+            back_to = min(starts)
+            best_state, state.n_batches_done = starts[back_to].restore(model, opt, engine_state, history, best_key)
+            history["lr_backoffs"].append(epoch)
+            lr_scale *= LR_BACKOFF_FACTOR
+            in_a_row, epoch = 0, back_to
+            bar.n = back_to
+            bar.refresh()
+            continue
         if divergence is not None:
             diverged(divergence)
             break
@@ -580,12 +646,18 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         if stop:
             history["stopped_by_callback"] = epoch
             break
+        epoch += 1
     bar.close()
     if not history["diverged"]:
         # the checkpoint keeps the *last* state (a resumed run continues from it); the model gets the best
         save(history["epoch"][-1] + 1 if history["epoch"] else start_epoch)
         if best_state is not None:
             model.load_state_dict(best_state)
+    if history["lr_backoffs"]:
+        warnings.warn(f"training met a non-finite loss or gradient at epoch(s) {history['lr_backoffs']} and went "
+                      f"back one epoch each time with the learning rate times {LR_BACKOFF_FACTOR} (now "
+                      f"{lr_scale:g} × the schedule; lr_backoff={lr_backoff}, history['lr_backoffs']).",
+                      RuntimeWarning, stacklevel=3)
     n_skipped = int(sum(history["skipped_batches"]))
     if n_skipped:
         warnings.warn(f"{n_skipped} training batch(es) had a non-finite loss or gradient and were skipped without "
