@@ -86,7 +86,9 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:     12.7, so it keeps SVI.
 #:   ECG: gnODE teacher forcing 10.2 (bounded by construction; SVI not measured); rPLRNN
 #:     Laplace-EM's free run diverged vs teacher forcing 13.4, bounded. LTC, ODE-RFWP and
-#:     ORGaNICs stay with SVI (not measured): their teacher-forcing pilots (seed 0) gave no ECG
+#:     ORGaNICs stay with SVI (session 12, seed 0, the engine's defaults: 14.0 a fixed point,
+#:     10.1 an oscillation with too many and too low peaks, 14.0 a fixed point; MEASURED), since
+#:     their teacher-forcing pilots (seed 0) gave no ECG either
 #:     (LTC with time_constant 0.02 / 0.1 s: 13.4 / 13.2, oscillating without R peaks; ODE-RFWP:
 #:     fixed points, 14.0, or with MSE a 3× too fast oscillation, 13.3; ORGaNICs: 12.6, a
 #:     206-sample oscillation of the wrong shape; docs/continuous.md "The ECG, continued").
@@ -437,8 +439,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
 #: samples (NaN: the free run settled off the data's grid), and the median fit time in seconds
 #: with one torch thread on 2 cores shared with other fits (an upper bound; NaN: not recorded).
 #: The per-seed numbers are in the comments above each PAIR_DEFAULTS entry and in the README. Only
-#: cells measured with their present settings are listed (the rPLRNN's Laplace-EM was measured
-#: on 100 000 bursting-neuron samples, not the 50 000 its cell now uses).
+#: cells measured with their present settings are listed. Besides every PAIR_DEFAULTS cell, these
+#: include cells of the default grid that run with the engine's defaults (no PAIR_DEFAULTS entry;
+#: session 12, helper-48, seed 0, at load 4 on the 2 cores, so their times are upper bounds).
 MEASURED_EVAL_LENGTH = 10_000
 MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     ("lorenz63", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 1.08, "D_H": 0.028, "fit_time_s": 164},
@@ -459,6 +462,11 @@ MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     ("ecg", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 6.78, "D_H": 0.090, "fit_time_s": 280},
     ("ecg", "gnode", "teacher-forcing"): {"seeds": 3, "D_stsp": 10.2, "D_H": 0.100, "fit_time_s": 455},
     ("ecg", "rplrnn", "teacher-forcing"): {"seeds": 3, "D_stsp": 13.4, "D_H": 0.25, "fit_time_s": 300},
+    # the SVI engine's defaults (see DATASET_METHODS): an oscillation with 27 peaks per 10 000
+    # samples (test 15) of 2.6 against 3.6; fixed points
+    ("ecg", "rfwp", "svi"): {"seeds": 1, "D_stsp": 10.1, "D_H": 0.249, "fit_time_s": 1282},
+    ("ecg", "ltc", "svi"): {"seeds": 1, "D_stsp": 14.0, "D_H": 0.260, "fit_time_s": 1114},
+    ("ecg", "organics", "svi"): {"seeds": 1, "D_stsp": 14.0, "D_H": 1.0, "fit_time_s": 973},
 }
 
 #: the same for the cells of a preset (``--quick``: 20 000 training samples; the README's main job)
