@@ -48,8 +48,11 @@ print(train)
 # latent state is pulled a fraction α = 0.1 of the way towards the state the data imply, which
 # keeps the gradients bounded on chaotic data while the model still learns to run freely.
 # Every 5 epochs a free run is scored against the training series; the fit keeps the best.
-# These are the settings `dsident benchmark --models rplrnn --methods teacher-forcing` uses
-# (read here from the one defaults table, `dsident.experiments.config`).
+# These were the settings of `dsident benchmark --models rplrnn --methods teacher-forcing` until
+# session 12, and the numbers below were measured with them, so the tutorial keeps them. The
+# benchmark cell (`dsident.experiments.config`) now trains M = 30 units on windows of 100 for
+# 150 epochs: 5 seeds D_stsp 2.36 [1.06, 3.37] (5.3× the floor), D_H 0.062, every free run
+# chaotic; `DSIDENT_TUTORIAL_CELL=1` runs the tutorial with those settings instead.
 #
 # Two choices matter (measured on seed 0, see `docs/plrnn.md`):
 #
@@ -61,7 +64,7 @@ print(train)
 # * **α.** The adaptive α of GTF settles near 0.65 for this model, and the fitted model leans on
 #   the forcing (D_stsp 11.6); α = 0.2 gave 7.2, α = 0.1 gave 3.1, α = 0.05 gave 5.5.
 #
-# Honest status (3 seeds, about 4–5 CPU minutes a fit, floor D_stsp 0.446 and D_H 0.027 at
+# Honest status of these settings (3 seeds, 4–5 CPU minutes a fit, floor D_stsp 0.446, D_H 0.027 at
 # T = 10 000): every free run stays bounded and visits both wings, but the reconstruction is only
 # partial. D_stsp is 2.76 / 4.00 / 5.77 (seeds 0 / 1 / 2), so the median is 9× the floor, and
 # D_H is 0.11–0.18. The clipped shallow PLRNN below reaches D_stsp ≈ 1.1 and D_H 0.03. The
@@ -80,10 +83,14 @@ if SHALLOW:
 elif FAST:
     model = dsident.models.PLRNN(latent_dim=4, readout="linear", penalty="none", seed=0)
     fit_options = dict(alpha=0.1, n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=1, eval_steps=200)
-else:
-    cell = resolve_config("lorenz63", "rplrnn", "teacher-forcing")   # the benchmark's settings
+elif os.environ.get("DSIDENT_TUTORIAL_CELL") == "1":
+    cell = resolve_config("lorenz63", "rplrnn", "teacher-forcing")   # the benchmark's settings now
     model = dsident.models.PLRNN(**cell["model_params"], seed=0)
     fit_options = cell["fit_options"]
+else:                                                                 # the settings measured below
+    model = dsident.models.PLRNN(latent_dim=20, readout="linear", penalty="none", seed=0)
+    fit_options = dict(alpha=0.1, n_epochs=100, seq_len=200, optimizer="adam", lr=3e-3, lr_end=1e-4,
+                       eval_every=5)
 print(model, fit_options)
 model.fit(train, method="teacher-forcing", progress=not FAST, **fit_options)
 
