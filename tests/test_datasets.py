@@ -104,10 +104,13 @@ def test_spike_test_latent_continues_the_train_latent(loaded):
 # Regeneration: the same code, seed and solver reproduce the shipped files. Tolerances: float32
 # storage (~1e-7 relative) plus solver round-off from a shorter integration interval; LSODA's
 # step sequence depends on the end time, which shows at the 1e-5 level over 1000 ms of spikes.
-@pytest.mark.parametrize("name, atol", [("lorenz63", 1e-5), ("bursting_neuron", 1e-3), ("lorenz63_spikes", 0.0),
-                                        ("ecg", 1e-4)])
-def test_regenerated_head_matches_shipped_file(loaded, name, atol):
-    n = 2000
+# The chaotic heads are shorter: round-off that differs between CPUs (the solver's error norm is
+# a vectorised reduction) grows like exp(0.91 t). On an AMD EPYC with numpy 2.4, Lorenz-63's
+# regenerated head was within 3e-7 of the shipped file over 500 samples, 1e-6 at 1 000, 1e-4 at
+# 1 500 and 8e-3 at 2 000, and the spike counts on its latent were equal up to sample 952.
+@pytest.mark.parametrize("name, atol, n", [("lorenz63", 1e-5, 500), ("bursting_neuron", 1e-3, 2000),
+                                           ("lorenz63_spikes", 0.0, 500), ("ecg", 1e-4, 2000)])
+def test_regenerated_head_matches_shipped_file(loaded, name, atol, n):
     head = datasets.regenerate_head(name, n)
     shipped = loaded[(name, "train")]["x"].values[0, :n]
     np.testing.assert_allclose(head, shipped, atol=atol + 1e-6 * np.abs(shipped).max(), rtol=0)
