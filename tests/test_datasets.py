@@ -104,8 +104,9 @@ def test_spike_test_latent_continues_the_train_latent(loaded):
 # Regeneration: the same code, seed and solver reproduce the shipped files. Tolerances: float32
 # storage (~1e-7 relative) plus solver round-off from a shorter integration interval; LSODA's
 # step sequence depends on the end time, which shows at the 1e-5 level over 1000 ms of spikes.
-# The chaotic heads are shorter: round-off that differs between CPUs (the solver's error norm is
-# a vectorised reduction) grows like exp(0.91 t). On an AMD EPYC with numpy 2.4, Lorenz-63's
+# The chaotic heads are shorter: round-off that differs between machines grows like exp(0.91 t)
+# (here numpy 2.3 / 2.4 and scipy 1.16 / 1.17 gave the same head, so the CPU is the likely
+# source; it was not traced further). On an AMD EPYC with numpy 2.4, Lorenz-63's
 # regenerated head was within 3e-7 of the shipped file over 500 samples, 1e-6 at 1 000, 1e-4 at
 # 1 500 and 8e-3 at 2 000, and the spike counts on its latent were equal up to sample 952.
 @pytest.mark.parametrize("name, atol, n", [("lorenz63", 1e-5, 500), ("bursting_neuron", 1e-3, 2000),
