@@ -353,6 +353,50 @@ def test_resume_continues_exactly(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
 
 
+def test_annealed_alpha_follows_its_geometric_schedule_and_forces_with_it(monkeypatch):
+    import dsident.inference.teacher_forcing as tf
+    used = []
+    real = tf.teacher_forcing_loss
+
+    def spy(*args, **kwargs):
+        used.append(kwargs["alpha"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf, "teacher_forcing_loss", spy)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity"), dt=0.1)
+    n_epochs, per_epoch = 4, 3
+    history = fit_teacher_forcing(model, periodic_data(300), alpha=0.4, alpha_end=0.05, n_epochs=n_epochs,
+                                  batches_per_epoch=per_epoch, batch_size=2, seq_len=20, eval_every=0, seed=0,
+                                  progress=False)
+    # epoch e: 0.4 · (0.05 / 0.4) ** (e / 3) = 0.4 · 2 ** (−e): 0.4, 0.2, 0.1, 0.05
+    expected = [0.4 / 2 ** e for e in range(n_epochs)]
+    np.testing.assert_allclose(history["alpha"], expected, rtol=1e-12)
+    np.testing.assert_allclose(used, np.repeat(expected, per_epoch), rtol=1e-12)
+    assert history["settings"]["alpha_end"] == 0.05
+
+
+def test_resume_of_an_annealed_alpha_continues_exactly(tmp_path):
+    data = periodic_data(300)
+    kwargs = dict(alpha=0.5, alpha_end=0.1, n_epochs=4, seq_len=20, batch_size=4, batches_per_epoch=3, lr=3e-3,
+                  eval_every=0, seed=3, progress=False)
+
+    def fresh():
+        return StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=2), Gaussian(2, 2, readout="identity"), dt=0.1)
+
+    straight = fresh()
+    h_straight = fit_teacher_forcing(straight, data, **kwargs)
+    ckpt = tmp_path / "tf.pt"
+    # stopped after epoch 1 of the same 4-epoch schedule, then resumed
+    fit_teacher_forcing(fresh(), data, checkpoint=ckpt, checkpoint_every=1, callback=lambda e, r, m: e == 1, **kwargs)
+    resumed = fresh()
+    h_resumed = fit_teacher_forcing(resumed, data, checkpoint=ckpt, **kwargs)
+    assert h_resumed["resumed_from_epoch"] == 2
+    np.testing.assert_allclose(h_resumed["alpha"], h_straight["alpha"], rtol=1e-12)
+    np.testing.assert_allclose(h_resumed["train_loss"], h_straight["train_loss"], rtol=1e-6)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 def test_checkpoint_of_another_engine_is_refused(tmp_path):
     path = tmp_path / "other.pt"
     torch.save({"format": "dsident-training-checkpoint", "engine": "bptt"}, path)
@@ -578,6 +622,10 @@ def test_eval_starts_in_a_fit():
     ({"mode": "dense"}, "`mode`"),
     ({"alpha": 1.5}, "`alpha`"),
     ({"alpha": "auto"}, "`alpha`"),
+    ({"alpha": "adaptive", "alpha_end": 0.1}, "`alpha_end` anneals a constant `alpha`"),
+    ({"alpha": 0.3, "alpha_end": 0.1, "mode": "sparse"}, "`alpha_end` anneals a constant `alpha`"),
+    ({"alpha": 0.3, "alpha_end": 0.0}, r"`alpha_end` must be a number in \(0, 1\]"),
+    ({"alpha": 0.0, "alpha_end": 0.1}, "and `alpha` positive"),
     ({"seq_len": 1}, "`seq_len`"),
     ({"lr": -1.0}, "`lr`"),
     ({"eval_every": -1}, "`eval_every`"),

@@ -357,11 +357,19 @@ class _Forcing:
     """
 
     def __init__(self, schedule: AlphaSchedule, *, mode: str, forcing_interval: int, loss: str, latent_reg: float,
-                 obs_reg: float, warmup: int = 0) -> None:
+                 obs_reg: float, warmup: int = 0, alpha_end: float | None = None, n_epochs: int = 1) -> None:
         self.schedule, self.mode, self.forcing_interval, self.loss = schedule, mode, forcing_interval, loss
         self.warmup = warmup
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
+        self.alpha_end, self.n_epochs = alpha_end, n_epochs
         self.alpha = schedule.initial
+
+    def annealed_alpha(self, epoch: int) -> float:
+        """The constant α of ``epoch`` when it anneals: ``alpha · (alpha_end / alpha) ** (epoch / (n_epochs − 1))``."""
+        start, end = self.schedule.initial, self.alpha_end
+        if end is None or self.n_epochs < 2:
+            return start
+        return float(start * (end / start) ** (min(epoch, self.n_epochs - 1) / (self.n_epochs - 1)))
 
     def state_dict(self) -> dict[str, float]:
         return {"alpha": self.alpha}
@@ -397,14 +405,19 @@ class _Forcing:
                 "alpha_after_update": self.alpha}
 
     def on_epoch(self, model: Any, progress: TrainingProgress) -> dict[str, float]:
-        return {"alpha": self.alpha if self.mode == "generalized" else 1.0}
+        used = self.alpha if self.mode == "generalized" else 1.0
+        if self.alpha_end is not None:
+            # set here, at the end of an epoch, so that a checkpoint holds the α its next epoch uses
+            self.alpha = self.annealed_alpha(progress.epoch + 1)
+        return {"alpha": used}
 
 
 # ---------------------------------------------------------------------------------------------
 # the engine
 # ---------------------------------------------------------------------------------------------
 def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progress: bool = True,
-                        mode: str = "generalized", alpha: float | str = "adaptive", alpha_initial: float = 1.0,
+                        mode: str = "generalized", alpha: float | str = "adaptive", alpha_end: float | None = None,
+                        alpha_initial: float = 1.0,
                         alpha_method: str = "product_bound", alpha_decay: float = 0.99, alpha_update_every: int = 5,
                         forcing_interval: int = 16, seq_len: int = 100, batch_size: int = 16,
                         batches_per_epoch: int = 50, n_epochs: int = 60, lr: float = 3e-3,
@@ -441,6 +454,12 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Jacobian bound of :func:`~dsident.inference.forcing_alpha.estimate_alpha`, evaluated
         along the forced trajectory every ``alpha_update_every`` batches; it falls towards a
         lower estimate by ``alpha_decay`` per update and rises to a higher one at once.
+    alpha_end : float in (0, 1], optional
+        With a constant ``alpha``: anneal it geometrically over the epochs, as the learning
+        rate, from ``alpha`` in the first epoch to ``alpha_end`` in the last (epoch e uses
+        ``alpha · (alpha_end / alpha) ** (e / (n_epochs − 1))``). A weaker forcing late in
+        training makes the model carry more of each window on its own (docs/teacher_forcing.md,
+        "Annealing α"); the states of every epoch stay candidates for the kept one.
     alpha_method : {"product_bound", "batch_maximum"}
         See :func:`~dsident.inference.forcing_alpha.norm_bound`.
     forcing_interval : int, default 16
@@ -532,7 +551,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     Returns
     -------
     dict
-        Per epoch: ``epoch``, ``train_loss``, ``alpha`` (at the end of the epoch), ``lr``,
+        Per epoch: ``epoch``, ``train_loss``, ``alpha`` (the epoch's; the adaptive one at its end), ``lr``,
         ``grad_norm`` (mean pre-clipping norm), ``regularization``. Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
         D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
@@ -581,6 +600,15 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
     schedule = AlphaSchedule(initial=alpha_initial if adaptive else alpha, adaptive=adaptive and mode == "generalized",
                              method=alpha_method, decay=alpha_decay, update_every=alpha_update_every)
+    if alpha_end is not None:
+        if adaptive or mode != "generalized":
+            raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
+                             f"with alpha={alpha!r}, mode={mode!r}.")
+        if isinstance(alpha_end, bool) or not isinstance(alpha_end, (int, float, np.floating)) \
+                or not 0.0 < float(alpha_end) <= 1.0 or schedule.initial <= 0.0:
+            raise ValueError(f"`alpha_end` must be a number in (0, 1] and `alpha` positive (a geometric schedule); "
+                             f"got alpha_end={alpha_end!r}, alpha={alpha!r}.")
+        alpha_end = float(alpha_end)
     # the options of this engine; train_loop checks its own (n_epochs, lr, optimizer, ...)
     forcing_interval = check_int("forcing_interval", forcing_interval)
     seq_len = check_int("seq_len", seq_len, minimum=2)
@@ -598,7 +626,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
                        loss=("mse" if reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
                        latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg),
-                       warmup=check_int("warmup", warmup, minimum=0))
+                       warmup=check_int("warmup", warmup, minimum=0), alpha_end=alpha_end,
+                       n_epochs=check_int("n_epochs", n_epochs))
     if forcing.warmup >= seq_len - 1:
         raise ValueError(f"`warmup` must be smaller than seq_len - 1 = {seq_len - 1} (some steps must be scored); "
                          f"got warmup={warmup!r}.")
@@ -613,7 +642,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         check_data_fits_model(model, ref, check_dt=False)
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
                                   regime=select_regime, n_starts=eval_starts)
-    settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha,
+    settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": alpha_end,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
                 "seq_len": sampler.seq_len, "batch_size": batch_size, "batches_per_epoch": batches_per_epoch,
