@@ -128,3 +128,55 @@ def test_spectrum_verdict_refuses_bad_input_by_name(exponents, tol, name):
 
     with pytest.raises(ValueError, match=name):
         spectrum_verdict(exponents, zero_tol=tol)
+
+
+def test_lapack_qr_step_matches_numpy_and_flags_every_non_finite_entry():
+    from dsident.analysis.lyapunov import _qr
+
+    rng = np.random.default_rng(0)
+    for m, k in [(1, 1), (3, 3), (6, 4), (16, 16)]:
+        a = rng.standard_normal((m, k))
+        q, diag_r = _qr(a)
+        q_np, r_np = np.linalg.qr(a)
+        np.testing.assert_allclose(np.abs(diag_r), np.abs(np.diag(r_np)), rtol=1e-12)
+        np.testing.assert_allclose(q * np.sign(diag_r), q_np * np.sign(np.diag(r_np)), atol=1e-12)
+    # a NaN above the diagonal of a column whose reflection is skipped never reaches R's
+    # diagonal; the step must still report it
+    a = np.array([[0.0, 0.0, np.nan], [0.0, 0.0, -1.2], [0.0, 0.0, 0.0]])
+    assert _qr(a)[1] is None
+    for bad in (np.nan, np.inf, -np.inf):
+        a = rng.standard_normal((5, 3))
+        a[rng.integers(5), rng.integers(3)] = bad
+        assert _qr(a)[1] is None
+
+
+def test_a_models_own_run_is_used_as_the_path_and_any_other_is_stepped_again():
+    import torch
+
+    from dsident import StateSpaceModel
+    from dsident.analysis import lyapunov as lyap
+    from dsident.dynamics import ShallowPLRNN
+    from dsident.observations import Gaussian
+
+    model = StateSpaceModel(ShallowPLRNN(4, 32, clip=True, seed=1), Gaussian(2, 4, readout="identity"))
+    run = model.generate(600, seed=0)["z"].values[0]
+    stepped = lyapunov_spectrum(model, z0=run[0], n_steps=500, transient=100)
+    calls = []
+    real_step = model.step
+
+    def counting_step(*args, **kwargs):
+        calls.append(1)
+        return real_step(*args, **kwargs)
+
+    model.step = counting_step
+    given = lyapunov_spectrum(model, z0=run[0], n_steps=500, transient=100, path=run)
+    assert len(calls) <= 2                      # the consistency check and the step after the last state
+    np.testing.assert_allclose(given, stepped, rtol=1e-12, atol=1e-12)
+    # a noisy run of the same model, or one from another start, is not the model's path: stepped again
+    noisy = real_step.__self__.generate(600, seed=0, noise=True)["z"].values[0]
+    for other in (noisy, run + 0.01):
+        calls.clear()
+        np.testing.assert_allclose(lyapunov_spectrum(model, z0=run[0], n_steps=500, transient=100, path=other),
+                                   stepped, rtol=1e-12, atol=1e-12)
+        assert len(calls) >= 600
+    assert lyap._usable_path(model, run[:10], torch.as_tensor(run[:1], dtype=torch.float32), 600) is None

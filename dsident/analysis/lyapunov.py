@@ -16,16 +16,20 @@ Shape legend: ``M`` state dimension, ``k`` number of exponents, ``T`` time steps
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+from scipy.linalg.lapack import dgeqrf as _geqrf, dorgqr as _orgqr
 from scipy.spatial import cKDTree
 
 __all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "spectrum_verdict",
            "max_lyapunov_rosenstein", "RosensteinResult"]
 
 StepFn = Callable[[np.ndarray], np.ndarray]
+#: time steps whose R diagonals are logged together in the Benettin loop
+_LOG_BLOCK = 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -34,7 +38,7 @@ StepFn = Callable[[np.ndarray], np.ndarray]
 def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: float | None = None,
                       jacobian_fn: Callable[[np.ndarray], np.ndarray] | None = None, *,
                       n_exponents: int | None = None, transient: int = 1_000,
-                      u: Any = None, batch_size: int = 4_096) -> np.ndarray:
+                      u: Any = None, batch_size: int = 4_096, path: Any = None) -> np.ndarray:
     """Lyapunov spectrum from Jacobians along a trajectory (QR method).
 
     Parameters
@@ -73,6 +77,12 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         External input of a model (held at zero when omitted).
     batch_size : int
         Jacobians of a model are evaluated in batches of this many time points.
+    path : array-like of shape (transient + n_steps, M), optional
+        A model's own latent trajectory from ``z0`` when the caller already has it (e.g. the
+        ``z`` of ``model.generate(transient + n_steps, z0=z0)``, which runs without noise by
+        default), so that it is not stepped again. Used only for a model without inputs, and
+        only if 16 of its steps, spread over it, agree with ``model.step``; otherwise (a run
+        with process noise, another model) the trajectory is stepped as without it.
 
     Returns
     -------
@@ -100,7 +110,7 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         system = system.model_
     if _is_state_space_model(system):
         dt = float(system.dt) if dt is None else _positive_float(dt, "dt")
-        jacobians, ok = _model_jacobians(system, z0, int(transient) + n_steps, u, batch_size)
+        jacobians, ok = _model_jacobians(system, z0, int(transient) + n_steps, u, batch_size, path)
         m = jacobians.shape[-1]
         k = _n_exponents(n_exponents, m)
         if not ok:
@@ -261,16 +271,40 @@ def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt
     """Average log|diag R| over a stream of one-step Jacobians (M, M)."""
     q = _initial_frame(m, k)
     total = np.zeros(k)
+    # the diagonals are logged a block at a time (a zero on the diagonal gives -inf: diverged below)
+    block, filled = np.ones((_LOG_BLOCK, k)), 0
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for i, jac in enumerate(jacobians):
-            q, r = np.linalg.qr(jac @ q)
-            if not np.all(np.isfinite(r)):
+            q, diag_r = _qr(jac @ q)
+            if diag_r is None:
                 return _diverged(k)
             if i >= transient:
-                total += np.log(np.abs(np.diag(r)))
+                block[filled] = diag_r
+                filled += 1
+                if filled == _LOG_BLOCK:
+                    total += np.log(np.abs(block)).sum(0)
+                    filled = 0
+        total += np.log(np.abs(block[:filled])).sum(0)
     if not np.all(np.isfinite(total)):
         return _diverged(k)
     return total / (n_steps * dt)
+
+
+def _qr(a: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Thin QR of ``a`` (M, k): Q (M, k) and the diagonal of R (k,), None when ``a`` is not finite.
+
+    The LAPACK routines that ``numpy.linalg.qr`` calls (Householder ``geqrf``, then ``orgqr``),
+    called directly: for the M ≤ 16 of these models numpy's wrapper costs several times the
+    factorisation itself, and the Benettin loop calls it once per time step
+    (``benchmarks/bench_lyapunov.py``).
+    """
+    # one scalar test for every entry (a NaN or inf makes the sum non-finite); the factors
+    # alone would not show it: a reflection that is skipped leaves a NaN above R's diagonal
+    if not math.isfinite(a.sum()):
+        return a, None
+    factor, tau, _, _ = _geqrf(a)
+    q, _, _ = _orgqr(factor, tau)
+    return q, np.diagonal(factor)
 
 
 def _initial_frame(m: int, k: int) -> np.ndarray:
@@ -322,12 +356,12 @@ def _qr_continuous(system: Any, x: np.ndarray, k: int, transient: int, n_steps: 
         k4 = np.asarray(rhs(t + h, x4), dtype=float)
         q4 = jac(x4, t + h) @ (q + h * q3)
         x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-        q, r = np.linalg.qr(q + (h / 6.0) * (q1 + 2.0 * q2 + 2.0 * q3 + q4))
+        q, diag_r = _qr(q + (h / 6.0) * (q1 + 2.0 * q2 + 2.0 * q3 + q4))
         t += h
-        if not np.all(np.isfinite(x)) or not np.all(np.isfinite(r)):
+        if diag_r is None or not np.all(np.isfinite(x)):
             return _diverged(k)
         if i >= transient:
-            total += np.log(np.abs(np.diag(r)))
+            total += np.log(np.abs(diag_r))
     return total / (n_steps * dt)
 
 
@@ -344,8 +378,10 @@ def _time_aware(jacobian: Callable[..., np.ndarray]) -> Callable[[np.ndarray, fl
     return lambda x, t: np.asarray(jacobian(x), dtype=float)
 
 
-def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int) -> tuple[np.ndarray, bool]:
-    """Run the deterministic model n_total steps; return its Jacobians along the path (T, M, M)."""
+def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
+                     given_path: Any = None) -> tuple[np.ndarray, bool]:
+    """Run the deterministic model n_total steps (or take ``given_path`` when it is that run);
+    return its Jacobians along the path (T, M, M)."""
     import torch
 
     p = next(model.parameters())
@@ -360,11 +396,15 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int)
         uu = torch.as_tensor(np.asarray(u, dtype=float), dtype=dtype, device=device)
         if uu.ndim != 2 or uu.shape[0] < n_total:
             raise ValueError(f"`u` must have shape (transient + n_steps, K) = ({n_total}, K); got {tuple(uu.shape)}.")
-    path = torch.empty(n_total, m, dtype=dtype, device=device)
+    path = None if given_path is None or uu is not None else _usable_path(model, given_path, z, n_total)
     with torch.no_grad():
-        for t in range(n_total):
-            path[t] = z[0]
-            z = model.step(z, None if uu is None else uu[t:t + 1])
+        if path is None:
+            path = torch.empty(n_total, m, dtype=dtype, device=device)
+            for t in range(n_total):
+                path[t] = z[0]
+                z = model.step(z, None if uu is None else uu[t:t + 1])
+        else:
+            z = model.step(path[-1:])
     if not bool(torch.isfinite(path).all()) or not bool(torch.isfinite(z).all()):
         return np.empty((0, m, m)), False
     out = np.empty((n_total, m, m))
@@ -374,6 +414,27 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int)
         jac = model.dynamics.jacobian(path[start:stop], ub, model.dt)
         out[start:stop] = jac.detach().cpu().double().numpy()
     return out, bool(np.isfinite(out).all())
+
+
+def _usable_path(model: Any, path: Any, z: Any, n_total: int) -> Any:
+    """``path`` as a Tensor when it is the model's deterministic run of n_total steps from ``z``, else None."""
+    import torch
+
+    p = next(model.parameters())
+    arr = np.asarray(path, dtype=float)
+    if n_total < 2 or arr.shape != (n_total, int(model.latent_dim)) or not np.isfinite(arr).all():
+        return None
+    tensor = torch.as_tensor(arr, dtype=p.dtype, device=p.device)
+    # 16 steps spread over the run (the first and the last among them) must be the model's own
+    checked = torch.as_tensor(np.unique(np.linspace(0, n_total - 2, 16).astype(int)), device=p.device)
+    with torch.no_grad():
+        stepped = model.step(tensor[checked])
+    scale = 1.0 + float(tensor.abs().max())
+    tol = 1e-4 if p.dtype == torch.float32 else 1e-9
+    if not torch.allclose(tensor[0], z[0], rtol=0.0, atol=tol * scale) \
+            or not torch.allclose(stepped, tensor[checked + 1], rtol=0.0, atol=tol * scale):
+        return None
+    return tensor
 
 
 def _finite_difference_jacobian(step: StepFn, z: np.ndarray) -> np.ndarray:

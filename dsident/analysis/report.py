@@ -271,9 +271,9 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
     if diverged:
         lam = np.full(int(dyn.latent_dim), np.nan)
     else:
-        # the same path as the run (same start, same deterministic steps); the transient also lets
-        # the QR tangent vectors align before averaging starts
-        lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient)
+        # the Jacobians along the run itself (not stepped again when its steps are the model's own);
+        # the transient also lets the QR tangent vectors align before averaging starts
+        lam = lyapunov_spectrum(ssm, z0=z_all[0], n_steps=n_steps, transient=transient, path=z_all)
         # QR columns come out largest first only on average: two close exponents can swap
         lam = np.sort(lam)[::-1]
     verdict, cycle_period = _verdict(z, lam * dt, zero_tol, diverged)
