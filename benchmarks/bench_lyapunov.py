@@ -5,8 +5,10 @@ For each case: the time of dsident's loop (``dsident.analysis.lyapunov._qr_avera
 straightforward loop written below (``numpy.linalg.qr`` and a logarithm every step), both
 best of ``--repeat`` runs on the same stream of Jacobians, their ratio, and the largest
 difference between the two spectra (the same factorisation: it must be at round-off level).
-Then the whole `free_run_regime` verdict of a bursting-neuron-sized shallow PLRNN (M = 6,
-H = 400), the part that teacher forcing's ``select_regime`` adds to every evaluation.
+Then the spectrum of a bursting-neuron-sized shallow PLRNN (M = 6, H = 400) along a run it has
+generated, taken from that run (``path=``, as `free_run_regime` now does) and by stepping the
+model again (as it did before), and the whole `free_run_regime` verdict: the part that teacher
+forcing's ``select_regime`` adds to every evaluation.
 
 Run: ``python benchmarks/bench_lyapunov.py`` (``--steps`` for the run length, default 50 000:
 the bursting cell's 40 000-step free run plus its burn-in).
@@ -21,7 +23,7 @@ import torch
 
 from dsident import StateSpaceModel
 from dsident.analysis import free_run_regime
-from dsident.analysis.lyapunov import _initial_frame, _qr_average
+from dsident.analysis.lyapunov import _initial_frame, _qr_average, lyapunov_spectrum
 from dsident.dynamics import ShallowPLRNN
 from dsident.observations import Gaussian
 
@@ -76,11 +78,17 @@ def main() -> None:
 
     model = StateSpaceModel(ShallowPLRNN(6, 400, clip=True, seed=0), Gaussian(3, 6, readout="identity"))
     run = model.generate(args.steps, seed=0)
-    t_verdict, regime = best_of(lambda: free_run_regime(model, n_steps=args.steps - transient, transient=transient,
-                                                        run=run), args.repeat)
-    print(f"free_run_regime of a shallow PLRNN (M 6, H 400), {args.steps} steps: {t_verdict:.2f} s "
+    z = run["z"].values[0]
+    n = args.steps - transient
+    t_path, from_path = best_of(lambda: lyapunov_spectrum(model, z0=z[0], n_steps=n, transient=transient, path=z),
+                                args.repeat)
+    t_step, stepped = best_of(lambda: lyapunov_spectrum(model, z0=z[0], n_steps=n, transient=transient), args.repeat)
+    print(f"spectrum of a shallow PLRNN (M 6, H 400) along its {args.steps}-step run: {t_path:.2f} s from the run "
+          f"(path=), {t_step:.2f} s stepping the model again: {t_step / t_path:.1f}×, max |Δλ| "
+          f"{np.max(np.abs(from_path - stepped)):.1e}")
+    t_verdict, regime = best_of(lambda: free_run_regime(model, n_steps=n, transient=transient, run=run), args.repeat)
+    print(f"free_run_regime (the verdict select_regime adds to an evaluation): {t_verdict:.2f} s "
           f"({regime.verdict}, λ_max {regime.lyapunov[0]:.3g})")
-
 
 if __name__ == "__main__":
     main()
