@@ -53,6 +53,7 @@ from ..data.container import as_dataset, to_arrays
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
+from .fused_rollout import can_fuse, fused_forced_rollout
 from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress,
                        check_data_fits_model, check_int, check_number, resolve_device, train_loop)
 from .windows import Batch, RandomWindows
@@ -84,7 +85,8 @@ _WRONG_REGIME_OFFSET = 1e6
 # the forced rollout and its loss
 # ---------------------------------------------------------------------------------------------
 def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Tensor | None, *,
-                   mode: str, alpha: float, forcing_interval: int, warmup: int = 0) -> tuple[Tensor, Tensor]:
+                   mode: str, alpha: float, forcing_interval: int, warmup: int = 0,
+                   fused: bool = True) -> tuple[Tensor, Tensor]:
     """Roll a batch forward under teacher forcing.
 
     Parameters
@@ -104,6 +106,10 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
     warmup : int
         Steps t = 1 … ``warmup`` are fully forced (α = 1) whatever the mode, so that units the
         data do not force (unread units, modulators) settle before the window is scored.
+    fused : bool, default True
+        Roll a shallow PLRNN forced through an identity readout as one autograd node
+        (:mod:`dsident.inference.fused_rollout`: same numbers, a fraction of the time on a CPU);
+        False, or any other model, steps ``model.step`` and lets autograd record every step.
 
     Returns
     -------
@@ -112,17 +118,19 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
     forced : Tensor of shape (B, L, M)
         ``z̃_t``, the states the next steps start from (``z̃_0 = ẑ_0``).
     """
+    length = teacher.z_hat.shape[1]
+    alphas = [1.0 if t <= warmup else alpha if mode == "generalized" else float(t % forcing_interval == 0)
+              for t in range(length)]
+    if fused and can_fuse(model, teacher, u):
+        return fused_forced_rollout(model, teacher, torch.tensor(alphas, dtype=teacher.z_hat.dtype))
     z = teacher.z_hat[:, 0]
     predicted, forced = [], [z]
-    for t in range(1, teacher.z_hat.shape[1]):
+    for t in range(1, length):
         step_dt = None if dt is None else dt[:, t, None]
         z = model.step(z, None if u is None else u[:, t], step_dt)
         predicted.append(z)
-        a = alpha if mode == "generalized" else (1.0 if t % forcing_interval == 0 else 0.0)
-        if t <= warmup:
-            a = 1.0
-        if a > 0.0:
-            z = teacher.force(z, t, a)
+        if alphas[t] > 0.0:
+            z = teacher.force(z, t, alphas[t])
         forced.append(z)
     return torch.stack(predicted, dim=1), torch.stack(forced, dim=1)
 
@@ -130,7 +138,7 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
 def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None = None, dt: Tensor | None = None,
                          *, mode: str = "generalized", alpha: float = 1.0, forcing_interval: int = 1,
                          loss: str = "mse", teacher: TeacherSignal | None = None,
-                         warmup: int = 0) -> tuple[Tensor, Tensor]:
+                         warmup: int = 0, fused: bool = True) -> tuple[Tensor, Tensor]:
     """The data term of teacher-forcing training on a batch of windows.
 
     Parameters
@@ -150,6 +158,8 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
     warmup : int
         Fully forced steps at the start of each window (see :func:`forced_rollout`); their
         predictions are not scored.
+    fused : bool, default True
+        See :func:`forced_rollout`.
 
     Returns
     -------
@@ -160,7 +170,7 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
     if teacher is None:
         teacher = make_teacher(model.observation, x, mask)
     predicted, forced = forced_rollout(model, teacher, u, dt, mode=mode, alpha=alpha,
-                                       forcing_interval=forcing_interval, warmup=warmup)
+                                       forcing_interval=forcing_interval, warmup=warmup, fused=fused)
     # the first `warmup` predictions start from states the data have not yet shaped: not scored
     predicted, target, observed = predicted[:, warmup:], x[:, 1 + warmup:], mask[:, 1 + warmup:]
     n_observed = observed.sum().clamp_min(1)

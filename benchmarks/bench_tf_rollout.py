@@ -1,0 +1,72 @@
+"""Speed of one teacher-forcing update of the shallow PLRNN: the fused rollout against autograd.
+
+For the shapes of the benchmark cells (batch 16; Lorenz-63: M = 3, H = 100, windows of 100;
+bursting neuron: M = 6, H = 400, windows of 200; ECG: M = 5, H = 250, windows of 200) it times
+one update's loss and backward pass (`teacher_forcing_loss` then ``loss.backward()``) with the
+fused rollout (``dsident.inference.fused_rollout``, the default) and with autograd recording
+every step (``fused=False``), best of ``--repeat`` rounds of ``--updates`` updates each, in the
+same run, and prints the ratio and the largest relative difference between the two gradients.
+
+Run: ``python benchmarks/bench_tf_rollout.py`` (one torch thread, as the benchmark cells;
+``--threads`` to change it).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from dsident import StateSpaceModel
+from dsident.dynamics import ShallowPLRNN
+from dsident.inference.forcing_alpha import make_teacher
+from dsident.inference.teacher_forcing import teacher_forcing_loss
+from dsident.observations import Gaussian
+
+CASES = {  # name: (channels, latent_dim, hidden_dim, window, alpha)
+    "lorenz63 (quick cell)": (3, 3, 100, 100, 0.3),
+    "bursting neuron cell": (3, 6, 400, 200, 0.25),
+    "ecg cell": (5, 5, 250, 200, 0.1),
+}
+
+
+def one_update(model: StateSpaceModel, x: torch.Tensor, mask: torch.Tensor, alpha: float, fused: bool) -> None:
+    model.zero_grad()
+    teacher = make_teacher(model.observation, x, mask)
+    loss, _ = teacher_forcing_loss(model, x, mask, alpha=alpha, teacher=teacher, fused=fused)
+    loss.backward()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"one update (loss + backward), batch 16, {torch.get_default_dtype()}, {args.threads} thread(s), "
+          f"best of {args.repeat} × {args.updates}")
+    print(f"{'case':<22} | {'fused ms':>8} | {'autograd ms':>11} | {'ratio':>6} | max rel. Δ grad")
+    for name, (n, m, h, length, alpha) in CASES.items():
+        model = StateSpaceModel(ShallowPLRNN(m, h, clip=True, seed=0), Gaussian(n, m, readout="identity"))
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(16, length, n, generator=gen)
+        mask = torch.ones_like(x, dtype=torch.bool)
+        grads, times = {}, {}
+        for fused in (True, False):
+            best = float("inf")
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                for _ in range(args.updates):
+                    one_update(model, x, mask, alpha, fused)
+                best = min(best, (time.perf_counter() - t0) / args.updates)
+            times[fused] = best
+            grads[fused] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+                   for a, b in zip(grads[True], grads[False]))
+        print(f"{name:<22} | {1e3 * times[True]:8.1f} | {1e3 * times[False]:11.1f} | "
+              f"{times[False] / times[True]:5.1f}× | {diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The forced rollout of a shallow PLRNN as one autograd node with a hand-written backward pass.
+
+Teacher forcing on a CPU spends its time on the dispatch of small operations, not on
+arithmetic: a window of L steps of a batch of 16 is a chain of ≈ 14 L tiny tensor operations,
+each recorded by autograd and replayed backwards. For the shallow PLRNN with an identity
+readout (the recommended model for chaotic data, and the benchmark cells' model) the whole
+window is written out here:
+
+.. math::
+
+    p_t = W_2 \\tilde z_{t-1}, \\quad
+    z_t = a \\odot \\tilde z_{t-1} + W_1 \\phi(p_t) + h_1, \\quad
+    \\tilde z_t = k_t \\odot z_t + d_t,
+
+with ``φ(p) = relu(p + h2) − relu(p)`` (clipped) or ``relu(p + h2)``, ``k_t = 1 − α_t w_t`` and
+``d_t = α_t w_t ⊙ ẑ_t`` (``w_t`` the forcing weights of the teacher, ``α_t`` the forcing
+strength of step t). The forward pass runs without recording; the backward pass walks the
+window once, carrying only the two (B, M) and (B, H) products the chain needs, and forms the
+parameter gradients afterwards from the stored pre-activations in a few batched contractions.
+``benchmarks/bench_tf_rollout.py`` measures the gain; the tests compare it with autograd through
+the step-by-step rollout and with finite differences.
+
+Shape legend: ``B`` batch, ``L`` window length, ``M`` latent_dim, ``H`` hidden_dim.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["fused_forced_rollout", "can_fuse"]
+
+
+def can_fuse(model: Any, teacher: Any, u: Tensor | None) -> bool:
+    """Whether :func:`fused_forced_rollout` computes this rollout: a shallow PLRNN without inputs,
+    forced through per-unit weights (identity readout) by a teacher that carries no gradient."""
+    from ..dynamics.plrnn import ShallowPLRNN
+
+    return (type(model.dynamics) is ShallowPLRNN and u is None and teacher.weight is not None
+            and not teacher.z_hat.requires_grad and not teacher.weight.requires_grad)
+
+
+def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tensor, Tensor]:
+    """The forced rollout of :func:`~dsident.inference.teacher_forcing.forced_rollout`, fused.
+
+    Parameters
+    ----------
+    model : StateSpaceModel
+        With :class:`~dsident.dynamics.ShallowPLRNN` dynamics (see :func:`can_fuse`).
+    teacher : TeacherSignal
+        ``z_hat`` (B, L, M) and per-unit ``weight`` (B, L, M) or (B, L, 1).
+    alphas : Tensor of shape (L,)
+        Forcing strength of every step (entry 0 unused: ``z̃_0 = ẑ_0``).
+
+    Returns
+    -------
+    predicted : Tensor of shape (B, L - 1, M)
+    forced : Tensor of shape (B, L, M)
+    """
+    dyn = model.dynamics
+    z_hat = teacher.z_hat
+    strength = alphas.to(z_hat)[None, :, None] * teacher.weight
+    keep = 1.0 - strength
+    drive = strength * z_hat
+    return _ForcedRollout.apply(z_hat[:, 0], keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)
+
+
+def _hidden(pre: Tensor, h2: Tensor, clip: bool) -> Tensor:
+    act = torch.relu(pre + h2)
+    return act - torch.relu(pre) if clip else act
+
+
+class _ForcedRollout(torch.autograd.Function):
+    # Time-major buffers (L, B, ·): every step reads and writes contiguous slices, in place.
+    @staticmethod
+    def forward(ctx: Any, z0: Tensor, keep: Tensor, drive: Tensor, a: Tensor, W1: Tensor, W2: Tensor,
+                h1: Tensor, h2: Tensor, clip: bool) -> tuple[Tensor, Tensor]:
+        n_batch, length, m = drive.shape
+        opts = {"dtype": drive.dtype, "device": drive.device}
+        keep_t, drive_t = keep.transpose(0, 1).contiguous(), drive.transpose(0, 1).contiguous()
+        forced = torch.empty(length, n_batch, m, **opts)
+        predicted = torch.empty(length - 1, n_batch, m, **opts)
+        pre_all = torch.empty(length - 1, n_batch, W2.shape[0], **opts)
+        act = torch.empty(n_batch, W2.shape[0], **opts)
+        w1t, w2t = W1.t(), W2.t()
+        forced[0] = z0
+        for t in range(1, length):
+            z, pre, out = forced[t - 1], pre_all[t - 1], predicted[t - 1]
+            torch.mm(z, w2t, out=pre)
+            torch.add(pre, h2, out=act).relu_()
+            if clip:
+                act.sub_(pre.relu())
+            torch.addmm(h1, act, w1t, out=out).addcmul_(a, z)
+            torch.addcmul(drive_t[t], out, keep_t[t], out=forced[t])
+        ctx.clip = clip
+        ctx.save_for_backward(forced, pre_all, keep_t, a, W1, W2, h2)
+        return predicted.transpose(0, 1), forced.transpose(0, 1)
+
+    @staticmethod
+    def backward(ctx: Any, g_pred: Tensor | None, g_forced: Tensor | None) -> tuple[Tensor | None, ...]:
+        forced, pre_all, keep_t, a, W1, W2, h2 = ctx.saved_tensors
+        length, n_batch, m = forced.shape
+        on = (pre_all + h2 > 0).to(forced.dtype)           # relu'(p + h2)
+        slope = on - (pre_all > 0).to(forced.dtype) if ctx.clip else on     # φ'(p)
+        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=forced.dtype, device=forced.device) if g_pred is None
+                    else g_pred.transpose(0, 1).contiguous())
+        g_forced_t = None if g_forced is None else g_forced.transpose(0, 1).contiguous()
+        g_tilde = torch.zeros_like(forced[0]) if g_forced_t is None else g_forced_t[-1]
+        g_out_all = torch.empty_like(g_pred_t)
+        g_pre_all = torch.empty_like(pre_all)
+        for t in range(length - 1, 0, -1):
+            g_out, g_pre = g_out_all[t - 1], g_pre_all[t - 1]
+            torch.addcmul(g_pred_t[t - 1], keep_t[t], g_tilde, out=g_out)        # dL/dz_t
+            torch.mm(g_out, W1, out=g_pre).mul_(slope[t - 1])                  # dL/dp_t
+            g_tilde = torch.addmm(g_out * a, g_pre, W2)                       # dL/dz̃_{t-1}
+            if g_forced_t is not None:
+                g_tilde += g_forced_t[t - 1]
+        z_prev = forced[:-1]
+        # h2's gradient is relu'(p + h2) · dL/dφ(p): g_pre itself for the plain ReLU; for the clipped
+        # one φ'(p) is 0 where both ReLUs are on, so dL/dφ(p) = g_out W1 is formed again, in one product
+        g_h2 = g_pre_all if not ctx.clip else torch.matmul(g_out_all, W1) * on
+        grad_a = (g_out_all * z_prev).sum((0, 1))
+        grad_w1 = torch.einsum("lbm,lbh->mh", g_out_all, _hidden(pre_all, h2, ctx.clip))
+        grad_w2 = torch.einsum("lbh,lbm->hm", g_pre_all, z_prev)
+        grad_h1 = g_out_all.sum((0, 1))
+        grad_h2 = g_h2.sum((0, 1))
+        return g_tilde, None, None, grad_a, grad_w1, grad_w2, grad_h1, grad_h2, None

@@ -1,0 +1,113 @@
+"""The fused forced rollout of the shallow PLRNN against autograd through the step-by-step rollout
+and against finite differences."""
+import numpy as np
+import pytest
+import torch
+
+from dsident import StateSpaceModel
+from dsident.dynamics import PLRNN, ShallowPLRNN
+from dsident.inference import fused_rollout
+from dsident.inference.forcing_alpha import TeacherSignal, make_teacher
+from dsident.inference.fused_rollout import _ForcedRollout, can_fuse
+from dsident.inference.teacher_forcing import fit_teacher_forcing, forced_rollout, teacher_forcing_loss
+from dsident.observations import Gaussian
+
+
+def _model(clip, latent_dim=5, obs_dim=3, hidden=24, seed=0):
+    dyn = ShallowPLRNN(latent_dim, hidden, clip=clip, seed=seed).double()
+    return StateSpaceModel(dyn, Gaussian(obs_dim, latent_dim, readout="identity").double())
+
+
+def _data(n_batch=4, length=30, channels=3, missing=0.2, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_batch, length, channels, generator=gen, dtype=torch.float64)
+    mask = torch.rand(n_batch, length, channels, generator=gen) > missing
+    return torch.where(mask, x, torch.nan), mask
+
+
+def _gradients(model, teacher, fused, **kwargs):
+    model.zero_grad()
+    predicted, forced = forced_rollout(model, teacher, None, None, fused=fused, **kwargs)
+    # a loss that reaches both outputs, so that both incoming gradients are exercised
+    loss = predicted.square().sum() + 0.1 * forced.pow(3).sum()
+    loss.backward()
+    return predicted.detach(), forced.detach(), {n: p.grad.clone() for n, p in model.dynamics.named_parameters()
+                                                 if p.grad is not None}
+
+
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("options", [dict(mode="generalized", alpha=0.3, forcing_interval=1, warmup=0),
+                                     dict(mode="generalized", alpha=0.15, forcing_interval=1, warmup=4),
+                                     dict(mode="sparse", alpha=0.0, forcing_interval=4, warmup=2)])
+def test_fused_rollout_matches_autograd_through_the_steps(clip, options):
+    model = _model(clip)
+    x, mask = _data()
+    teacher = make_teacher(model.observation, x, mask)
+    assert can_fuse(model, teacher, None)
+    fused = _gradients(model, teacher, True, **options)
+    stepped = _gradients(model, teacher, False, **options)
+    torch.testing.assert_close(fused[0], stepped[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(fused[1], stepped[1], rtol=1e-12, atol=1e-12)
+    assert fused[2].keys() == stepped[2].keys() == {"a", "W1", "W2", "h1", "h2"}
+    for name in fused[2]:
+        torch.testing.assert_close(fused[2][name], stepped[2][name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_fused_rollout_with_one_weight_per_sample_matches_the_steps():
+    model = _model(True, latent_dim=3, obs_dim=3)
+    x, _ = _data(channels=3, missing=0.0)
+    gen = torch.Generator().manual_seed(1)
+    weight = (torch.rand(4, 30, 1, generator=gen) > 0.3).double()       # (B, L, 1): whole state or nothing
+    teacher = TeacherSignal(z_hat=x, weight=weight)
+    fused = _gradients(model, teacher, True, mode="generalized", alpha=0.4, forcing_interval=1)
+    stepped = _gradients(model, teacher, False, mode="generalized", alpha=0.4, forcing_interval=1)
+    torch.testing.assert_close(fused[1], stepped[1], rtol=1e-12, atol=1e-12)
+    for name in fused[2]:
+        torch.testing.assert_close(fused[2][name], stepped[2][name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_fused_backward_agrees_with_finite_differences(clip):
+    dyn = ShallowPLRNN(3, 6, clip=clip, seed=2).double()
+    gen = torch.Generator().manual_seed(3)
+    z0 = torch.randn(2, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    keep = torch.rand(2, 7, 3, generator=gen, dtype=torch.float64)
+    drive = torch.randn(2, 7, 3, generator=gen, dtype=torch.float64)
+    params = [p.detach().clone().requires_grad_(True) for p in (dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2)]
+    assert torch.autograd.gradcheck(lambda z, *p: _ForcedRollout.apply(z, keep, drive, *p, clip), (z0, *params),
+                                    eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_other_models_and_driven_data_are_not_fused():
+    x, mask = _data()
+    shallow = _model(True)
+    linear = StateSpaceModel(ShallowPLRNN(5, 24, seed=0).double(), Gaussian(3, 5, readout="linear").double())
+    plrnn = StateSpaceModel(PLRNN(5, seed=0).double(), Gaussian(3, 5, readout="identity").double())
+    assert can_fuse(shallow, make_teacher(shallow.observation, x, mask), None)
+    assert not can_fuse(shallow, make_teacher(shallow.observation, x, mask), torch.zeros(4, 30, 1))
+    assert not can_fuse(linear, make_teacher(linear.observation, x, mask), None)
+    assert not can_fuse(plrnn, make_teacher(plrnn.observation, x, mask), None)
+
+
+def test_a_teacher_forcing_fit_of_the_shallow_plrnn_runs_fused(monkeypatch):
+    calls = []
+    real = fused_rollout.fused_forced_rollout
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    import dsident.inference.teacher_forcing as tf
+    monkeypatch.setattr(tf, "fused_forced_rollout", counting)
+    t = np.arange(300) * 0.1
+    data = np.stack([np.sin(t), np.cos(t)], -1)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity"))
+    fit_teacher_forcing(model, data, alpha=0.3, n_epochs=2, batches_per_epoch=3, seq_len=20, eval_every=0, seed=0,
+                        progress=False)
+    assert len(calls) == 6
+    x = torch.as_tensor(data[None, :40])
+    mask = torch.ones_like(x, dtype=torch.bool)
+    with torch.no_grad():
+        fused_loss, _ = teacher_forcing_loss(model.double(), x, mask, alpha=0.3)
+        stepped_loss, _ = teacher_forcing_loss(model, x, mask, alpha=0.3, fused=False)
+    assert fused_loss.item() == pytest.approx(stepped_loss.item(), rel=1e-12)
