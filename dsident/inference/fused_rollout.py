@@ -14,9 +14,11 @@ window is written out here:
 
 with ``φ(p) = relu(p + h2) − relu(p)`` (clipped) or ``relu(p + h2)``, ``k_t = 1 − α_t w_t`` and
 ``d_t = α_t w_t ⊙ ẑ_t`` (``w_t`` the forcing weights of the teacher, ``α_t`` the forcing
-strength of step t). The forward pass runs without recording; the backward pass walks the
-window once, carrying only the two (B, M) and (B, H) products the chain needs, and forms the
-parameter gradients afterwards from the stored pre-activations in a few batched contractions.
+strength of step t). The forward pass runs without recording, five operations a step (φ is
+one clamp, its signs and constants folded into W1 and h1); the backward pass walks the window
+once, carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter
+gradients afterwards from the stored pre-activations in a few batched contractions. Buffers
+are time-major (L, B, ·), so that every step reads and writes contiguous slices in place.
 ``benchmarks/bench_tf_rollout.py`` measures the gain; the tests compare it with autograd through
 the step-by-step rollout and with finite differences.
 
@@ -66,13 +68,7 @@ def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tens
     return _ForcedRollout.apply(z_hat[:, 0], keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)
 
 
-def _hidden(pre: Tensor, h2: Tensor, clip: bool) -> Tensor:
-    act = torch.relu(pre + h2)
-    return act - torch.relu(pre) if clip else act
-
-
 class _ForcedRollout(torch.autograd.Function):
-    # Time-major buffers (L, B, ·): every step reads and writes contiguous slices, in place.
     @staticmethod
     def forward(ctx: Any, z0: Tensor, keep: Tensor, drive: Tensor, a: Tensor, W1: Tensor, W2: Tensor,
                 h1: Tensor, h2: Tensor, clip: bool) -> tuple[Tensor, Tensor]:
@@ -83,15 +79,17 @@ class _ForcedRollout(torch.autograd.Function):
         predicted = torch.empty(length - 1, n_batch, m, **opts)
         pre_all = torch.empty(length - 1, n_batch, W2.shape[0], **opts)
         act = torch.empty(n_batch, W2.shape[0], **opts)
-        w1t, w2t = W1.t(), W2.t()
+        # φ as one clamp per step (:func:`_clamp_form`): the signs scale W1's columns and the
+        # constants join h1
+        low, high, sign, shift = _clamp_form(h2, clip)
+        w1t, bias = (W1 * sign).t(), h1 + W1 @ shift
+        w2t = W2.t()
         forced[0] = z0
         for t in range(1, length):
             z, pre, out = forced[t - 1], pre_all[t - 1], predicted[t - 1]
             torch.mm(z, w2t, out=pre)
-            torch.add(pre, h2, out=act).relu_()
-            if clip:
-                act.sub_(pre.relu())
-            torch.addmm(h1, act, w1t, out=out).addcmul_(a, z)
+            torch.clamp(pre, low, high, out=act)
+            torch.addmm(bias, act, w1t, out=out).addcmul_(a, z)
             torch.addcmul(drive_t[t], out, keep_t[t], out=forced[t])
         ctx.clip = clip
         ctx.save_for_backward(forced, pre_all, keep_t, a, W1, W2, h2)
@@ -101,9 +99,10 @@ class _ForcedRollout(torch.autograd.Function):
     def backward(ctx: Any, g_pred: Tensor | None, g_forced: Tensor | None) -> tuple[Tensor | None, ...]:
         forced, pre_all, keep_t, a, W1, W2, h2 = ctx.saved_tensors
         length, n_batch, m = forced.shape
-        on = (pre_all + h2 > 0).to(forced.dtype)           # relu'(p + h2)
-        slope = on - (pre_all > 0).to(forced.dtype) if ctx.clip else on     # φ'(p)
-        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=forced.dtype, device=forced.device) if g_pred is None
+        dtype = forced.dtype
+        on = (pre_all > -h2).to(dtype)                                        # relu'(p + h2)
+        slope = on - (pre_all > 0).to(dtype) if ctx.clip else on             # φ'(p)
+        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=dtype, device=forced.device) if g_pred is None
                     else g_pred.transpose(0, 1).contiguous())
         g_forced_t = None if g_forced is None else g_forced.transpose(0, 1).contiguous()
         g_tilde = torch.zeros_like(forced[0]) if g_forced_t is None else g_forced_t[-1]
@@ -117,12 +116,28 @@ class _ForcedRollout(torch.autograd.Function):
             if g_forced_t is not None:
                 g_tilde += g_forced_t[t - 1]
         z_prev = forced[:-1]
-        # h2's gradient is relu'(p + h2) · dL/dφ(p): g_pre itself for the plain ReLU; for the clipped
-        # one φ'(p) is 0 where both ReLUs are on, so dL/dφ(p) = g_out W1 is formed again, in one product
-        g_h2 = g_pre_all if not ctx.clip else torch.matmul(g_out_all, W1) * on
+        g_out_flat = g_out_all.reshape(-1, m)
         grad_a = (g_out_all * z_prev).sum((0, 1))
-        grad_w1 = torch.einsum("lbm,lbh->mh", g_out_all, _hidden(pre_all, h2, ctx.clip))
-        grad_w2 = torch.einsum("lbh,lbm->hm", g_pre_all, z_prev)
-        grad_h1 = g_out_all.sum((0, 1))
-        grad_h2 = g_h2.sum((0, 1))
+        grad_h1 = g_out_flat.sum(0)
+        # φ(p) = clamp(p, low, high) · sign + c (see forward): one contraction with the clamp
+        low, high, sign, shift = _clamp_form(h2, ctx.clip)
+        grad_w1 = (g_out_flat.t() @ torch.clamp(pre_all, low, high).reshape(-1, pre_all.shape[-1])) * sign \
+            + torch.outer(grad_h1, shift)
+        grad_w2 = g_pre_all.reshape(-1, pre_all.shape[-1]).t() @ z_prev.reshape(-1, m)
+        # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
+        grad_h2 = (W1 * (g_out_flat.t() @ on.reshape(-1, on.shape[-1]))).sum(0)
         return g_tilde, None, None, grad_a, grad_w1, grad_w2, grad_h1, grad_h2, None
+
+
+def _clamp_form(h2: Tensor, clip: bool) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+    """(low, high, sign, shift) with φ(p) = clamp(p, low, high) · sign + shift, per hidden unit.
+
+    relu(p + h2) = clamp(p, −h2, ∞) + h2; the clipped relu(p + h2) − relu(p) is
+    clamp(p, −h2, 0) + h2 where h2 ≥ 0 and −clamp(p, 0, −h2) where h2 < 0.
+    """
+    if not clip:
+        return -h2, None, torch.ones_like(h2), h2
+    zero = torch.zeros_like(h2)
+    positive = h2 >= 0
+    return (torch.minimum(-h2, zero), torch.maximum(-h2, zero), torch.where(positive, 1.0, -1.0).to(h2),
+            torch.where(positive, h2, zero))
