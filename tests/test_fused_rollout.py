@@ -14,8 +14,8 @@ from dsident.observations import Gaussian
 
 
 def _model(clip, latent_dim=5, obs_dim=3, hidden=24, seed=0):
-    dyn = ShallowPLRNN(latent_dim, hidden, clip=clip, seed=seed).double()
-    return StateSpaceModel(dyn, Gaussian(obs_dim, latent_dim, readout="identity").double())
+    dyn = ShallowPLRNN(latent_dim, hidden, clip=clip, seed=seed)
+    return StateSpaceModel(dyn, Gaussian(obs_dim, latent_dim, readout="identity")).double()
 
 
 def _data(n_batch=4, length=30, channels=3, missing=0.2, seed=0):
@@ -111,3 +111,25 @@ def test_a_teacher_forcing_fit_of_the_shallow_plrnn_runs_fused(monkeypatch):
         fused_loss, _ = teacher_forcing_loss(model.double(), x, mask, alpha=0.3)
         stepped_loss, _ = teacher_forcing_loss(model, x, mask, alpha=0.3, fused=False)
     assert fused_loss.item() == pytest.approx(stepped_loss.item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("initial_state", ["invert", "learned"])
+def test_fused_free_run_of_bptt_matches_the_steps(initial_state):
+    from dsident.inference.bptt import free_run
+    from dsident.inference.windows import Batch
+
+    model = _model(True)
+    x, mask = _data(missing=0.0)
+    batch = Batch(x=x, mask=mask, u=None, dt=None)
+    grads = []
+    for fused in (True, False):
+        model.zero_grad()
+        z = free_run(model, batch, initial_state, fused=fused)
+        (model.decode(z) - x).square().sum().backward()
+        grads.append((z.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-12, atol=1e-12)
+    # with a learned initial state its gradient flows back through the fused node too
+    assert ("initial_mean" in grads[0][1]) == (initial_state == "learned") == ("initial_mean" in grads[1][1])
+    assert grads[0][1].keys() == grads[1][1].keys()
+    for name in grads[0][1]:
+        torch.testing.assert_close(grads[0][1][name], grads[1][1][name], rtol=1e-10, atol=1e-12, msg=name)

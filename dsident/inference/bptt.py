@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ..data.container import as_dataset
 from ..observations.gaussian import Gaussian
+from .fused_rollout import can_fuse, fused_free_run
 from .training import (LOSSES, Evaluation, FitCallback, TrainingProgress, check_data_fits_model, check_int,
                        resolve_device, train_loop)
 from .windows import Batch, ShuffledWindows, Windows, make_windows, split_windows, to_batch
@@ -37,7 +38,7 @@ __all__ = ["fit_bptt", "free_run", "make_bptt_loss"]
 _INITIAL_STATES = ("auto", "invert", "learned")
 
 
-def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
+def free_run(model: Any, batch: Batch, initial_state: str, fused: bool = True) -> Tensor:
     """Latent trajectories of a batch run freely from their initial states.
 
     Parameters
@@ -49,6 +50,9 @@ def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
         "invert": ``model.encode`` of the first sample of each window (the observation model's
         pseudo-inverse; missing channels are handled by its mask). "learned": the model's
         ``initial_mean`` for every window (trained with the rest).
+    fused : bool, default True
+        Run a shallow PLRNN without inputs as one autograd node
+        (:func:`~dsident.inference.fused_rollout.fused_free_run`); False: step by step.
 
     Returns
     -------
@@ -59,6 +63,8 @@ def free_run(model: Any, batch: Batch, initial_state: str) -> Tensor:
         z = model.encode(batch.x[:, 0], batch.mask[:, 0])
     else:
         z = model.initial_mean.expand(n_batch, -1)
+    if fused and can_fuse(model, None, batch.u):
+        return fused_free_run(model, z, n_time)
     states = [z]
     for t in range(1, n_time):
         z = model.step(z, None if batch.u is None else batch.u[:, t], model.dt)

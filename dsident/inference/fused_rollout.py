@@ -19,7 +19,7 @@ one clamp, its signs and constants folded into W1 and h1); the backward pass wal
 once, carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter
 gradients afterwards from the stored pre-activations in a few batched contractions. Buffers
 are time-major (L, B, ·), so that every step reads and writes contiguous slices in place.
-``benchmarks/bench_tf_rollout.py`` measures the gain; the tests compare it with autograd through
+``benchmarks/bench_fused_rollout.py`` measures the gain; the tests compare it with autograd through
 the step-by-step rollout and with finite differences.
 
 Shape legend: ``B`` batch, ``L`` window length, ``M`` latent_dim, ``H`` hidden_dim.
@@ -31,16 +31,19 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["fused_forced_rollout", "can_fuse"]
+__all__ = ["fused_forced_rollout", "fused_free_run", "can_fuse"]
 
 
 def can_fuse(model: Any, teacher: Any, u: Tensor | None) -> bool:
     """Whether :func:`fused_forced_rollout` computes this rollout: a shallow PLRNN without inputs,
-    forced through per-unit weights (identity readout) by a teacher that carries no gradient."""
+    forced through per-unit weights (identity readout) by a teacher that carries no gradient
+    (``teacher=None``: a free run, :func:`fused_free_run`)."""
     from ..dynamics.plrnn import ShallowPLRNN
 
-    return (type(model.dynamics) is ShallowPLRNN and u is None and teacher.weight is not None
-            and not teacher.z_hat.requires_grad and not teacher.weight.requires_grad)
+    if type(model.dynamics) is not ShallowPLRNN or u is not None:
+        return False
+    return teacher is None or (teacher.weight is not None and not teacher.z_hat.requires_grad
+                               and not teacher.weight.requires_grad)
 
 
 def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tensor, Tensor]:
@@ -66,6 +69,21 @@ def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tens
     keep = 1.0 - strength
     drive = strength * z_hat
     return _ForcedRollout.apply(z_hat[:, 0], keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)
+
+
+def fused_free_run(model: Any, z0: Tensor, length: int) -> Tensor:
+    """The free run of BPTT (:func:`~dsident.inference.bptt.free_run`), fused: a forced rollout
+    with no forcing. ``z0`` (B, M) may carry a gradient (a learned initial state or readout).
+
+    Returns
+    -------
+    Tensor of shape (B, length, M)
+        ``z0`` followed by ``length − 1`` steps of the model.
+    """
+    dyn = model.dynamics
+    keep = torch.ones(1, length, 1, dtype=z0.dtype, device=z0.device).expand(z0.shape[0], -1, -1)
+    drive = torch.zeros(1, length, 1, dtype=z0.dtype, device=z0.device).expand(z0.shape[0], -1, z0.shape[1])
+    return _ForcedRollout.apply(z0, keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)[1]
 
 
 class _ForcedRollout(torch.autograd.Function):

@@ -1,13 +1,14 @@
-"""Speed of one teacher-forcing update of the shallow PLRNN: the fused rollout against autograd.
+"""Speed of one training update of the shallow PLRNN: the fused rollout against autograd.
 
-For the shapes of the benchmark cells (batch 16; Lorenz-63: M = 3, H = 100, windows of 100;
-bursting neuron: M = 6, H = 400, windows of 200; ECG: M = 5, H = 250, windows of 200) it times
-one update's loss and backward pass (`teacher_forcing_loss` then ``loss.backward()``) with the
-fused rollout (``dsident.inference.fused_rollout``, the default) and with autograd recording
-every step (``fused=False``), best of ``--repeat`` rounds of ``--updates`` updates each, in the
-same run, and prints the ratio and the largest relative difference between the two gradients.
+For the shapes of the benchmark cells (batch 16; teacher forcing on Lorenz-63: M = 3, H = 100,
+windows of 100; bursting neuron: M = 6, H = 400, windows of 200; ECG: M = 5, H = 250, windows
+of 200; and the quick preset's BPTT: M = 3, H = 100, free-running windows of 30) it times one
+update's loss and backward pass with the fused rollout (``dsident.inference.fused_rollout``, the
+default) and with autograd recording every step (``fused=False``), best of ``--repeat`` rounds
+of ``--updates`` updates each, in the same run, and prints the ratio and the largest relative
+difference between the two gradients.
 
-Run: ``python benchmarks/bench_tf_rollout.py`` (one torch thread, as the benchmark cells;
+Run: ``python benchmarks/bench_fused_rollout.py`` (one torch thread, as the benchmark cells;
 ``--threads`` to change it).
 """
 from __future__ import annotations
@@ -19,21 +20,29 @@ import torch
 
 from dsident import StateSpaceModel
 from dsident.dynamics import ShallowPLRNN
+from dsident.inference.bptt import free_run
 from dsident.inference.forcing_alpha import make_teacher
 from dsident.inference.teacher_forcing import teacher_forcing_loss
+from dsident.inference.windows import Batch
 from dsident.observations import Gaussian
 
-CASES = {  # name: (channels, latent_dim, hidden_dim, window, alpha)
-    "lorenz63 (quick cell)": (3, 3, 100, 100, 0.3),
-    "bursting neuron cell": (3, 6, 400, 200, 0.25),
-    "ecg cell": (5, 5, 250, 200, 0.1),
+CASES = {  # name: (channels, latent_dim, hidden_dim, window, alpha; None = BPTT's free run)
+    "TF lorenz63 quick cell": (3, 3, 100, 100, 0.3),
+    "TF bursting neuron cell": (3, 6, 400, 200, 0.25),
+    "TF ecg cell": (5, 5, 250, 200, 0.1),
+    "BPTT lorenz63 quick": (3, 3, 100, 30, None),
 }
 
 
-def one_update(model: StateSpaceModel, x: torch.Tensor, mask: torch.Tensor, alpha: float, fused: bool) -> None:
+def one_update(model: StateSpaceModel, x: torch.Tensor, mask: torch.Tensor, alpha: float | None,
+               fused: bool) -> None:
     model.zero_grad()
-    teacher = make_teacher(model.observation, x, mask)
-    loss, _ = teacher_forcing_loss(model, x, mask, alpha=alpha, teacher=teacher, fused=fused)
+    if alpha is None:
+        z = free_run(model, Batch(x=x, mask=mask, u=None, dt=None), "invert", fused=fused)
+        loss = (model.decode(z) - x).square().mean()
+    else:
+        teacher = make_teacher(model.observation, x, mask)
+        loss, _ = teacher_forcing_loss(model, x, mask, alpha=alpha, teacher=teacher, fused=fused)
     loss.backward()
 
 
@@ -46,7 +55,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     print(f"one update (loss + backward), batch 16, {torch.get_default_dtype()}, {args.threads} thread(s), "
           f"best of {args.repeat} × {args.updates}")
-    print(f"{'case':<22} | {'fused ms':>8} | {'autograd ms':>11} | {'ratio':>6} | max rel. Δ grad")
+    print(f"{'case':<24} | {'fused ms':>8} | {'autograd ms':>11} | {'ratio':>6} | max rel. Δ grad")
     for name, (n, m, h, length, alpha) in CASES.items():
         model = StateSpaceModel(ShallowPLRNN(m, h, clip=True, seed=0), Gaussian(n, m, readout="identity"))
         gen = torch.Generator().manual_seed(0)
@@ -64,7 +73,7 @@ def main() -> None:
             grads[fused] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
                    for a, b in zip(grads[True], grads[False]))
-        print(f"{name:<22} | {1e3 * times[True]:8.1f} | {1e3 * times[False]:11.1f} | "
+        print(f"{name:<24} | {1e3 * times[True]:8.1f} | {1e3 * times[False]:11.1f} | "
               f"{times[False] / times[True]:5.1f}× | {diff:.1e}")
 
 
