@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 __all__ = ["fused_forced_rollout", "fused_free_run", "can_fuse"]
 
@@ -114,6 +115,7 @@ class _ForcedRollout(torch.autograd.Function):
         return predicted.transpose(0, 1), forced.transpose(0, 1)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, g_pred: Tensor | None, g_forced: Tensor | None) -> tuple[Tensor | None, ...]:
         forced, pre_all, keep_t, a, W1, W2, h2 = ctx.saved_tensors
         length, n_batch, m = forced.shape
