@@ -133,3 +133,27 @@ def test_fused_free_run_of_bptt_matches_the_steps(initial_state):
     assert grads[0][1].keys() == grads[1][1].keys()
     for name in grads[0][1]:
         torch.testing.assert_close(grads[0][1][name], grads[1][1][name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("engine", ["teacher-forcing", "bptt"])
+def test_fused_false_gives_the_step_by_step_route_and_is_recorded(monkeypatch, engine):
+    calls = []
+    import dsident.inference.bptt as bptt
+    import dsident.inference.teacher_forcing as tf
+    for module, name in ((tf, "fused_forced_rollout"), (bptt, "fused_free_run")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, **k: calls.append(1) or _real(*a, **k))
+    t = np.arange(300) * 0.1
+    data = np.stack([np.sin(t), np.cos(t)], -1)
+    options = (dict(alpha=0.3, batches_per_epoch=3, seq_len=20, eval_every=0) if engine == "teacher-forcing"
+               else dict(seq_len=20))
+    fit = tf.fit_teacher_forcing if engine == "teacher-forcing" else bptt.fit_bptt
+    losses = {}
+    for fused in (True, False):
+        calls.clear()
+        model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity")).double()
+        history = fit(model, data, n_epochs=2, seed=0, progress=False, fused=fused, **options)
+        assert history["settings"]["fused"] is fused
+        assert (len(calls) > 0) is fused
+        losses[fused] = history["train_loss"]
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-9)
