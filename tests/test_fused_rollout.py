@@ -157,3 +157,21 @@ def test_fused_false_gives_the_step_by_step_route_and_is_recorded(monkeypatch, e
         assert (len(calls) > 0) is fused
         losses[fused] = history["train_loss"]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-9)
+
+
+def test_a_silent_hidden_unit_gets_exactly_zero_gradient_as_in_the_steps():
+    # Adam turns any round-off left in a zero gradient into a full-size step, so the fused route
+    # must keep the exact zeros of the step-by-step one (float32, the training dtype)
+    model = StateSpaceModel(ShallowPLRNN(3, 20, clip=False, seed=0), Gaussian(3, 3, readout="identity"))
+    with torch.no_grad():
+        model.dynamics.W2[:5] = 0.0
+        model.dynamics.h2[:5] = -50.0            # relu(0 − 50) = 0 for every state
+    x = torch.randn(4, 30, 3, generator=torch.Generator().manual_seed(0))
+    teacher = make_teacher(model.observation, x, torch.ones_like(x, dtype=torch.bool))
+    for fused in (True, False):
+        model.zero_grad()
+        predicted, _ = forced_rollout(model, teacher, None, None, mode="generalized", alpha=0.3,
+                                      forcing_interval=1, fused=fused)
+        predicted.square().sum().backward()
+        assert torch.count_nonzero(model.dynamics.W1.grad[:, :5]) == 0
+        assert torch.count_nonzero(model.dynamics.W1.grad[:, 5:]) > 0

@@ -14,8 +14,8 @@ window is written out here:
 
 with ``φ(p) = relu(p + h2) − relu(p)`` (clipped) or ``relu(p + h2)``, ``k_t = 1 − α_t w_t`` and
 ``d_t = α_t w_t ⊙ ẑ_t`` (``w_t`` the forcing weights of the teacher, ``α_t`` the forcing
-strength of step t). The forward pass runs without recording, five operations a step (φ is
-one clamp, its signs and constants folded into W1 and h1); the backward pass walks the window
+strength of step t). The forward pass runs without recording, six operations a step (φ is a
+clamp and a scaled shift); the backward pass walks the window
 once, carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter
 gradients afterwards from the stored pre-activations in a few batched contractions. Buffers
 are time-major (L, B, ·), so that every step reads and writes contiguous slices in place.
@@ -98,17 +98,19 @@ class _ForcedRollout(torch.autograd.Function):
         predicted = torch.empty(length - 1, n_batch, m, **opts)
         pre_all = torch.empty(length - 1, n_batch, W2.shape[0], **opts)
         act = torch.empty(n_batch, W2.shape[0], **opts)
-        # φ as one clamp per step (:func:`_clamp_form`): the signs scale W1's columns and the
-        # constants join h1
+        # φ(p) = clamp(p, low, high) · sign + shift elementwise (:func:`_clamp_form`): two operations
+        # instead of four, and exactly 0 where both ReLUs are off, as in the step-by-step route (folding
+        # sign and shift into W1 and h1 would leave round-off there, which Adam turns into full-size
+        # steps of the columns of W1 that belong to silent units)
         low, high, sign, shift = _clamp_form(h2, clip)
-        w1t, bias = (W1 * sign).t(), h1 + W1 @ shift
-        w2t = W2.t()
+        w1t, w2t = W1.t(), W2.t()
         forced[0] = z0
         for t in range(1, length):
             z, pre, out = forced[t - 1], pre_all[t - 1], predicted[t - 1]
             torch.mm(z, w2t, out=pre)
             torch.clamp(pre, low, high, out=act)
-            torch.addmm(bias, act, w1t, out=out).addcmul_(a, z)
+            torch.addcmul(shift, act, sign, out=act) if clip else act.add_(shift)
+            torch.addmm(h1, act, w1t, out=out).addcmul_(a, z)
             torch.addcmul(drive_t[t], out, keep_t[t], out=forced[t])
         ctx.clip = clip
         ctx.save_for_backward(forced, pre_all, keep_t, a, W1, W2, h2)
@@ -139,10 +141,11 @@ class _ForcedRollout(torch.autograd.Function):
         g_out_flat = g_out_all.reshape(-1, m)
         grad_a = (g_out_all * z_prev).sum((0, 1))
         grad_h1 = g_out_flat.sum(0)
-        # φ(p) = clamp(p, low, high) · sign + c (see forward): one contraction with the clamp
+        # φ(p) formed again as in the forward pass, for one contraction
         low, high, sign, shift = _clamp_form(h2, ctx.clip)
-        grad_w1 = (g_out_flat.t() @ torch.clamp(pre_all, low, high).reshape(-1, pre_all.shape[-1])) * sign \
-            + torch.outer(grad_h1, shift)
+        phi = torch.clamp(pre_all, low, high)
+        phi = torch.addcmul(shift, phi, sign) if ctx.clip else phi.add_(shift)
+        grad_w1 = g_out_flat.t() @ phi.reshape(-1, pre_all.shape[-1])
         grad_w2 = g_pre_all.reshape(-1, pre_all.shape[-1]).t() @ z_prev.reshape(-1, m)
         # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
         grad_h2 = (W1 * (g_out_flat.t() @ on.reshape(-1, on.shape[-1]))).sum(0)
