@@ -16,7 +16,6 @@ the bursting cell's 40 000-step free run plus its burn-in).
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
@@ -26,6 +25,7 @@ from dsident.analysis import free_run_regime
 from dsident.analysis.lyapunov import _initial_frame, _qr_average, lyapunov_spectrum
 from dsident.dynamics import ShallowPLRNN
 from dsident.observations import Gaussian
+from _timing import best_of
 
 
 def naive_qr_average(jacobians: np.ndarray, k: int, transient: int, dt: float) -> np.ndarray:
@@ -37,15 +37,6 @@ def naive_qr_average(jacobians: np.ndarray, k: int, transient: int, dt: float) -
         if i >= transient:
             total += np.log(np.abs(np.diag(r)))
     return total / ((len(jacobians) - transient) * dt)
-
-
-def best_of(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), out
 
 
 def jacobian_stream(m: int, n_steps: int, seed: int = 0) -> np.ndarray:

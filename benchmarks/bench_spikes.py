@@ -18,24 +18,15 @@ Run:  python benchmarks/bench_spikes.py [--repeats 3] [--threads 1]
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from dsident.data.spikes import bin_spikes
 from dsident.metrics.population import behavior_r2, bits_per_spike, co_smoothing_bps
+from _timing import best_of
 
 N_UNITS, RATE_HZ, DURATION_S, BIN_S = 200, 10.0, 1800.0, 0.005
 N_TRIALS, TRIAL_S = 1000, 0.7
-
-
-def _best(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), out
 
 
 def _histogram_loop(units, starts):
@@ -68,23 +59,23 @@ def _run(repeats: int) -> None:
     trials = {"start_time": starts, "stop_time": starts + TRIAL_S}
     print(f"{N_UNITS} units, {n_spikes / 1e6:.2f} M spikes over {DURATION_S:.0f} s, bins of {BIN_S * 1e3:.0f} ms")
 
-    t_trials, ds = _best(lambda: bin_spikes(units, BIN_S, 0.0, DURATION_S, trials=trials), repeats)
-    t_loop, ref = _best(lambda: _histogram_loop(units, starts), 1)
+    t_trials, ds = best_of(lambda: bin_spikes(units, BIN_S, 0.0, DURATION_S, trials=trials), repeats)
+    t_loop, ref = best_of(lambda: _histogram_loop(units, starts), 1)
     # decimal edge effects aside (bin_spikes snaps times within 1e-9 bin of an edge), the counts agree
     same = np.array_equal(np.nan_to_num(ds["x"].values), ref)
     print(f"bin_spikes, {N_TRIALS} trials x {ds.sizes['time']} bins: {t_trials:.3f} s   "
           f"np.histogram loop: {t_loop:.3f} s   ratio {t_loop / t_trials:.1f}x   counts identical: {same}")
-    t_whole, whole = _best(lambda: bin_spikes(units, BIN_S, 0.0, DURATION_S), repeats)
+    t_whole, whole = best_of(lambda: bin_spikes(units, BIN_S, 0.0, DURATION_S), repeats)
     print(f"bin_spikes, one trial x {whole.sizes['time']} bins: {t_whole:.3f} s "
           f"({n_spikes / t_whole / 1e6:.1f} M spikes/s)")
 
     counts = np.nan_to_num(ds["x"].values)
     rates = np.clip(counts, 0.05, None)
-    t_bps, _ = _best(lambda: bits_per_spike(rates, counts), repeats)
-    t_co, _ = _best(lambda: co_smoothing_bps(rates, counts, list(range(150, 200))), repeats)
+    t_bps, _ = best_of(lambda: bits_per_spike(rates, counts), repeats)
+    t_co, _ = best_of(lambda: co_smoothing_bps(rates, counts, list(range(150, 200))), repeats)
     print(f"bits_per_spike on {counts.shape}: {t_bps:.3f} s   co_smoothing_bps (50 held out): {t_co:.3f} s")
     behaviour = counts[..., :2] @ np.ones((2, 2)) + rng.standard_normal(counts.shape[:2] + (2,))
-    t_r2, r2 = _best(lambda: behavior_r2(rates[:500], behaviour[:500], rates[500:], behaviour[500:]), 1)
+    t_r2, r2 = best_of(lambda: behavior_r2(rates[:500], behaviour[:500], rates[500:], behaviour[500:]), 1)
     print(f"behavior_r2 ({500 * counts.shape[1]} training rows, 9 alphas x 5 folds): {t_r2:.3f} s (R2 {r2:.3f})")
     # the same choice made by scikit-learn's grid search, on 100 + 100 trials
     from sklearn.linear_model import Ridge
@@ -92,8 +83,8 @@ def _run(repeats: int) -> None:
 
     xtr, ytr = rates[:100].reshape(-1, N_UNITS), behaviour[:100].reshape(-1, 2)
     xev, yev = rates[100:200].reshape(-1, N_UNITS), behaviour[100:200].reshape(-1, 2)
-    t_ours, ours = _best(lambda: behavior_r2(rates[:100], behaviour[:100], rates[100:200], behaviour[100:200]), 1)
-    t_grid, grid = _best(lambda: GridSearchCV(Ridge(), {"alpha": np.logspace(-4, 0, 9)}, cv=5)
+    t_ours, ours = best_of(lambda: behavior_r2(rates[:100], behaviour[:100], rates[100:200], behaviour[100:200]), 1)
+    t_grid, grid = best_of(lambda: GridSearchCV(Ridge(), {"alpha": np.logspace(-4, 0, 9)}, cv=5)
                          .fit(xtr, ytr).score(xev, yev), 1)
     print(f"behavior_r2 vs GridSearchCV(Ridge) on {xtr.shape[0]} rows: {t_ours:.3f} s vs {t_grid:.3f} s "
           f"(ratio {t_grid / t_ours:.1f}x), R2 {ours:.6f} vs {grid:.6f}")

@@ -133,7 +133,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     device : {"auto", "cpu", "cuda"}
     fused : bool, default True
         Run a shallow PLRNN's windows as one autograd node (:mod:`dsident.inference.fused_rollout`;
-        ≈ 3× faster updates on a CPU, the same gradients to round-off). False steps the model and
+        1.8–3× faster updates on a CPU, the same gradients to round-off). False steps the model and
         lets autograd record every step: the route of every fit recorded before the fused rollout
         existed, to repeat one of them to the last digit.
     checkpoint : path, optional

@@ -536,7 +536,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         alone.
     fused : bool, default True
         Roll a shallow PLRNN forced through an identity readout as one autograd node
-        (:mod:`dsident.inference.fused_rollout`; 1.6–2.5× faster updates on a CPU, the same
+        (:mod:`dsident.inference.fused_rollout`; 1.5–2.8× faster updates on a CPU, the same
         gradients to round-off). False steps the model and lets autograd record every step: the
         route of every fit recorded before the fused rollout existed, to repeat one of them to
         the last digit.
