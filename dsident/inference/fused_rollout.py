@@ -109,7 +109,10 @@ class _ForcedRollout(torch.autograd.Function):
             z, pre, out = forced[t - 1], pre_all[t - 1], predicted[t - 1]
             torch.mm(z, w2t, out=pre)
             torch.clamp(pre, low, high, out=act)
-            torch.addcmul(shift, act, sign, out=act) if clip else act.add_(shift)
+            if clip:
+                torch.addcmul(shift, act, sign, out=act)
+            else:
+                act.add_(shift)
             torch.addmm(h1, act, w1t, out=out).addcmul_(a, z)
             torch.addcmul(drive_t[t], out, keep_t[t], out=forced[t])
         ctx.clip = clip
@@ -144,7 +147,7 @@ class _ForcedRollout(torch.autograd.Function):
         # φ(p) formed again as in the forward pass, for one contraction
         low, high, sign, shift = _clamp_form(h2, ctx.clip)
         phi = torch.clamp(pre_all, low, high)
-        phi = torch.addcmul(shift, phi, sign) if ctx.clip else phi.add_(shift)
+        phi = torch.addcmul(shift, phi, sign) if ctx.clip else phi + shift
         grad_w1 = g_out_flat.t() @ phi.reshape(-1, pre_all.shape[-1])
         grad_w2 = g_pre_all.reshape(-1, pre_all.shape[-1]).t() @ z_prev.reshape(-1, m)
         # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
