@@ -174,6 +174,10 @@ def test_alpha_rule_and_schedule():
         AlphaSchedule(decay=1.0)
     with pytest.raises(ValueError, match="alpha_method"):
         AlphaSchedule(method="spectral")
+    annealed = AlphaSchedule(initial=0.4, adaptive=False, end=0.1, n_epochs=3)
+    assert [annealed.at_epoch(e) for e in range(4)] == pytest.approx([0.4, 0.2, 0.1, 0.1])
+    with pytest.raises(ValueError, match="anneals a constant"):
+        AlphaSchedule(initial=0.4, adaptive=True, end=0.1)
 
 
 class ScaledLorenzEuler(LatentDynamics):

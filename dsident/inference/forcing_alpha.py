@@ -264,6 +264,11 @@ class AlphaSchedule:
         an estimate above it is taken at once (the gradients must stay bounded now).
     update_every : int
         Re-estimate every this many batches.
+    end : float in (0, 1], optional
+        A constant α (``adaptive=False``) annealed geometrically over ``n_epochs`` epochs, from
+        ``initial`` in the first to ``end`` in the last (:meth:`at_epoch`).
+    n_epochs : int
+        Length of that annealing.
     """
 
     initial: float = 1.0
@@ -271,6 +276,8 @@ class AlphaSchedule:
     method: str = "product_bound"
     decay: float = 0.99
     update_every: int = 5
+    end: float | None = None
+    n_epochs: int = 1
 
     def __post_init__(self) -> None:
         if not (isinstance(self.initial, (int, float, np.floating)) and 0.0 <= float(self.initial) <= 1.0):
@@ -283,6 +290,22 @@ class AlphaSchedule:
                 or self.update_every < 1:
             raise ValueError(f"`alpha_update_every` must be a positive integer; got {self.update_every!r}.")
         self.initial = float(self.initial)
+        if self.end is not None:
+            if self.adaptive:
+                raise ValueError(f"`alpha_end` anneals a constant `alpha`; got alpha_end={self.end!r} with the "
+                                 f"adaptive schedule.")
+            if isinstance(self.end, bool) or not isinstance(self.end, (int, float, np.floating)) \
+                    or not 0.0 < float(self.end) <= 1.0 or self.initial <= 0.0:
+                raise ValueError(f"`alpha_end` must be a number in (0, 1] and `alpha` positive (a geometric "
+                                 f"schedule); got alpha_end={self.end!r}, alpha={self.initial!r}.")
+            self.end = float(self.end)
+
+    def at_epoch(self, epoch: int) -> float:
+        """The constant α of ``epoch``: ``initial · (end / initial) ** (epoch / (n_epochs − 1))``
+        (``initial`` when it does not anneal)."""
+        if self.end is None or self.n_epochs < 2:
+            return self.initial
+        return float(self.initial * (self.end / self.initial) ** (min(epoch, self.n_epochs - 1) / (self.n_epochs - 1)))
 
     def update(self, current: float, estimate: float) -> float:
         """The next α given the current one and a fresh estimate."""

@@ -108,7 +108,8 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
         data do not force (unread units, modulators) settle before the window is scored.
     fused : bool, default True
         Roll a shallow PLRNN forced through an identity readout as one autograd node
-        (:mod:`dsident.inference.fused_rollout`: same numbers, a fraction of the time on a CPU);
+        (:mod:`dsident.inference.fused_rollout`: the same numbers to round-off, in a fraction of
+        the time on a CPU);
         False, or any other model, steps ``model.step`` and lets autograd record every step.
 
     Returns
@@ -367,20 +368,12 @@ class _Forcing:
     """
 
     def __init__(self, schedule: AlphaSchedule, *, mode: str, forcing_interval: int, loss: str, latent_reg: float,
-                 obs_reg: float, warmup: int = 0, alpha_end: float | None = None, n_epochs: int = 1,
-                 fused: bool = True) -> None:
+                 obs_reg: float, warmup: int = 0, fused: bool = True) -> None:
         self.schedule, self.mode, self.forcing_interval, self.loss = schedule, mode, forcing_interval, loss
         self.warmup = warmup
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
-        self.alpha_end, self.n_epochs, self.fused = alpha_end, n_epochs, fused
+        self.fused = fused
         self.alpha = schedule.initial
-
-    def annealed_alpha(self, epoch: int) -> float:
-        """The constant α of ``epoch`` when it anneals: ``alpha · (alpha_end / alpha) ** (epoch / (n_epochs − 1))``."""
-        start, end = self.schedule.initial, self.alpha_end
-        if end is None or self.n_epochs < 2:
-            return start
-        return float(start * (end / start) ** (min(epoch, self.n_epochs - 1) / (self.n_epochs - 1)))
 
     def state_dict(self) -> dict[str, float]:
         return {"alpha": self.alpha}
@@ -418,9 +411,9 @@ class _Forcing:
 
     def on_epoch(self, model: Any, progress: TrainingProgress) -> dict[str, float]:
         used = self.alpha if self.mode == "generalized" else 1.0
-        if self.alpha_end is not None:
+        if self.schedule.end is not None:
             # set here, at the end of an epoch, so that a checkpoint holds the α its next epoch uses
-            self.alpha = self.annealed_alpha(progress.epoch + 1)
+            self.alpha = self.schedule.at_epoch(progress.epoch + 1)
         return {"alpha": used}
 
 
@@ -617,17 +610,12 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
+    if alpha_end is not None and (adaptive or mode != "generalized"):
+        raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
+                         f"with alpha={alpha!r}, mode={mode!r}.")
     schedule = AlphaSchedule(initial=alpha_initial if adaptive else alpha, adaptive=adaptive and mode == "generalized",
-                             method=alpha_method, decay=alpha_decay, update_every=alpha_update_every)
-    if alpha_end is not None:
-        if adaptive or mode != "generalized":
-            raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
-                             f"with alpha={alpha!r}, mode={mode!r}.")
-        if isinstance(alpha_end, bool) or not isinstance(alpha_end, (int, float, np.floating)) \
-                or not 0.0 < float(alpha_end) <= 1.0 or schedule.initial <= 0.0:
-            raise ValueError(f"`alpha_end` must be a number in (0, 1] and `alpha` positive (a geometric schedule); "
-                             f"got alpha_end={alpha_end!r}, alpha={alpha!r}.")
-        alpha_end = float(alpha_end)
+                             method=alpha_method, decay=alpha_decay, update_every=alpha_update_every, end=alpha_end,
+                             n_epochs=check_int("n_epochs", n_epochs))
     # the options of this engine; train_loop checks its own (n_epochs, lr, optimizer, ...)
     forcing_interval = check_int("forcing_interval", forcing_interval)
     seq_len = check_int("seq_len", seq_len, minimum=2)
@@ -645,8 +633,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
                        loss=("mse" if reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
                        latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg),
-                       warmup=check_int("warmup", warmup, minimum=0), alpha_end=alpha_end,
-                       n_epochs=check_int("n_epochs", n_epochs), fused=bool(fused))
+                       warmup=check_int("warmup", warmup, minimum=0), fused=bool(fused))
     if forcing.warmup >= seq_len - 1:
         raise ValueError(f"`warmup` must be smaller than seq_len - 1 = {seq_len - 1} (some steps must be scored); "
                          f"got warmup={warmup!r}.")
@@ -661,7 +648,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         check_data_fits_model(model, ref, check_dt=False)
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
                                   regime=select_regime, n_starts=eval_starts)
-    settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": alpha_end,
+    settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": schedule.end,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
                 "seq_len": sampler.seq_len, "batch_size": batch_size, "batches_per_epoch": batches_per_epoch,
