@@ -1,8 +1,10 @@
-"""Speed of one training update of the shallow PLRNN: the fused rollout against autograd.
+"""Speed of one training update of the (shallow) PLRNN: the fused rollout against autograd.
 
-For the shapes of the benchmark cells (batch 16; teacher forcing on Lorenz-63: M = 3, H = 100,
-windows of 100; bursting neuron: M = 6, H = 400, windows of 200; ECG: M = 5, H = 250, windows
-of 200; and the quick preset's BPTT: M = 3, H = 100, free-running windows of 30) it times one
+For the shapes of the benchmark cells (batch 16; the shallow PLRNN by teacher forcing on
+Lorenz-63: M = 3, H = 100, windows of 100; bursting neuron: M = 6, H = 400, windows of 200;
+ECG: M = 5, H = 250, windows of 200; the quick preset's BPTT: M = 3, H = 100, free-running
+windows of 30; the rPLRNN by teacher forcing through a linear readout (one projector) on
+Lorenz-63: M = 50, windows of 100; ECG: M = 20, windows of 200) it times one
 update's loss and backward pass with the fused rollout (``dsident.inference.fused_rollout``, the
 default) and with autograd recording every step (``fused=False``), best of ``--repeat`` rounds
 of ``--updates`` updates each, in the same run, and prints the ratio and the largest relative
@@ -19,19 +21,31 @@ import time
 import torch
 
 from dsident import StateSpaceModel
-from dsident.dynamics import ShallowPLRNN
+from dsident.dynamics import PLRNN, ShallowPLRNN
 from dsident.inference.bptt import free_run
 from dsident.inference.forcing_alpha import make_teacher
 from dsident.inference.teacher_forcing import teacher_forcing_loss
 from dsident.inference.windows import Batch
 from dsident.observations import Gaussian
 
-CASES = {  # name: (channels, latent_dim, hidden_dim, window, alpha; None = BPTT's free run)
+CASES = {  # name: (channels, latent_dim, hidden_dim (None: the PLRNN), window, alpha (None: BPTT's free run))
     "TF lorenz63 quick cell": (3, 3, 100, 100, 0.3),
     "TF bursting neuron cell": (3, 6, 400, 200, 0.25),
     "TF ecg cell": (5, 5, 250, 200, 0.1),
     "BPTT lorenz63 quick": (3, 3, 100, 30, None),
+    "TF lorenz63 rPLRNN cell": (3, 50, None, 100, 0.1),
+    "TF ecg rPLRNN cell": (5, 20, None, 200, 0.1),
 }
+
+
+def case_model(channels: int, latent_dim: int, hidden_dim: int | None) -> StateSpaceModel:
+    """The benchmark cell's model: a clipped shallow PLRNN read directly, or a PLRNN behind a
+    linear readout."""
+    if hidden_dim is None:
+        return StateSpaceModel(PLRNN(latent_dim, penalty="none", seed=0),
+                               Gaussian(channels, latent_dim, readout="linear"))
+    return StateSpaceModel(ShallowPLRNN(latent_dim, hidden_dim, clip=True, seed=0),
+                           Gaussian(channels, latent_dim, readout="identity"))
 
 
 def one_update(model: StateSpaceModel, x: torch.Tensor, mask: torch.Tensor, alpha: float | None,
@@ -57,7 +71,7 @@ def main() -> None:
           f"best of {args.repeat} × {args.updates}")
     print(f"{'case':<24} | {'fused ms':>8} | {'autograd ms':>11} | {'ratio':>6} | max rel. Δ grad")
     for name, (n, m, h, length, alpha) in CASES.items():
-        model = StateSpaceModel(ShallowPLRNN(m, h, clip=True, seed=0), Gaussian(n, m, readout="identity"))
+        model = case_model(n, m, h)
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(16, length, n, generator=gen)
         mask = torch.ones_like(x, dtype=torch.bool)

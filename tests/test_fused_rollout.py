@@ -1,5 +1,5 @@
-"""The fused forced rollout of the shallow PLRNN against autograd through the step-by-step rollout
-and against finite differences."""
+"""The fused forced rollout of the shallow PLRNN and the PLRNN against autograd through the
+step-by-step rollout and against finite differences."""
 import numpy as np
 import pytest
 import torch
@@ -8,7 +8,7 @@ from dsident import StateSpaceModel
 from dsident.dynamics import PLRNN, ShallowPLRNN
 from dsident.inference import fused_rollout
 from dsident.inference.forcing_alpha import TeacherSignal, make_teacher
-from dsident.inference.fused_rollout import _ForcedRollout, can_fuse
+from dsident.inference.fused_rollout import _ForcedRollout, _Forcing, _PLRNNCell, _ShallowCell, can_fuse
 from dsident.inference.teacher_forcing import fit_teacher_forcing, forced_rollout, teacher_forcing_loss
 from dsident.observations import Gaussian
 
@@ -74,7 +74,30 @@ def test_fused_backward_agrees_with_finite_differences(clip):
     keep = torch.rand(2, 7, 3, generator=gen, dtype=torch.float64)
     drive = torch.randn(2, 7, 3, generator=gen, dtype=torch.float64)
     params = [p.detach().clone().requires_grad_(True) for p in (dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2)]
-    assert torch.autograd.gradcheck(lambda z, *p: _ForcedRollout.apply(z, keep, drive, *p, clip), (z0, *params),
+    assert torch.autograd.gradcheck(
+        lambda z, *p: _ForcedRollout.apply(z, _Forcing(keep=keep, drive=drive), _ShallowCell(clip), *p),
+        (z0, *params), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("forcing", ["projector", "weights", "none"])
+def test_fused_plrnn_backward_agrees_with_finite_differences(forcing):
+    gen = torch.Generator().manual_seed(4)
+    m, length = 4, 7
+    z0 = torch.randn(2, m, generator=gen, dtype=torch.float64, requires_grad=True)
+    drive = torch.randn(2, length, m, generator=gen, dtype=torch.float64)
+    if forcing == "projector":
+        loadings = torch.randn(2, m, generator=gen, dtype=torch.float64)
+        rule = _Forcing(projector=torch.linalg.pinv(loadings) @ loadings, alphas=[0.0, 0.3, 0.3, 1.0, 0.3, 0.0, 0.3],
+                        drive=drive)
+    elif forcing == "weights":
+        rule = _Forcing(keep=torch.rand(2, length, m, generator=gen, dtype=torch.float64), drive=drive)
+    else:
+        rule = _Forcing(length=length)
+    params = (0.9 * torch.rand(m, generator=gen, dtype=torch.float64),
+              0.5 * torch.randn(m, m, generator=gen, dtype=torch.float64),
+              0.1 * torch.randn(m, generator=gen, dtype=torch.float64))
+    params = [p.requires_grad_(True) for p in params]
+    assert torch.autograd.gradcheck(lambda z, *p: _ForcedRollout.apply(z, rule, _PLRNNCell(), *p), (z0, *params),
                                     eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
@@ -82,11 +105,19 @@ def test_other_models_and_driven_data_are_not_fused():
     x, mask = _data()
     shallow = _model(True)
     linear = StateSpaceModel(ShallowPLRNN(5, 24, seed=0).double(), Gaussian(3, 5, readout="linear").double())
-    plrnn = StateSpaceModel(PLRNN(5, seed=0).double(), Gaussian(3, 5, readout="identity").double())
+    plrnn = StateSpaceModel(PLRNN(5, seed=0).double(), Gaussian(3, 5, readout="linear").double())
+    complete = torch.ones_like(mask)
     assert can_fuse(shallow, make_teacher(shallow.observation, x, mask), None)
     assert not can_fuse(shallow, make_teacher(shallow.observation, x, mask), torch.zeros(4, 30, 1))
+    # a linear readout with every channel observed has one projector; missing channels make several
+    assert can_fuse(linear, make_teacher(linear.observation, x.nan_to_num(), complete), None)
+    assert can_fuse(plrnn, make_teacher(plrnn.observation, x.nan_to_num(), complete), None)
     assert not can_fuse(linear, make_teacher(linear.observation, x, mask), None)
     assert not can_fuse(plrnn, make_teacher(plrnn.observation, x, mask), None)
+    from dsident.dynamics import GatedNODE
+    gnode = StateSpaceModel(GatedNODE(3, seed=0).double(), Gaussian(3, 3, readout="identity").double())
+    assert not can_fuse(gnode, make_teacher(gnode.observation, x, mask), None)
+    assert not can_fuse(gnode, None, None)
 
 
 def test_a_teacher_forcing_fit_of_the_shallow_plrnn_runs_fused(monkeypatch):
@@ -175,3 +206,65 @@ def test_a_silent_hidden_unit_gets_exactly_zero_gradient_as_in_the_steps():
         predicted.square().sum().backward()
         assert torch.count_nonzero(model.dynamics.W1.grad[:, :5]) == 0
         assert torch.count_nonzero(model.dynamics.W1.grad[:, 5:]) > 0
+
+
+def _plrnn_model(readout, latent_dim=6, obs_dim=3, seed=0):
+    return StateSpaceModel(PLRNN(latent_dim, seed=seed, penalty="none"),
+                           Gaussian(obs_dim, latent_dim, readout=readout)).double()
+
+
+@pytest.mark.parametrize("readout", ["linear", "identity"])
+@pytest.mark.parametrize("options", [dict(mode="generalized", alpha=0.1, forcing_interval=1, warmup=0),
+                                     dict(mode="generalized", alpha=0.3, forcing_interval=1, warmup=3),
+                                     dict(mode="sparse", alpha=0.0, forcing_interval=4, warmup=0)])
+def test_fused_plrnn_rollout_matches_autograd_through_the_steps(readout, options):
+    model = _plrnn_model(readout)
+    with torch.no_grad():          # a coupling strong enough that units cross zero inside the window
+        model.dynamics.W.mul_(4.0)
+    x, mask = _data(missing=0.0 if readout == "linear" else 0.2)
+    teacher = make_teacher(model.observation, x, mask)
+    assert (teacher.projector is not None) == (readout == "linear")
+    assert can_fuse(model, teacher, None)
+    fused = _gradients(model, teacher, True, **options)
+    stepped = _gradients(model, teacher, False, **options)
+    torch.testing.assert_close(fused[0], stepped[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(fused[1], stepped[1], rtol=1e-12, atol=1e-12)
+    assert fused[2].keys() == stepped[2].keys() >= {"a", "W", "h"}
+    for name in fused[2]:
+        torch.testing.assert_close(fused[2][name], stepped[2][name], rtol=1e-10, atol=1e-12, msg=name)
+    # the coupling's diagonal is masked out of the model, so it gets no gradient either way
+    assert torch.count_nonzero(torch.diagonal(fused[2]["W"])) == 0
+
+
+def test_fused_plrnn_loss_gives_the_readout_the_same_gradient():
+    # the linear readout's loadings B are learned through the prediction x̂ = B z (outside the node)
+    model = _plrnn_model("linear")
+    x, mask = _data(missing=0.0)
+    grads = []
+    for fused in (True, False):
+        model.zero_grad()
+        teacher = make_teacher(model.observation, x, mask)
+        loss, _ = teacher_forcing_loss(model, x, mask, alpha=0.2, teacher=teacher, fused=fused)
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert any("observation" in name for name in grads[0])
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_fused_free_run_of_the_plrnn_matches_the_steps():
+    from dsident.inference.bptt import free_run
+    from dsident.inference.windows import Batch
+
+    model = _plrnn_model("identity", latent_dim=3)
+    x, mask = _data(missing=0.0)
+    runs = []
+    for fused in (True, False):
+        model.zero_grad()
+        z = free_run(model, Batch(x=x, mask=mask, u=None, dt=None), "invert", fused=fused)
+        (model.decode(z) - x).square().sum().backward()
+        runs.append((z.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    torch.testing.assert_close(runs[0][0], runs[1][0], rtol=1e-12, atol=1e-12)
+    for name in runs[0][1]:
+        torch.testing.assert_close(runs[0][1][name], runs[1][1][name], rtol=1e-10, atol=1e-12, msg=name)

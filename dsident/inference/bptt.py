@@ -51,7 +51,7 @@ def free_run(model: Any, batch: Batch, initial_state: str, fused: bool = True) -
         pseudo-inverse; missing channels are handled by its mask). "learned": the model's
         ``initial_mean`` for every window (trained with the rest).
     fused : bool, default True
-        Run a shallow PLRNN without inputs as one autograd node
+        Run a (shallow) PLRNN without inputs as one autograd node
         (:func:`~dsident.inference.fused_rollout.fused_free_run`); False: step by step.
 
     Returns
@@ -132,7 +132,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
         otherwise.
     device : {"auto", "cpu", "cuda"}
     fused : bool, default True
-        Run a shallow PLRNN's windows as one autograd node (:mod:`dsident.inference.fused_rollout`;
+        Run the windows of a shallow PLRNN or a PLRNN as one autograd node (:mod:`dsident.inference.fused_rollout`;
         1.8–3× faster updates on a CPU, the same gradients to round-off). False steps the model and
         lets autograd record every step: the route of every fit recorded before the fused rollout
         existed, to repeat one of them to the last digit.

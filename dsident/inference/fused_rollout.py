@@ -1,26 +1,29 @@
-"""The forced rollout of a shallow PLRNN as one autograd node with a hand-written backward pass.
+"""The forced rollout of a (shallow) PLRNN as one autograd node with a hand-written backward pass.
 
 Teacher forcing on a CPU spends its time on the dispatch of small operations, not on
 arithmetic: a window of L steps of a batch of 16 is a chain of ≈ 14 L tiny tensor operations,
-each recorded by autograd and replayed backwards. For the shallow PLRNN with an identity
-readout (the recommended model for chaotic data, and the benchmark cells' model) the whole
-window is written out here:
+each recorded by autograd and replayed backwards. For the two piecewise-linear models (the
+recommended models for chaotic data, and the benchmark cells' models) the whole window is
+written out here. One step is ``z_t = f(z̃_{t-1})`` followed by the forcing
+``z̃_t = z_t K_t + d_t``:
 
-.. math::
+* the shallow PLRNN, ``p_t = W_2 z̃_{t-1}``, ``f = a ⊙ z̃_{t-1} + W_1 φ(p_t) + h_1`` with
+  ``φ(p) = relu(p + h2) − relu(p)`` (clipped) or ``relu(p + h2)``;
+* the PLRNN, ``f = a ⊙ z̃_{t-1} + W relu(z̃_{t-1}) + h`` (``W`` with a zero diagonal);
+* forcing through per-unit weights ``w_t`` (identity readout): ``K_t = diag(1 − α_t w_t)``,
+  ``d_t = α_t w_t ⊙ ẑ_t``; through one orthogonal projector ``P = B⁺B`` (a linear readout of
+  fewer channels than units, every channel observed): ``K_t = I − α_t P``, ``d_t = α_t ẑ_t P``;
+  or none (BPTT's free run).
 
-    p_t = W_2 \\tilde z_{t-1}, \\quad
-    z_t = a \\odot \\tilde z_{t-1} + W_1 \\phi(p_t) + h_1, \\quad
-    \\tilde z_t = k_t \\odot z_t + d_t,
-
-with ``φ(p) = relu(p + h2) − relu(p)`` (clipped) or ``relu(p + h2)``, ``k_t = 1 − α_t w_t`` and
-``d_t = α_t w_t ⊙ ẑ_t`` (``w_t`` the forcing weights of the teacher, ``α_t`` the forcing
-strength of step t). The forward pass runs without recording, six operations a step (φ is a
-clamp and a scaled shift); the backward pass walks the window
-once, carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter
-gradients afterwards from the stored pre-activations in a few batched contractions. Buffers
-are time-major (L, B, ·), so that every step reads and writes contiguous slices in place.
-``benchmarks/bench_fused_rollout.py`` measures the gain; the tests compare it with autograd through
-the step-by-step rollout and with finite differences.
+The forward pass runs without recording, three to four operations a step (φ is a clamp and a
+scaled shift; ``K_t`` is formed once per distinct α); the backward pass walks the window once,
+carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter gradients
+afterwards from the stored states in a few batched contractions. Buffers are time-major
+(L, B, ·), so that every step reads and writes contiguous slices in place. The teacher carries
+no gradient (it is data, and the projector is built from the detached loadings), so the node
+returns gradients for the initial state and the dynamics' parameters only.
+``benchmarks/bench_fused_rollout.py`` measures the gain; the tests compare it with autograd
+through the step-by-step rollout and with finite differences.
 
 Shape legend: ``B`` batch, ``L`` window length, ``M`` latent_dim, ``H`` hidden_dim.
 """
@@ -36,15 +39,21 @@ __all__ = ["fused_forced_rollout", "fused_free_run", "can_fuse"]
 
 
 def can_fuse(model: Any, teacher: Any, u: Tensor | None) -> bool:
-    """Whether :func:`fused_forced_rollout` computes this rollout: a shallow PLRNN without inputs,
-    forced through per-unit weights (identity readout) by a teacher that carries no gradient
-    (``teacher=None``: a free run, :func:`fused_free_run`)."""
-    from ..dynamics.plrnn import ShallowPLRNN
+    """Whether :func:`fused_forced_rollout` computes this rollout: a PLRNN or shallow PLRNN
+    without inputs, forced by a teacher that carries no gradient through per-unit weights or one
+    projector (``teacher=None``: a free run, :func:`fused_free_run`)."""
+    from ..dynamics.plrnn import PLRNN, ShallowPLRNN
 
-    if type(model.dynamics) is not ShallowPLRNN or u is not None:
+    if type(model.dynamics) not in (ShallowPLRNN, PLRNN) or u is not None:
         return False
-    return teacher is None or (teacher.weight is not None and not teacher.z_hat.requires_grad
-                               and not teacher.weight.requires_grad)
+    if teacher is None:
+        return True
+    if teacher.z_hat.requires_grad:
+        return False
+    if teacher.weight is not None:
+        return not teacher.weight.requires_grad
+    # several projectors (missing channels) would need one per sample and step: the steps do it
+    return teacher.projector.shape[0] == 1 and not teacher.projector.requires_grad
 
 
 def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tensor, Tensor]:
@@ -53,9 +62,11 @@ def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tens
     Parameters
     ----------
     model : StateSpaceModel
-        With :class:`~dsident.dynamics.ShallowPLRNN` dynamics (see :func:`can_fuse`).
+        With :class:`~dsident.dynamics.ShallowPLRNN` or :class:`~dsident.dynamics.PLRNN`
+        dynamics (see :func:`can_fuse`).
     teacher : TeacherSignal
-        ``z_hat`` (B, L, M) and per-unit ``weight`` (B, L, M) or (B, L, 1).
+        ``z_hat`` (B, L, M) and per-unit ``weight`` (B, L, M) or (B, L, 1), or one ``projector``
+        (1, M, M).
     alphas : Tensor of shape (L,)
         Forcing strength of every step (entry 0 unused: ``z̃_0 = ẑ_0``).
 
@@ -64,12 +75,15 @@ def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tens
     predicted : Tensor of shape (B, L - 1, M)
     forced : Tensor of shape (B, L, M)
     """
-    dyn = model.dynamics
     z_hat = teacher.z_hat
-    strength = alphas.to(z_hat)[None, :, None] * teacher.weight
-    keep = 1.0 - strength
-    drive = strength * z_hat
-    return _ForcedRollout.apply(z_hat[:, 0], keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)
+    if teacher.weight is not None:
+        strength = alphas.to(z_hat)[None, :, None] * teacher.weight
+        forcing = _Forcing(keep=1.0 - strength, drive=strength * z_hat)
+    else:
+        projector = teacher.projector[0].to(z_hat)
+        forcing = _Forcing(projector=projector, alphas=[float(a) for a in alphas],
+                           drive=alphas.to(z_hat)[None, :, None] * (z_hat @ projector.t()))
+    return _ForcedRollout.apply(z_hat[:, 0], forcing, _cell(model.dynamics), *_parameters(model.dynamics))
 
 
 def fused_free_run(model: Any, z0: Tensor, length: int) -> Tensor:
@@ -81,78 +95,200 @@ def fused_free_run(model: Any, z0: Tensor, length: int) -> Tensor:
     Tensor of shape (B, length, M)
         ``z0`` followed by ``length − 1`` steps of the model.
     """
-    dyn = model.dynamics
-    keep = torch.ones(1, length, 1, dtype=z0.dtype, device=z0.device).expand(z0.shape[0], -1, -1)
-    drive = torch.zeros(1, length, 1, dtype=z0.dtype, device=z0.device).expand(z0.shape[0], -1, z0.shape[1])
-    return _ForcedRollout.apply(z0, keep, drive, dyn.a, dyn.W1, dyn.W2, dyn.h1, dyn.h2, dyn.clip)[1]
+    return _ForcedRollout.apply(z0, _Forcing(length=length), _cell(model.dynamics),
+                                *_parameters(model.dynamics))[1]
 
 
-class _ForcedRollout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, z0: Tensor, keep: Tensor, drive: Tensor, a: Tensor, W1: Tensor, W2: Tensor,
-                h1: Tensor, h2: Tensor, clip: bool) -> tuple[Tensor, Tensor]:
-        n_batch, length, m = drive.shape
-        opts = {"dtype": drive.dtype, "device": drive.device}
-        keep_t, drive_t = keep.transpose(0, 1).contiguous(), drive.transpose(0, 1).contiguous()
-        forced = torch.empty(length, n_batch, m, **opts)
-        predicted = torch.empty(length - 1, n_batch, m, **opts)
-        pre_all = torch.empty(length - 1, n_batch, W2.shape[0], **opts)
-        act = torch.empty(n_batch, W2.shape[0], **opts)
+def _cell(dynamics: Any) -> "_ShallowCell | _PLRNNCell":
+    from ..dynamics.plrnn import ShallowPLRNN
+
+    return _ShallowCell(dynamics.clip) if type(dynamics) is ShallowPLRNN else _PLRNNCell()
+
+
+def _parameters(dynamics: Any) -> tuple[Tensor, ...]:
+    """The tensors the node differentiates, in the order its cell's ``backward`` returns them."""
+    from ..dynamics.plrnn import ShallowPLRNN
+
+    if type(dynamics) is ShallowPLRNN:
+        return dynamics.a, dynamics.W1, dynamics.W2, dynamics.h1, dynamics.h2
+    # W_offdiag is formed outside the node, so autograd masks W's gradient as in the steps
+    return dynamics.a, dynamics.W_offdiag, dynamics.h
+
+
+class _Forcing:
+    """``z̃_t = z_t K_t + d_t`` for a whole window, and its transpose for the backward pass.
+
+    Exactly one of: ``keep`` (B, L, M) or (B, L, 1) (``K_t = diag(keep_t)``); ``projector``
+    (M, M) with per-step ``alphas`` (``K_t = I − α_t P``, one matrix per distinct α); neither
+    (``K_t = I``, ``d_t = 0``: a free run of ``length`` steps). ``drive`` (B, L, M) is ``d``.
+    """
+
+    def __init__(self, *, keep: Tensor | None = None, drive: Tensor | None = None,
+                 projector: Tensor | None = None, alphas: list[float] | None = None,
+                 length: int | None = None) -> None:
+        self.keep_t = None if keep is None else keep.transpose(0, 1).contiguous()
+        self.drive_t = None if drive is None else drive.transpose(0, 1).contiguous()
+        self.length = length if drive is None else drive.shape[1]
+        self.matrix: list[Tensor | None] = []       # K_t per step (None where K_t = I)
+        if projector is not None:
+            eye = torch.eye(projector.shape[0], dtype=projector.dtype, device=projector.device)
+            by_alpha = {a: (eye - a * projector).t().contiguous() for a in set(alphas[1:]) if a != 0.0}
+            # K_t is symmetric, but the transpose is what the backward pass multiplies by
+            self.matrix = [by_alpha.get(a) for a in alphas]
+            self.matrix_t = {a: k.t().contiguous() for a, k in by_alpha.items()}
+            self.alphas = alphas
+
+    def forward(self, t: int, out: Tensor, dest: Tensor) -> None:
+        """``dest = z̃_t`` from ``out = z_t`` (both (B, M))."""
+        if self.keep_t is not None:
+            torch.addcmul(self.drive_t[t], out, self.keep_t[t], out=dest)
+        elif self.matrix and self.matrix[t] is not None:
+            torch.addmm(self.drive_t[t], out, self.matrix[t], out=dest)
+        elif self.drive_t is not None:
+            torch.add(self.drive_t[t], out, out=dest)
+        else:
+            dest.copy_(out)
+
+    def backward(self, t: int, g_pred: Tensor, g_tilde: Tensor, dest: Tensor) -> None:
+        """``dest = dL/dz_t = g_pred + K_tᵀ-applied g_tilde`` (g_tilde = dL/dz̃_t)."""
+        if self.keep_t is not None:
+            torch.addcmul(g_pred, self.keep_t[t], g_tilde, out=dest)
+        elif self.matrix and self.matrix[t] is not None:
+            torch.addmm(g_pred, g_tilde, self.matrix_t[self.alphas[t]], out=dest)
+        else:
+            torch.add(g_pred, g_tilde, out=dest)
+
+
+class _ShallowCell:
+    """One step of the shallow PLRNN and its backward pass; parameters (a, W1, W2, h1, h2)."""
+
+    def __init__(self, clip: bool) -> None:
+        self.clip = clip
+
+    def begin(self, params: tuple[Tensor, ...], length: int, n_batch: int) -> None:
+        a, W1, W2, h1, h2 = params
+        self.params = params
+        self.pre_all = torch.empty(length - 1, n_batch, W2.shape[0], dtype=W2.dtype, device=W2.device)
+        self.act = torch.empty(n_batch, W2.shape[0], dtype=W2.dtype, device=W2.device)
         # φ(p) = clamp(p, low, high) · sign + shift elementwise (:func:`_clamp_form`): two operations
         # instead of four, and exactly 0 where both ReLUs are off, as in the step-by-step route (folding
         # sign and shift into W1 and h1 would leave round-off there, which Adam turns into full-size
         # steps of the columns of W1 that belong to silent units)
-        low, high, sign, shift = _clamp_form(h2, clip)
-        w1t, w2t = W1.t(), W2.t()
+        self.form = _clamp_form(h2, self.clip)
+        self.w1t, self.w2t = W1.t(), W2.t()
+
+    def step(self, t: int, z: Tensor, out: Tensor) -> None:
+        a, _, _, h1, _ = self.params
+        low, high, sign, shift = self.form
+        pre, act = self.pre_all[t - 1], self.act
+        torch.mm(z, self.w2t, out=pre)
+        torch.clamp(pre, low, high, out=act)
+        if self.clip:
+            torch.addcmul(shift, act, sign, out=act)
+        else:
+            act.add_(shift)
+        torch.addmm(h1, act, self.w1t, out=out).addcmul_(a, z)
+
+    def begin_backward(self, z_prev: Tensor) -> None:
+        h2 = self.params[4]
+        self.on = (self.pre_all > -h2).to(h2.dtype)                            # relu'(p + h2)
+        self.slope = self.on - (self.pre_all > 0).to(h2.dtype) if self.clip else self.on   # φ'(p)
+        self.g_pre_all = torch.empty_like(self.pre_all)
+
+    def step_backward(self, t: int, g_out: Tensor) -> Tensor:
+        """dL/dz̃_{t-1} from dL/dz_t."""
+        a, W1, W2, _, _ = self.params
+        g_pre = self.g_pre_all[t - 1]
+        torch.mm(g_out, W1, out=g_pre).mul_(self.slope[t - 1])                # dL/dp_t
+        return torch.addmm(g_out * a, g_pre, W2)
+
+    def gradients(self, g_out_all: Tensor, z_prev: Tensor) -> tuple[Tensor, ...]:
+        """Gradients of (a, W1, W2, h1, h2) from every step's dL/dz_t (L-1, B, M) and z̃_{t-1}."""
+        W1 = self.params[1]
+        m, n_hidden = z_prev.shape[-1], self.pre_all.shape[-1]
+        g_out_flat = g_out_all.reshape(-1, m)
+        grad_a = (g_out_all * z_prev).sum((0, 1))
+        grad_h1 = g_out_flat.sum(0)
+        # φ(p) formed again as in the forward pass, for one contraction
+        low, high, sign, shift = self.form
+        phi = torch.clamp(self.pre_all, low, high)
+        phi = torch.addcmul(shift, phi, sign) if self.clip else phi + shift
+        grad_w1 = g_out_flat.t() @ phi.reshape(-1, n_hidden)
+        grad_w2 = self.g_pre_all.reshape(-1, n_hidden).t() @ z_prev.reshape(-1, m)
+        # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
+        grad_h2 = (W1 * (g_out_flat.t() @ self.on.reshape(-1, n_hidden))).sum(0)
+        return grad_a, grad_w1, grad_w2, grad_h1, grad_h2
+
+
+class _PLRNNCell:
+    """One step of the PLRNN and its backward pass; parameters (a, W_offdiag, h)."""
+
+    def begin(self, params: tuple[Tensor, ...], length: int, n_batch: int) -> None:
+        a, W, h = params
+        self.params = params
+        self.act = torch.empty(n_batch, W.shape[0], dtype=W.dtype, device=W.device)
+        self.wt = W.t()
+
+    def step(self, t: int, z: Tensor, out: Tensor) -> None:
+        a, _, h = self.params
+        torch.clamp(z, min=0.0, out=self.act)                                 # relu(z̃_{t-1})
+        torch.addmm(h, self.act, self.wt, out=out).addcmul_(a, z)
+
+    def begin_backward(self, z_prev: Tensor) -> None:
+        self.on = (z_prev > 0).to(self.act.dtype)                         # relu'(z̃_{t-1})
+        self.g_relu = torch.empty_like(self.act)
+
+    def step_backward(self, t: int, g_out: Tensor) -> Tensor:
+        a, W, _ = self.params
+        torch.mm(g_out, W, out=self.g_relu).mul_(self.on[t - 1])
+        return torch.addcmul(self.g_relu, g_out, a)
+
+    def gradients(self, g_out_all: Tensor, z_prev: Tensor) -> tuple[Tensor, ...]:
+        m = z_prev.shape[-1]
+        g_out_flat = g_out_all.reshape(-1, m)
+        grad_a = (g_out_all * z_prev).sum((0, 1))
+        grad_w = g_out_flat.t() @ torch.relu(z_prev).reshape(-1, m)
+        return grad_a, grad_w, g_out_flat.sum(0)
+
+
+class _ForcedRollout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, z0: Tensor, forcing: _Forcing, cell: Any, *params: Tensor) -> tuple[Tensor, Tensor]:
+        n_batch, m = z0.shape
+        length = forcing.length
+        opts = {"dtype": z0.dtype, "device": z0.device}
+        forced = torch.empty(length, n_batch, m, **opts)
+        predicted = torch.empty(length - 1, n_batch, m, **opts)
+        cell.begin(params, length, n_batch)
         forced[0] = z0
         for t in range(1, length):
-            z, pre, out = forced[t - 1], pre_all[t - 1], predicted[t - 1]
-            torch.mm(z, w2t, out=pre)
-            torch.clamp(pre, low, high, out=act)
-            if clip:
-                torch.addcmul(shift, act, sign, out=act)
-            else:
-                act.add_(shift)
-            torch.addmm(h1, act, w1t, out=out).addcmul_(a, z)
-            torch.addcmul(drive_t[t], out, keep_t[t], out=forced[t])
-        ctx.clip = clip
-        ctx.save_for_backward(forced, pre_all, keep_t, a, W1, W2, h2)
+            out = predicted[t - 1]
+            cell.step(t, forced[t - 1], out)
+            forcing.forward(t, out, forced[t])
+        ctx.forcing, ctx.cell = forcing, cell
+        ctx.save_for_backward(forced)
         return predicted.transpose(0, 1), forced.transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, g_pred: Tensor | None, g_forced: Tensor | None) -> tuple[Tensor | None, ...]:
-        forced, pre_all, keep_t, a, W1, W2, h2 = ctx.saved_tensors
+        (forced,) = ctx.saved_tensors
+        forcing, cell = ctx.forcing, ctx.cell
         length, n_batch, m = forced.shape
-        dtype = forced.dtype
-        on = (pre_all > -h2).to(dtype)                                        # relu'(p + h2)
-        slope = on - (pre_all > 0).to(dtype) if ctx.clip else on             # φ'(p)
-        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=dtype, device=forced.device) if g_pred is None
+        z_prev = forced[:-1]
+        cell.begin_backward(z_prev)
+        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=forced.dtype, device=forced.device) if g_pred is None
                     else g_pred.transpose(0, 1).contiguous())
         g_forced_t = None if g_forced is None else g_forced.transpose(0, 1).contiguous()
         g_tilde = torch.zeros_like(forced[0]) if g_forced_t is None else g_forced_t[-1]
         g_out_all = torch.empty_like(g_pred_t)
-        g_pre_all = torch.empty_like(pre_all)
         for t in range(length - 1, 0, -1):
-            g_out, g_pre = g_out_all[t - 1], g_pre_all[t - 1]
-            torch.addcmul(g_pred_t[t - 1], keep_t[t], g_tilde, out=g_out)        # dL/dz_t
-            torch.mm(g_out, W1, out=g_pre).mul_(slope[t - 1])                  # dL/dp_t
-            g_tilde = torch.addmm(g_out * a, g_pre, W2)                       # dL/dz̃_{t-1}
+            g_out = g_out_all[t - 1]
+            forcing.backward(t, g_pred_t[t - 1], g_tilde, g_out)                 # dL/dz_t
+            g_tilde = cell.step_backward(t, g_out)                              # dL/dz̃_{t-1}
             if g_forced_t is not None:
                 g_tilde += g_forced_t[t - 1]
-        z_prev = forced[:-1]
-        g_out_flat = g_out_all.reshape(-1, m)
-        grad_a = (g_out_all * z_prev).sum((0, 1))
-        grad_h1 = g_out_flat.sum(0)
-        # φ(p) formed again as in the forward pass, for one contraction
-        low, high, sign, shift = _clamp_form(h2, ctx.clip)
-        phi = torch.clamp(pre_all, low, high)
-        phi = torch.addcmul(shift, phi, sign) if ctx.clip else phi + shift
-        grad_w1 = g_out_flat.t() @ phi.reshape(-1, pre_all.shape[-1])
-        grad_w2 = g_pre_all.reshape(-1, pre_all.shape[-1]).t() @ z_prev.reshape(-1, m)
-        # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
-        grad_h2 = (W1 * (g_out_flat.t() @ on.reshape(-1, on.shape[-1]))).sum(0)
-        return g_tilde, None, None, grad_a, grad_w1, grad_w2, grad_h1, grad_h2, None
+        return (g_tilde, None, None, *cell.gradients(g_out_all, z_prev))
 
 
 def _clamp_form(h2: Tensor, clip: bool) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:

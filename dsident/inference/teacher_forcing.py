@@ -107,7 +107,8 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
         Steps t = 1 … ``warmup`` are fully forced (α = 1) whatever the mode, so that units the
         data do not force (unread units, modulators) settle before the window is scored.
     fused : bool, default True
-        Roll a shallow PLRNN forced through an identity readout as one autograd node
+        Roll a shallow PLRNN or a PLRNN without inputs, forced through an identity readout or a
+        linear one with every channel observed, as one autograd node
         (:mod:`dsident.inference.fused_rollout`: the same numbers to round-off, in a fraction of
         the time on a CPU);
         False, or any other model, steps ``model.step`` and lets autograd record every step.
@@ -528,9 +529,9 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         scoring itself; docs/teacher_forcing.md). Not for data with inputs. Default None: D_stsp
         alone.
     fused : bool, default True
-        Roll a shallow PLRNN forced through an identity readout as one autograd node
-        (:mod:`dsident.inference.fused_rollout`; 1.5–2.8× faster updates on a CPU, the same
-        gradients to round-off). False steps the model and lets autograd record every step: the
+        Roll a shallow PLRNN or a PLRNN without inputs as one autograd node where its forcing
+        allows (:func:`forced_rollout`; :mod:`dsident.inference.fused_rollout`: 1.5–3.8× faster
+        updates on a CPU, the same gradients to round-off). False steps the model and lets autograd record every step: the
         route of every fit recorded before the fused rollout existed, to repeat one of them to
         the last digit.
     device : {"auto", "cpu", "cuda"}
