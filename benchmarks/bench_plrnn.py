@@ -1,4 +1,4 @@
-"""Speed of the PLRNN core: Jacobians, fixed-point search, and one BPTT epoch.
+"""Speed of the PLRNN core: Jacobians, fixed-point search, free runs, and one BPTT epoch.
 
 Prints, in one run:
 
@@ -7,7 +7,10 @@ Prints, in one run:
 2. exact fixed points by enumerating all 2^M regions for M = 8 .. 14 (time, number found), and
    the region search at the largest M (time, candidates tried, whether it found the same
    points);
-3. the time of one BPTT epoch on the addition problem (T = 50, 1 000 trials, M = 40, batch
+3. a free run of one trial (what every teacher-forcing evaluation and every ``generate`` call
+   does) for the benchmark cells' shapes: the models' in-place ``rollout`` against ``step`` in a
+   plain loop (the route before it), per step and as a ratio, and that both give the same numbers;
+4. the time of one BPTT epoch on the addition problem (T = 50, 1 000 trials, M = 40, batch
    500, the paper's setting) with 1 and with the default number of torch threads.
 
 Targets on 2 cores: analytic PLRNN Jacobian >= 5x faster than autograd at B = 1 000, M = 40
@@ -94,6 +97,30 @@ def bench_fixed_points() -> None:
     print(f"2-cycles by enumeration, M=6 (4096 region pairs): {time.perf_counter() - t0:7.3f} s, {len(cyc)} found")
 
 
+def bench_free_runs(n_steps: int = 20_000) -> None:
+    print(f"== free runs, one trial, {n_steps} steps, {torch.get_num_threads()} torch thread(s) ==")
+    cases = {"rPLRNN, M 50 (Lorenz-63 cell)": PLRNN(50, penalty="none", seed=0),
+             "rPLRNN, M 20 (ECG cell)": PLRNN(20, penalty="none", seed=0),
+             "shallow, M 6, H 400 (bursting)": ShallowPLRNN(6, 400, clip=True, seed=0),
+             "shallow, M 3, H 100 (Lorenz-63)": ShallowPLRNN(3, 100, clip=True, seed=0)}
+    for name, dyn in cases.items():
+        z0 = torch.randn(1, dyn.latent_dim, generator=torch.Generator().manual_seed(0))
+
+        def stepped() -> torch.Tensor:
+            with torch.no_grad():
+                zs, z = [z0], z0
+                for _ in range(n_steps - 1):
+                    z = dyn.step(z)
+                    zs.append(z)
+                return torch.stack(zs, dim=1)
+
+        t_step = best_time(stepped, repeat=3)
+        t_roll = best_time(lambda: dyn.rollout(z0, n_steps), repeat=3)
+        same = torch.equal(stepped(), dyn.rollout(z0, n_steps))
+        print(f"{name:32s} rollout {1e6 * t_roll / n_steps:6.1f} µs/step  step loop {1e6 * t_step / n_steps:6.1f} "
+              f"µs/step  ratio {t_step / t_roll:4.2f}  identical: {same}")
+
+
 def bench_bptt() -> None:
     print("== BPTT, addition problem T=50, 1000 trials, M=40, batch 500 (one epoch) ==")
     data = addition_problem(1000, 50, seed=0)
@@ -118,6 +145,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     bench_jacobians()
     bench_fixed_points()
+    bench_free_runs()
     torch.set_num_threads(default_threads)
     if not args.quick:
         bench_bptt()

@@ -33,7 +33,7 @@ import xarray as xr
 from torch import Tensor, nn
 
 from ._version import __version__
-from .dynamics.base import DYNAMICS_REGISTRY, LatentDynamics
+from .dynamics.base import DIVERGENCE_CHECK_EVERY, DYNAMICS_REGISTRY, LatentDynamics
 from .observations.base import OBSERVATION_REGISTRY, ObservationModel
 
 #: version of the on-disk layout written by :meth:`StateSpaceModel.save`
@@ -43,8 +43,6 @@ _CONFIG_FILE = "config.json"
 _TENSOR_FILE = "tensors.pt"
 #: the state_dict entries that belong to the model (anything an engine attaches is left out)
 _STATE_PREFIXES = ("dynamics.", "observation.", "log_process_var", "initial_mean", "log_initial_var")
-#: a generated run is checked for non-finite states every this many steps
-_DIVERGENCE_CHECK_EVERY = 50
 
 
 def _positive_vector(name: str, value: Any, size: int) -> np.ndarray:
@@ -325,16 +323,20 @@ class StateSpaceModel(nn.Module):
         n_trials = z.shape[0]
         uu = self._inputs(u, n_trials, n_steps, z, "u")
         sd = self.process_var.sqrt()
-        zs = torch.full((n_trials, n_steps, self.latent_dim), float("nan"), dtype=dtype, device=device)
-        zs[:, 0] = z
-        for t in range(1, n_steps):
-            z = self.step(z, None if uu is None else uu[:, t], step_dt)
-            if noise:
-                z = z + sd * randn(tuple(z.shape))
-            zs[:, t] = z
-            # stop early once every trial has blown up; single trials are handled below
-            if t % _DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(z).all(-1).any()):
-                break
+        if noise or uu is not None:
+            zs = torch.full((n_trials, n_steps, self.latent_dim), float("nan"), dtype=dtype, device=device)
+            zs[:, 0] = z
+            for t in range(1, n_steps):
+                z = self.step(z, None if uu is None else uu[:, t], step_dt)
+                if noise:
+                    z = z + sd * randn(tuple(z.shape))
+                zs[:, t] = z
+                # stop early once every trial has blown up; single trials are handled below
+                if t % DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(z).all(-1).any()):
+                    break
+        else:
+            # the same steps; a model may write them in place (the PLRNNs do, 1.7–3× faster)
+            zs = self.dynamics.rollout(z.contiguous(), n_steps, step_dt)
         finite = torch.isfinite(zs).all(-1)                          # (trial, time)
         first_bad = torch.where(finite.all(-1), n_steps, (~finite).int().argmax(-1))
         after = torch.arange(n_steps, device=device)[None, :] >= first_bad[:, None]

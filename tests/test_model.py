@@ -156,6 +156,52 @@ def test_divergence_is_reported_per_trial():
     assert not np.isinf(run["z"].values).any()
 
 
+def test_a_run_in_which_every_trial_diverges_stops_early():
+    calls = []
+
+    class Counting(ExplodingDynamics):
+        def step(self, z, u=None, dt=None):
+            calls.append(1)
+            return super().step(z, u, dt)
+
+    model = StateSpaceModel(Counting(), Gaussian(2, 2, readout="identity"))
+    with pytest.warns(RuntimeWarning, match="2 of 2 trial"):
+        run = model.generate(10_000, z0=np.array([[1.0, 1.0], [2.0, 2.0]]))
+    # float32 overflows after ≈ 13 steps of ×1000; the run stops at the next check
+    assert len(calls) == 50
+    assert run.attrs["diverged_at"] < 50 and np.isnan(run["z"].values[:, 50:]).all()
+
+
+def _stepped(dynamics, z0, n_steps):
+    """The reference: step() called in a plain loop (what generate did before rollout existed)."""
+    with torch.no_grad():
+        zs, z = [z0], z0
+        for _ in range(n_steps - 1):
+            z = dynamics.step(z)
+            zs.append(z)
+        return torch.stack(zs, dim=1)
+
+
+@pytest.mark.parametrize("kind", ["plrnn", "shallow clipped", "shallow", "linear (the base class's loop)"])
+def test_rollout_gives_the_numbers_of_step_exactly(kind):
+    from dsident.dynamics import ShallowPLRNN
+
+    if kind == "plrnn":
+        dyn = PLRNN(6, penalty="none", seed=1)
+    elif kind.startswith("shallow"):
+        dyn = ShallowPLRNN(3, 40, clip=kind == "shallow clipped", seed=1)
+    else:
+        dyn = LinearTestDynamics(3)
+    z0 = torch.randn(4, dyn.latent_dim, generator=torch.Generator().manual_seed(0))
+    fast, slow = dyn.rollout(z0, 3_000), _stepped(dyn, z0, 3_000)
+    assert fast.shape == (4, 3_000, dyn.latent_dim) and not fast.requires_grad
+    assert torch.isfinite(slow).all() and slow[:, 1:].std() > 0
+    assert (slow[:, 1:] > 0).any() and (slow[:, 1:] < 0).any()     # the relu's kink is exercised
+    assert torch.equal(fast, slow)   # bit for bit: the same operations in the same order
+    model = StateSpaceModel(dyn, Gaussian(dyn.latent_dim, dyn.latent_dim, readout="identity"))
+    np.testing.assert_array_equal(model.generate(3_000, z0=z0)["z"].values, slow.double().numpy())
+
+
 # -- log joint ----------------------------------------------------------------------------------
 def test_log_joint_matches_a_hand_computation():
     model = _linear_gaussian(m=3, n=2, k=1)

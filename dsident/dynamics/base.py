@@ -4,20 +4,50 @@ A latent dynamics is a ``torch.nn.Module`` that maps a batch of latent states on
 step forward (the *transition mean*; process noise is added by
 :class:`dsident.StateSpaceModel`). Continuous-time models implement :meth:`vector_field`
 and integrate it with a solver from :mod:`dsident.dynamics.solvers`; the rest of the package
-only ever calls :meth:`step`.
+only ever calls :meth:`step` (and :meth:`~LatentDynamics.rollout` for a noise-free autonomous
+run, which a model may write in place for speed).
 
 Shape legend: ``B`` batch (trials), ``M`` latent_dim, ``K`` input_dim.
 """
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 #: name -> class, filled by ``LatentDynamics.__init_subclass__``; used by ``StateSpaceModel.load``.
 DYNAMICS_REGISTRY: dict[str, type["LatentDynamics"]] = {}
+#: a run stops early once every trial has become non-finite, checked every this many steps
+DIVERGENCE_CHECK_EVERY = 50
+
+
+def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[Tensor, Tensor], Any]) -> Tensor:
+    """``z0`` followed by ``n_steps − 1`` steps of ``step_into(z, dest)`` (writes the next state
+    into ``dest``), in a time-major buffer.
+
+    Parameters
+    ----------
+    z0 : Tensor of shape (B, M)
+    n_steps : int
+        States returned, ``z0`` included.
+    step_into : callable
+        One step from ``z`` (B, M) into ``dest`` (B, M).
+
+    Returns
+    -------
+    Tensor of shape (B, n_steps, M)
+        NaN after the step at which every trial had become non-finite (checked every
+        :data:`DIVERGENCE_CHECK_EVERY` steps), so that a diverging run costs little.
+    """
+    out = z0.new_full((n_steps, *z0.shape), float("nan"))
+    out[0] = z0
+    for t in range(1, n_steps):
+        step_into(out[t - 1], out[t])
+        if t % DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(out[t]).all(-1).any()):
+            break
+    return out.transpose(0, 1).contiguous()
 
 
 class LatentDynamics(nn.Module):
@@ -62,6 +92,30 @@ class LatentDynamics(nn.Module):
         Tensor of shape (B, M)
         """
         raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    @torch.no_grad()
+    def rollout(self, z0: Tensor, n_steps: int, dt: float | None = None) -> Tensor:
+        """A noise-free run without inputs: ``z0`` and ``n_steps − 1`` steps of :meth:`step`.
+
+        Subclasses may override it with an in-place loop that gives the same numbers (the
+        PLRNNs do); :meth:`dsident.StateSpaceModel.generate` calls it for every run without
+        noise or inputs.
+
+        Parameters
+        ----------
+        z0 : Tensor of shape (B, M)
+        n_steps : int
+            States returned, ``z0`` included.
+        dt : float, optional
+            Sampling step passed to :meth:`step`.
+
+        Returns
+        -------
+        Tensor of shape (B, n_steps, M)
+            No gradient; NaN after the step at which every trial had become non-finite
+            (:func:`run_steps`).
+        """
+        return run_steps(z0, n_steps, lambda z, dest: dest.copy_(self.step(z, None, dt)))
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """d step(z) / d z, shape (B, M, M). Autograd fallback; subclasses override analytically."""

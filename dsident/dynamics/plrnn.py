@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .base import LatentDynamics
+from .base import LatentDynamics, run_steps
 
 #: the penalties of the paper's Table 1 that the PLRNN offers (``penalty=`` argument).
 PENALTIES = ("manifold", "none", "iplrnn", "l2p", "l2f", "orthogonal")
@@ -283,6 +283,23 @@ class PLRNN(LatentDynamics):
             out = out + u @ self.C.T
         return out
 
+    @torch.no_grad()
+    def rollout(self, z0: Tensor, n_steps: int, dt: float | None = None) -> Tensor:
+        """:meth:`step` repeated without inputs, in place: the same operations in the same order
+        (so the same numbers), with the masked coupling formed once instead of every step
+        (``benchmarks/bench_plrnn.py`` measures the gain). Shapes as
+        :meth:`LatentDynamics.rollout`."""
+        wt, a, h = self.W_offdiag.T, self.a, self.h
+        act, coupled, out = torch.empty_like(z0), torch.empty_like(z0), torch.empty_like(z0)
+
+        def step_into(z: Tensor, dest: Tensor) -> None:
+            torch.clamp(z, min=0.0, out=act)                                   # relu(z)
+            torch.matmul(act, wt, out=coupled)
+            torch.mul(z, a, out=out).add_(coupled)
+            torch.add(out, h, out=dest)
+
+        return run_steps(z0, n_steps, step_into)
+
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """``diag(a) + W_offdiag diag(z > 0)`` (eq. 4's ``W_Omega``), shape (B, M, M)."""
         jac = self.W_offdiag[None] * (z > 0).to(z.dtype)[:, None, :]
@@ -440,6 +457,26 @@ class ShallowPLRNN(LatentDynamics):
         if _check_input(u, self.input_dim, z):
             out = out + u @ self.C.T
         return out
+
+    @torch.no_grad()
+    def rollout(self, z0: Tensor, n_steps: int, dt: float | None = None) -> Tensor:
+        """:meth:`step` repeated without inputs, in place: the same operations in the same order
+        (so the same numbers) into preallocated buffers. Shapes as :meth:`LatentDynamics.rollout`."""
+        w1t, w2t, a, h1, h2 = self.W1.T, self.W2.T, self.a, self.h1, self.h2
+        n_hidden = self.W2.shape[0]
+        pre, act, off = (z0.new_empty(z0.shape[0], n_hidden) for _ in range(3))
+        hidden, out = torch.empty_like(z0), torch.empty_like(z0)
+
+        def step_into(z: Tensor, dest: Tensor) -> None:
+            torch.matmul(z, w2t, out=pre)
+            torch.add(pre, h2, out=act).relu_()
+            if self.clip:
+                act.sub_(torch.clamp(pre, min=0.0, out=off))                   # − relu(pre)
+            torch.matmul(act, w1t, out=hidden)
+            torch.mul(z, a, out=out).add_(hidden)
+            torch.add(out, h1, out=dest)
+
+        return run_steps(z0, n_steps, step_into)
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """``diag(a) + W1 diag(d) W2``, shape (B, M, M) (see Notes for ``d``)."""
