@@ -261,6 +261,10 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # D_stsp 6.78 [5.80, 8.13], D_H 0.090 [0.070, 0.164] instead of 8.44 / 0.165 (4 of 5 seeds
     # better in both; seed 1 5.80 vs 5.32). Selecting by D_stsp + w·D_H or averaging the last
     # states did not help. ≈ +30 % fit time (100 free runs of 12 500 steps instead of 20; 280 s).
+    # Session 15, the fused rollout (the default since session 14), seeds 0-2 and fresh seeds 5-7:
+    # 7.17 / 5.94 / 8.20 / 6.98 / 11.28 / 7.11, median 7.14 (10× the floor), D_H 0.149 [0.085,
+    # 0.226]; every late run chaotic; 320-565 s at load 4. The 6.78 above was the tuned seeds'
+    # draw of the step-by-step route.
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "hidden_dim": 250, "readout": "identity", "clip": True},
@@ -501,7 +505,9 @@ MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     ("bursting_neuron", "gnode", "svi"): {"seeds": 1, "D_stsp": 11.7, "D_H": 0.255, "fit_time_s": 1319},
     ("bursting_neuron", "ltc", "teacher-forcing"): {"seeds": 3, "D_stsp": 7.64, "D_H": 0.162, "fit_time_s": 726},
     ("bursting_neuron", "rfwp", "teacher-forcing"): {"seeds": 4, "D_stsp": 9.12, "D_H": 0.223, "fit_time_s": 934},
-    ("ecg", "shplrnn", "teacher-forcing"): {"seeds": 5, "D_stsp": 6.78, "D_H": 0.090, "fit_time_s": 280},
+    # seeds 0-2 and 5-7 by the fused rollout (session 15; the step-by-step route's seeds 0-4 gave
+    # 6.78 / 0.090 in 280 s, the seeds the recipe was tuned on)
+    ("ecg", "shplrnn", "teacher-forcing"): {"seeds": 6, "D_stsp": 7.14, "D_H": 0.149, "fit_time_s": 410},
     ("ecg", "gnode", "teacher-forcing"): {"seeds": 3, "D_stsp": 10.2, "D_H": 0.100, "fit_time_s": 455},
     ("ecg", "rplrnn", "teacher-forcing"): {"seeds": 3, "D_stsp": 13.4, "D_H": 0.25, "fit_time_s": 300},
     # the SVI engine's defaults (see DATASET_METHODS): an oscillation with 27 peaks per 10 000
