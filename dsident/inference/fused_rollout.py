@@ -53,7 +53,8 @@ def can_fuse(model: Any, teacher: Any, u: Tensor | None) -> bool:
     if teacher.weight is not None:
         return not teacher.weight.requires_grad
     # several projectors (missing channels) would need one per sample and step: the steps do it
-    return teacher.projector.shape[0] == 1 and not teacher.projector.requires_grad
+    projector = teacher.projector
+    return projector is not None and projector.shape[0] == 1 and not projector.requires_grad
 
 
 def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tensor, Tensor]:
