@@ -141,6 +141,22 @@ def test_linear_readout_forces_the_row_space_only():
     torch.testing.assert_close(got, expected)
 
 
+@pytest.mark.parametrize("n", [1, 5, 62, 70])
+def test_mask_patterns_are_the_distinct_rows(n):
+    from dsident.inference.forcing_alpha import mask_patterns
+
+    gen = torch.Generator().manual_seed(n)
+    # few distinct rows among many, as in a window of data with some missing channels
+    rows = torch.rand(6, n, generator=gen) > 0.5
+    mask = rows[torch.randint(0, 6, (500,), generator=gen)]
+    patterns, index = mask_patterns(mask)
+    assert patterns.dtype == torch.bool and index.shape == (500,)
+    assert torch.equal(patterns[index], mask)
+    reference, _ = torch.unique(mask, dim=0, return_inverse=True)
+    assert len(patterns) == len(reference)
+    assert {tuple(r.tolist()) for r in patterns} == {tuple(r.tolist()) for r in reference}
+
+
 # ---------------------------------------------------------------------------------------------
 # the α estimator
 # ---------------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ def _forcing_rule(observation: Any, z_hat: Tensor, mask: Tensor) -> TeacherSigna
         weight = torch.zeros_like(z_hat)
         weight[..., :n] = mask.to(dtype)
         return TeacherSignal(z_hat=z_hat, weight=weight)
-    patterns, index = torch.unique(mask.reshape(-1, n), dim=0, return_inverse=True)
+    patterns, index = mask_patterns(mask.reshape(-1, n))
     B = loadings.detach().to(torch.float64)
     proj = torch.stack([_row_space_projector(B[p]) for p in patterns.to(B.device)])
     eye = torch.eye(m, dtype=proj.dtype, device=proj.device)
@@ -155,6 +155,31 @@ def _forcing_rule(observation: Any, z_hat: Tensor, mask: Tensor) -> TeacherSigna
         weight = full.to(dtype)[index].reshape(*mask.shape[:-1], 1)
         return TeacherSignal(z_hat=z_hat, weight=weight)
     return TeacherSignal(z_hat=z_hat, projector=proj.to(dtype), pattern=index.reshape(mask.shape[:-1]))
+
+
+def mask_patterns(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct rows of a boolean mask and the index of each row among them.
+
+    What ``torch.unique(mask, dim=0, return_inverse=True)`` gives, up to the order of the
+    patterns, but through one integer code per row: ``unique(dim=0)`` sorts whole rows and
+    took 12 % of a teacher-forcing fit of the rPLRNN (a window's 1 600 rows every update).
+
+    Parameters
+    ----------
+    mask : bool Tensor of shape (K, N)
+
+    Returns
+    -------
+    patterns : bool Tensor of shape (U, N)
+    index : LongTensor of shape (K,)
+        ``patterns[index] == mask``.
+    """
+    n = mask.shape[-1]
+    if n > 62:                       # the codes would overflow int64
+        return torch.unique(mask, dim=0, return_inverse=True)
+    bits = torch.pow(2, torch.arange(n, device=mask.device, dtype=torch.int64))
+    codes, index = torch.unique((mask.to(torch.int64) * bits).sum(-1), return_inverse=True)
+    return (codes[:, None] & bits) != 0, index
 
 
 def _embed_teacher(part: TeacherSignal, z_hat: Tensor) -> TeacherSignal:
