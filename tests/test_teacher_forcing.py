@@ -16,6 +16,7 @@ from dsident.inference.forcing_alpha import (AlphaSchedule, alpha_from_norm, est
                                              make_teacher, norm_bound)
 from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, condition_penalty,
                                                fit_teacher_forcing, teacher_forcing_loss)
+from dsident.inference.training import TrainingProgress
 from dsident.inference.windows import RandomWindows
 from dsident.observations import Gaussian
 
@@ -607,6 +608,44 @@ def test_eval_starts_see_an_attractor_that_one_start_misses():
     assert not both.score < 5 * single.score
     with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*2 fully observed"):
         _FreeRunScorer(as_dataset(np.vstack([x[:2], np.full((5, 2), np.nan)]), dt=1.0), 5, burn_in=0, n_starts=3)
+
+
+class _BlowsUpOnTheRight(LatentDynamics):
+    """(test-local) A rotation that grows tenfold a step outside the circle of radius 1.5 (so it
+    overflows within ≈ 300 steps) and keeps its radius inside: z' = R z · (10 if |z| > 1.5 else 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.latent_dim, self.input_dim = 2, 0
+
+    def step(self, z, u=None, dt=None):
+        c, s = math.cos(0.1), math.sin(0.1)
+        rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+        return rotated * torch.where(z.norm(dim=1, keepdim=True) > 1.5, 10.0, 1.0)
+
+
+def test_eval_starts_run_as_one_batch_and_keep_their_own_divergence():
+    from dsident.data import as_dataset
+
+    n = 1000
+    x = periodic_data(n, dt=0.1)
+    x[n // 2:] *= 2.0                    # starts in the second half have |z| = 2: they blow up
+    data = as_dataset(x, dt=1.0)
+    model = StateSpaceModel(_BlowsUpOnTheRight(), Gaussian(2, 2, readout="identity"), dt=1.0).double()
+    scorer = _FreeRunScorer(data, 400, burn_in=100, n_starts=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        batched = scorer.free_runs(model, 0)
+        one_by_one = [scorer.free_run(model, 0, x0) for x0 in scorer.x0s]
+    assert [r.attrs["diverged"] for r in batched] == [r.attrs["diverged"] for r in one_by_one] == [0, 1]
+    assert batched[1].attrs["diverged_at"] == one_by_one[1].attrs["diverged_at"] > 0
+    for got, want in zip(batched, one_by_one):
+        assert got.sizes == want.sizes
+        np.testing.assert_array_equal(got["x"].values, want["x"].values)
+    assert [scorer.score(model, 0, run=r)[0] for r in batched] == \
+        [scorer.score(model, 0, run=r)[0] for r in one_by_one]
+    assert math.isfinite(scorer.score(model, 0, run=batched[0])[0])
+    assert scorer(model, TrainingProgress()).score == math.inf
 
 
 def test_eval_starts_in_a_fit():

@@ -254,7 +254,8 @@ class _FreeRunScorer:
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
 
     def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
-        """The scored free run from ``x0`` (default: the first start): burn-in plus reference length."""
+        """The scored free run from ``x0`` (N,) (default: the first start; (trial, N): one run per
+        row): burn-in plus reference length."""
         kwargs: dict[str, Any] = {"x0": self.x0s[0] if x0 is None else x0, "seed": seed}
         if self.u is not None:
             kwargs["u"] = self.u
@@ -294,8 +295,24 @@ class _FreeRunScorer:
             return free_run_regime(model, n_steps=n_steps, transient=self.burn_in,
                                    x0=self.x0s[0] if x0 is None else x0, seed=seed, run=run).verdict
 
+    def free_runs(self, model: Any, seed: int) -> list[xr.Dataset]:
+        """The scored free runs from every start, as :meth:`free_run` gives them one by one, but
+        generated as one batch of trials (a step of several trials costs about one of a single
+        trial); each run's ``diverged`` flag is its own."""
+        if len(self.x0s) == 1 or self.u is not None:
+            return [self.free_run(model, seed, x0) for x0 in self.x0s]
+        batch = self.free_run(model, seed, np.stack(self.x0s))
+        runs = []
+        for i in range(len(self.x0s)):
+            run = batch.isel(trial=[i]).assign_coords(trial=[0])
+            finite = np.isfinite(run["z"].values[0]).all(-1)
+            run.attrs = {**batch.attrs, "diverged": int(not finite.all()),
+                         "diverged_at": -1 if finite.all() else int(np.argmin(finite))}
+            runs.append(run)
+        return runs
+
     def __call__(self, model: Any, progress: TrainingProgress) -> Evaluation:
-        runs = [self.free_run(model, self.seed, x0) for x0 in self.x0s]
+        runs = self.free_runs(model, self.seed)
         scores = [self.score(model, self.seed, run=run) for run in runs]
         per_start = [d for d, _ in scores]
         # one diverged (inf) or off-grid (NaN) start makes the mean so: such a state is not kept
