@@ -563,21 +563,30 @@ def test_select_regime_keeps_the_best_run_of_the_asked_for_kind_else_the_best_ru
     assert fallback["best_state_space_divergence"] == plain["best_state_space_divergence"]
 
 
-class _TwoBasins(LatentDynamics):
-    """(test-local) A rotation by 0.1 rad whose radius is pulled to 1 from 0.3 <= r < 1.1, halves
-    below 0.3 and drops to a fifth from r >= 1.1 (below 0.3 at once): a circle and, beside it, a
-    fixed point at the origin."""
+class _Rotation(LatentDynamics):
+    """(test-local) A rotation of the plane by 0.1 rad a step, times :meth:`gain` of the state."""
 
     def __init__(self) -> None:
         super().__init__()
         self.latent_dim, self.input_dim = 2, 0
 
+    def gain(self, r):
+        return torch.ones_like(r)
+
     def step(self, z, u=None, dt=None):
         c, s = math.cos(0.1), math.sin(0.1)
         rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
-        r = z.norm(dim=1, keepdim=True).clamp_min(1e-12)
-        r_next = torch.where(r < 0.3, 0.5 * r, torch.where(r < 1.1, r + 0.5 * (1.0 - r), 0.2 * r))
-        return rotated * r_next / r
+        return rotated * self.gain(z.norm(dim=1, keepdim=True))
+
+
+class _TwoBasins(_Rotation):
+    """(test-local) A rotation whose radius is pulled to 1 from 0.3 <= r < 1.1, halves below 0.3
+    and drops to a fifth from r >= 1.1 (below 0.3 at once): a circle and, beside it, a fixed
+    point at the origin."""
+
+    def gain(self, r):
+        r = r.clamp_min(1e-12)
+        return torch.where(r < 0.3, 0.5 * r, torch.where(r < 1.1, r + 0.5 * (1.0 - r), 0.2 * r)) / r
 
 
 def test_eval_starts_see_an_attractor_that_one_start_misses():
@@ -610,18 +619,12 @@ def test_eval_starts_see_an_attractor_that_one_start_misses():
         _FreeRunScorer(as_dataset(np.vstack([x[:2], np.full((5, 2), np.nan)]), dt=1.0), 5, burn_in=0, n_starts=3)
 
 
-class _BlowsUpOnTheRight(LatentDynamics):
+class _BlowsUpOutside(_Rotation):
     """(test-local) A rotation that grows tenfold a step outside the circle of radius 1.5 (so it
-    overflows within ≈ 300 steps) and keeps its radius inside: z' = R z · (10 if |z| > 1.5 else 1)."""
+    overflows within ≈ 300 steps) and keeps its radius inside."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.latent_dim, self.input_dim = 2, 0
-
-    def step(self, z, u=None, dt=None):
-        c, s = math.cos(0.1), math.sin(0.1)
-        rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
-        return rotated * torch.where(z.norm(dim=1, keepdim=True) > 1.5, 10.0, 1.0)
+    def gain(self, r):
+        return torch.where(r > 1.5, 10.0, 1.0).to(r)
 
 
 def test_eval_starts_run_as_one_batch_and_keep_their_own_divergence():
@@ -631,7 +634,7 @@ def test_eval_starts_run_as_one_batch_and_keep_their_own_divergence():
     x = periodic_data(n, dt=0.1)
     x[n // 2:] *= 2.0                    # starts in the second half have |z| = 2: they blow up
     data = as_dataset(x, dt=1.0)
-    model = StateSpaceModel(_BlowsUpOnTheRight(), Gaussian(2, 2, readout="identity"), dt=1.0).double()
+    model = StateSpaceModel(_BlowsUpOutside(), Gaussian(2, 2, readout="identity"), dt=1.0).double()
     scorer = _FreeRunScorer(data, 400, burn_in=100, n_starts=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
