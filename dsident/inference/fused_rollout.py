@@ -84,7 +84,7 @@ def fused_forced_rollout(model: Any, teacher: Any, alphas: Tensor) -> tuple[Tens
         projector = teacher.projector[0].to(z_hat)
         forcing = _Forcing(projector=projector, alphas=[float(a) for a in alphas],
                            drive=alphas.to(z_hat)[None, :, None] * (z_hat @ projector.t()))
-    return _ForcedRollout.apply(z_hat[:, 0], forcing, _cell(model.dynamics), *_parameters(model.dynamics))
+    return _ForcedRollout.apply(z_hat[:, 0], forcing, *_cell_and_parameters(model.dynamics))
 
 
 def fused_free_run(model: Any, z0: Tensor, length: int) -> Tensor:
@@ -96,24 +96,18 @@ def fused_free_run(model: Any, z0: Tensor, length: int) -> Tensor:
     Tensor of shape (B, length, M)
         ``z0`` followed by ``length − 1`` steps of the model.
     """
-    return _ForcedRollout.apply(z0, _Forcing(length=length), _cell(model.dynamics),
-                                *_parameters(model.dynamics))[1]
+    return _ForcedRollout.apply(z0, _Forcing(length=length), *_cell_and_parameters(model.dynamics))[1]
 
 
-def _cell(dynamics: Any) -> "_ShallowCell | _PLRNNCell":
-    from ..dynamics.plrnn import ShallowPLRNN
-
-    return _ShallowCell(dynamics.clip) if type(dynamics) is ShallowPLRNN else _PLRNNCell()
-
-
-def _parameters(dynamics: Any) -> tuple[Tensor, ...]:
-    """The tensors the node differentiates, in the order its cell's ``backward`` returns them."""
+def _cell_and_parameters(dynamics: Any) -> tuple[Any, ...]:
+    """The node's step for these dynamics, then the tensors it differentiates, in the order the
+    cell's ``gradients`` returns theirs."""
     from ..dynamics.plrnn import ShallowPLRNN
 
     if type(dynamics) is ShallowPLRNN:
-        return dynamics.a, dynamics.W1, dynamics.W2, dynamics.h1, dynamics.h2
+        return _ShallowCell(dynamics.clip), dynamics.a, dynamics.W1, dynamics.W2, dynamics.h1, dynamics.h2
     # W_offdiag is formed outside the node, so autograd masks W's gradient as in the steps
-    return dynamics.a, dynamics.W_offdiag, dynamics.h
+    return _PLRNNCell(), dynamics.a, dynamics.W_offdiag, dynamics.h
 
 
 class _Forcing:
@@ -130,14 +124,15 @@ class _Forcing:
         self.keep_t = None if keep is None else keep.transpose(0, 1).contiguous()
         self.drive_t = None if drive is None else drive.transpose(0, 1).contiguous()
         self.length = length if drive is None else drive.shape[1]
-        self.matrix: list[Tensor | None] = []       # K_t per step (None where K_t = I)
+        # per step, the matrices the forward and the backward pass multiply by (None: K_t = I)
+        self.matrix: list[Tensor | None] = []
+        self.matrix_t: list[Tensor | None] = []
         if projector is not None:
             eye = torch.eye(projector.shape[0], dtype=projector.dtype, device=projector.device)
-            by_alpha = {a: (eye - a * projector).t().contiguous() for a in set(alphas[1:]) if a != 0.0}
-            # K_t is symmetric, but the transpose is what the backward pass multiplies by
-            self.matrix = [by_alpha.get(a) for a in alphas]
-            self.matrix_t = {a: k.t().contiguous() for a, k in by_alpha.items()}
-            self.alphas = alphas
+            by_alpha = {a: eye - a * projector for a in set(alphas[1:]) if a != 0.0}
+            transposed = {a: k.t().contiguous() for a, k in by_alpha.items()}
+            self.matrix = [transposed.get(a) for a in alphas]
+            self.matrix_t = [by_alpha.get(a) for a in alphas]
 
     def forward(self, t: int, out: Tensor, dest: Tensor) -> None:
         """``dest = z̃_t`` from ``out = z_t`` (both (B, M))."""
@@ -155,7 +150,7 @@ class _Forcing:
         if self.keep_t is not None:
             torch.addcmul(g_pred, self.keep_t[t], g_tilde, out=dest)
         elif self.matrix and self.matrix[t] is not None:
-            torch.addmm(g_pred, g_tilde, self.matrix_t[self.alphas[t]], out=dest)
+            torch.addmm(g_pred, g_tilde, self.matrix_t[t], out=dest)
         else:
             torch.add(g_pred, g_tilde, out=dest)
 
