@@ -33,7 +33,7 @@ import xarray as xr
 from torch import Tensor, nn
 
 from ._version import __version__
-from .dynamics.base import DIVERGENCE_CHECK_EVERY, DYNAMICS_REGISTRY, LatentDynamics
+from .dynamics.base import DYNAMICS_REGISTRY, LatentDynamics, run_steps
 from .observations.base import OBSERVATION_REGISTRY, ObservationModel
 
 #: version of the on-disk layout written by :meth:`StateSpaceModel.save`
@@ -324,18 +324,13 @@ class StateSpaceModel(nn.Module):
         uu = self._inputs(u, n_trials, n_steps, z, "u")
         sd = self.process_var.sqrt()
         if noise or uu is not None:
-            zs = torch.full((n_trials, n_steps, self.latent_dim), float("nan"), dtype=dtype, device=device)
-            zs[:, 0] = z
-            for t in range(1, n_steps):
+            def step_into(t: int, z: Tensor, dest: Tensor) -> None:
                 z = self.step(z, None if uu is None else uu[:, t], step_dt)
-                if noise:
-                    z = z + sd * randn(tuple(z.shape))
-                zs[:, t] = z
-                # stop early once every trial has blown up; single trials are handled below
-                if t % DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(z).all(-1).any()):
-                    break
+                dest.copy_(z + sd * randn(tuple(z.shape)) if noise else z)
+
+            zs = run_steps(z.contiguous(), n_steps, step_into)
         else:
-            # the same steps; a model may write them in place (the PLRNNs do, 1.7–3× faster)
+            # the same steps; a model may write them in place (the PLRNNs do, 1.4–2× faster)
             zs = self.dynamics.rollout(z.contiguous(), n_steps, step_dt)
         finite = torch.isfinite(zs).all(-1)                          # (trial, time)
         first_bad = torch.where(finite.all(-1), n_steps, (~finite).int().argmax(-1))

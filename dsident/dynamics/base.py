@@ -23,9 +23,9 @@ DYNAMICS_REGISTRY: dict[str, type["LatentDynamics"]] = {}
 DIVERGENCE_CHECK_EVERY = 50
 
 
-def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[Tensor, Tensor], Any]) -> Tensor:
-    """``z0`` followed by ``n_steps − 1`` steps of ``step_into(z, dest)`` (writes the next state
-    into ``dest``), in a time-major buffer.
+def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[int, Tensor, Tensor], Any]) -> Tensor:
+    """``z0`` followed by ``n_steps − 1`` steps of ``step_into(t, z, dest)`` (writes the state of
+    step ``t`` into ``dest``), in a time-major buffer.
 
     Parameters
     ----------
@@ -33,7 +33,7 @@ def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[Tensor, Tensor], An
     n_steps : int
         States returned, ``z0`` included.
     step_into : callable
-        One step from ``z`` (B, M) into ``dest`` (B, M).
+        The step into time ``t`` from ``z`` (B, M), written into ``dest`` (B, M).
 
     Returns
     -------
@@ -44,7 +44,7 @@ def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[Tensor, Tensor], An
     out = z0.new_full((n_steps, *z0.shape), float("nan"))
     out[0] = z0
     for t in range(1, n_steps):
-        step_into(out[t - 1], out[t])
+        step_into(t, out[t - 1], out[t])
         if t % DIVERGENCE_CHECK_EVERY == 0 and not bool(torch.isfinite(out[t]).all(-1).any()):
             break
     return out.transpose(0, 1).contiguous()
@@ -115,7 +115,7 @@ class LatentDynamics(nn.Module):
             No gradient; NaN after the step at which every trial had become non-finite
             (:func:`run_steps`).
         """
-        return run_steps(z0, n_steps, lambda z, dest: dest.copy_(self.step(z, None, dt)))
+        return run_steps(z0, n_steps, lambda t, z, dest: dest.copy_(self.step(z, None, dt)))
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """d step(z) / d z, shape (B, M, M). Autograd fallback; subclasses override analytically."""

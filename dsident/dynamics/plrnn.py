@@ -292,7 +292,7 @@ class PLRNN(LatentDynamics):
         wt, a, h = self.W_offdiag.T, self.a, self.h
         act, coupled, out = torch.empty_like(z0), torch.empty_like(z0), torch.empty_like(z0)
 
-        def step_into(z: Tensor, dest: Tensor) -> None:
+        def step_into(t: int, z: Tensor, dest: Tensor) -> None:
             torch.clamp(z, min=0.0, out=act)                                   # relu(z)
             torch.matmul(act, wt, out=coupled)
             torch.mul(z, a, out=out).add_(coupled)
@@ -467,7 +467,7 @@ class ShallowPLRNN(LatentDynamics):
         pre, act, off = (z0.new_empty(z0.shape[0], n_hidden) for _ in range(3))
         hidden, out = torch.empty_like(z0), torch.empty_like(z0)
 
-        def step_into(z: Tensor, dest: Tensor) -> None:
+        def step_into(t: int, z: Tensor, dest: Tensor) -> None:
             torch.matmul(z, w2t, out=pre)
             torch.add(pre, h2, out=act).relu_()
             if self.clip:

@@ -547,10 +547,10 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         alone.
     fused : bool, default True
         Roll a shallow PLRNN or a PLRNN without inputs as one autograd node where its forcing
-        allows (:func:`forced_rollout`; :mod:`dsident.inference.fused_rollout`: 1.5–3.8× faster
-        updates on a CPU, the same gradients to round-off). False steps the model and lets autograd record every step: the
-        route of every fit recorded before the fused rollout existed, to repeat one of them to
-        the last digit.
+        allows (:func:`forced_rollout`; :mod:`dsident.inference.fused_rollout`: 1.5–3.9× faster
+        updates on a CPU, the same gradients to round-off). False steps the model and lets
+        autograd record every step: the route of every fit recorded before the fused rollout
+        existed, to repeat one of them to the last digit.
     device : {"auto", "cpu", "cuda"}
     checkpoint : path, optional
         Training checkpoint (model, optimizer, α, best state, history, batch counter, seed),
