@@ -484,15 +484,20 @@ class _Logistic(LatentDynamics):
 
 
 class _Rotation(LatentDynamics):
-    """z' = R(0.1) z (test-local): a rotation, both exponents exactly 0."""
+    """z' = R(0.1) z (test-local): a rotation, both exponents exactly 0; subclasses scale the
+    rotated state by :meth:`gain` of its radius."""
 
     def __init__(self) -> None:
         super().__init__()
         self.latent_dim, self.input_dim = 2, 0
 
+    def gain(self, r):
+        return torch.ones_like(r)
+
     def step(self, z, u=None, dt=None):
         c, s = math.cos(0.1), math.sin(0.1)
-        return torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+        rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
+        return rotated * self.gain(z.norm(dim=1, keepdim=True))
 
 
 @pytest.mark.parametrize("kind", ["chaotic", "periodic"])
@@ -561,22 +566,6 @@ def test_select_regime_keeps_the_best_run_of_the_asked_for_kind_else_the_best_ru
         _, fallback = _scripted_fit(monkeypatch, lambda i: "chaotic", select_regime="periodic")
     assert fallback["best_epoch"] == plain["best_epoch"] and fallback["regime_fallback"] is True
     assert fallback["best_state_space_divergence"] == plain["best_state_space_divergence"]
-
-
-class _Rotation(LatentDynamics):
-    """(test-local) A rotation of the plane by 0.1 rad a step, times :meth:`gain` of the state."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.latent_dim, self.input_dim = 2, 0
-
-    def gain(self, r):
-        return torch.ones_like(r)
-
-    def step(self, z, u=None, dt=None):
-        c, s = math.cos(0.1), math.sin(0.1)
-        rotated = torch.stack([c * z[:, 0] - s * z[:, 1], s * z[:, 0] + c * z[:, 1]], dim=1)
-        return rotated * self.gain(z.norm(dim=1, keepdim=True))
 
 
 class _TwoBasins(_Rotation):
