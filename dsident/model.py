@@ -330,7 +330,7 @@ class StateSpaceModel(nn.Module):
 
             zs = run_steps(z.contiguous(), n_steps, step_into)
         else:
-            # the same steps; a model may write them in place (the PLRNNs do, 1.4–2× faster)
+            # the same steps; a model may write them in place (the PLRNNs do, 1.75–2.9× faster)
             zs = self.dynamics.rollout(z.contiguous(), n_steps, step_dt)
         finite = torch.isfinite(zs).all(-1)                          # (trial, time)
         first_bad = torch.where(finite.all(-1), n_steps, (~finite).int().argmax(-1))
