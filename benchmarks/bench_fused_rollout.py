@@ -20,9 +20,9 @@ Run: ``python benchmarks/bench_fused_rollout.py`` (one torch thread, as the benc
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from _timing import best_of
 
 from dsident import StateSpaceModel
 from dsident.dynamics import PLRNN, ShallowPLRNN
@@ -81,13 +81,8 @@ def main() -> None:
         mask = torch.ones_like(x, dtype=torch.bool)
         grads, times = {}, {}
         for fused in (True, False):
-            best = float("inf")
-            for _ in range(args.repeat):
-                t0 = time.perf_counter()
-                for _ in range(args.updates):
-                    one_update(model, x, mask, alpha, fused)
-                best = min(best, (time.perf_counter() - t0) / args.updates)
-            times[fused] = best
+            updates = lambda: [one_update(model, x, mask, alpha, fused) for _ in range(args.updates)]  # noqa: E731
+            times[fused] = best_of(updates, args.repeat)[0] / args.updates
             grads[fused] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
                    for a, b in zip(grads[True], grads[False]))
@@ -105,13 +100,7 @@ def bench_patterns(repeat: int, calls: int = 200) -> None:
     times = {}
     for name, fn in (("codes", lambda: mask_patterns(mask)),
                      ("unique(dim=0)", lambda: torch.unique(mask, dim=0, return_inverse=True))):
-        best = float("inf")
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best = min(best, (time.perf_counter() - t0) / calls)
-        times[name] = best
+        times[name] = best_of(lambda: [fn() for _ in range(calls)], repeat)[0] / calls
     print(f"patterns of observed channels, 1 600 rows: {1e3 * times['codes']:.2f} ms vs torch.unique(dim=0) "
           f"{1e3 * times['unique(dim=0)']:.2f} ms ({times['unique(dim=0)'] / times['codes']:.0f}×)")
 

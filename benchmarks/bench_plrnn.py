@@ -35,15 +35,7 @@ from dsident.dynamics import PLRNN, ShallowPLRNN
 from dsident.dynamics.base import LatentDynamics
 from dsident.inference.bptt import fit_bptt
 from dsident.observations import Gaussian
-
-
-def best_time(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best_of
 
 
 def autograd_jacobian(f, z):
@@ -56,8 +48,8 @@ def bench_jacobians() -> None:
     for name, f in (("PLRNN M=40", PLRNN(40, seed=0)), ("ShallowPLRNN M=40 H=200", ShallowPLRNN(40, 200, seed=0)),
                     ("clipped ShallowPLRNN", ShallowPLRNN(40, 200, clip=True, seed=0))):
         with torch.no_grad():
-            t_an = best_time(lambda: f.jacobian(z))
-        t_ag = best_time(lambda: autograd_jacobian(f, z))
+            t_an = best_of(lambda: f.jacobian(z), 5)[0]
+        t_ag = best_of(lambda: autograd_jacobian(f, z), 5)[0]
         with torch.no_grad():
             err = float((f.jacobian(z) - autograd_jacobian(f, z)).abs().max())
         print(f"{name:26s} analytic {t_an * 1e3:8.2f} ms  autograd {t_ag * 1e3:8.2f} ms  "
@@ -109,8 +101,8 @@ def bench_free_runs(n_steps: int = 20_000) -> None:
         z0 = torch.randn(1, dyn.latent_dim, generator=torch.Generator().manual_seed(0))
         # the base class's rollout is step() in a plain loop: the route before the in-place ones
         stepped = partial(LatentDynamics.rollout, dyn, z0, n_steps)
-        t_step = best_time(stepped, repeat=3)
-        t_roll = best_time(lambda: dyn.rollout(z0, n_steps), repeat=3)
+        t_step = best_of(stepped, 3)[0]
+        t_roll = best_of(lambda: dyn.rollout(z0, n_steps), 3)[0]
         same = torch.equal(stepped(), dyn.rollout(z0, n_steps))
         print(f"{name:32s} rollout {1e6 * t_roll / n_steps:6.1f} µs/step  step loop {1e6 * t_step / n_steps:6.1f} "
               f"µs/step  ratio {t_step / t_roll:4.2f}  identical: {same}")

@@ -33,7 +33,7 @@ from dsident.model import StateSpaceModel
 from dsident.observations import Gaussian
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_plrnn import best_time  # noqa: E402
+from _timing import best_of  # noqa: E402
 
 
 def models(dt: float) -> dict[str, StateSpaceModel]:
@@ -65,14 +65,14 @@ def main() -> None:
         model.eval()
         one = _FreeRunScorer(train, steps, burn_in=steps // 4)
         run = one.free_run(model, 0)
-        t_score = best_time(lambda: one.score(model, 0), args.repeats)
-        t_given = best_time(lambda: one.verdict(model, 0, run=run), args.repeats)
-        t_again = best_time(lambda: one.verdict(model, 0), args.repeats)
+        t_score = best_of(lambda: one.score(model, 0), args.repeats)[0]
+        t_given = best_of(lambda: one.verdict(model, 0, run=run), args.repeats)[0]
+        t_again = best_of(lambda: one.verdict(model, 0), args.repeats)[0]
         evals = []
         for starts in (1, 3):
             for regime in (None, "chaotic"):
                 scorer = _FreeRunScorer(train, steps, burn_in=steps // 4, regime=regime, n_starts=starts)
-                evals.append(best_time(lambda: scorer(model, TrainingProgress()), args.repeats))
+                evals.append(best_of(lambda: scorer(model, TrainingProgress()), args.repeats)[0])
         print(f"| {name} | {t_score:.2f} s | {t_given:.2f} s | {t_again:.2f} s | {t_again / t_given:.2f}× | "
               + " | ".join(f"{t:.2f} s" for t in evals) + " |")
     print("\nA regime verdict is only computed for a finite score; an untrained model that leaves the "
