@@ -268,3 +268,46 @@ def test_fused_free_run_of_the_plrnn_matches_the_steps():
     torch.testing.assert_close(runs[0][0], runs[1][0], rtol=1e-12, atol=1e-12)
     for name in runs[0][1]:
         torch.testing.assert_close(runs[0][1][name], runs[1][1][name], rtol=1e-10, atol=1e-12, msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: the same node on CUDA (run where a device is lent; skipped elsewhere)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["shallow, weights", "plrnn, projector"])
+def test_fused_rollout_on_cuda_gives_the_cpu_numbers(kind):
+    model = _model(True) if kind.startswith("shallow") else _plrnn_model("linear")
+    x, mask = _data(missing=0.2 if kind.startswith("shallow") else 0.0)
+    options = dict(mode="generalized", alpha=0.2, forcing_interval=1, warmup=2)
+    on_cpu = _gradients(model, make_teacher(model.observation, x, mask), True, **options)
+    model.cuda()
+    teacher = make_teacher(model.observation, x.cuda(), mask.cuda())
+    assert can_fuse(model, teacher, None)
+    on_gpu = _gradients(model, teacher, True, **options)
+    assert on_gpu[0].is_cuda
+    torch.testing.assert_close(on_gpu[0].cpu(), on_cpu[0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(on_gpu[1].cpu(), on_cpu[1], rtol=1e-10, atol=1e-12)
+    assert on_gpu[2].keys() == on_cpu[2].keys()
+    for name in on_cpu[2]:
+        torch.testing.assert_close(on_gpu[2][name].cpu(), on_cpu[2][name], rtol=1e-8, atol=1e-10, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dynamics", ["plrnn", "shallow"])
+def test_a_teacher_forcing_fit_on_cuda_tracks_the_cpu_fit_and_returns_home(dynamics):
+    # float64, so that the two devices' round-off stays far below the tolerance over 3 epochs
+    t = np.arange(600) * 0.05
+    data = np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], -1)
+    kwargs = dict(alpha=0.2, n_epochs=3, batches_per_epoch=4, seq_len=30, eval_every=1, eval_steps=200,
+                  eval_starts=3, seed=0, progress=False)
+    hists = []
+    for device in ("cpu", "cuda"):
+        model = (_plrnn_model("linear", latent_dim=5) if dynamics == "plrnn" else
+                 StateSpaceModel(ShallowPLRNN(3, 16, clip=True, seed=0), Gaussian(3, 3, readout="identity")).double())
+        hists.append(fit_teacher_forcing(model, data, device=device, **kwargs))
+        assert all(p.device.type == "cpu" for p in model.parameters())
+    assert hists[1]["settings"]["device"].startswith("cuda")
+    np.testing.assert_allclose(hists[1]["train_loss"], hists[0]["train_loss"], rtol=1e-6)
+    assert np.isfinite(hists[1]["train_loss"]).all()

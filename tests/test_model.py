@@ -391,3 +391,19 @@ def test_model_runs_on_the_gpu_like_on_the_cpu(tmp_path):
     torch.testing.assert_close(gpu.observation.hess_log_prob(x.cuda(), z.cuda()).cpu(),
                                cpu.observation.hess_log_prob(x, z))
     torch.testing.assert_close(gpu.encode(x.cuda()).cpu(), cpu.encode(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["plrnn", "shallow clipped"])
+def test_rollout_on_cuda_gives_the_numbers_of_step_there_and_the_cpu_run(kind):
+    from dsident.dynamics import ShallowPLRNN
+
+    dyn = (PLRNN(6, penalty="none", seed=1) if kind == "plrnn" else ShallowPLRNN(3, 40, clip=True, seed=1)).double()
+    z0 = torch.randn(4, dyn.latent_dim, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    on_cpu = dyn.rollout(z0, 500)
+    dyn.cuda()
+    fast, slow = dyn.rollout(z0.cuda(), 500), _stepped(dyn, z0.cuda(), 500)
+    assert fast.is_cuda and torch.equal(fast, slow)
+    # a short run, so that the chaotic models' device round-off has not grown yet
+    torch.testing.assert_close(fast[:, :50].cpu(), on_cpu[:, :50], rtol=1e-9, atol=1e-9)
