@@ -15,7 +15,9 @@ readout's teacher makes (:func:`dsident.inference.forcing_alpha.mask_patterns` a
 ``torch.unique(dim=0)``, which it replaced, on a window of 16 × 100 samples).
 
 Run: ``python benchmarks/bench_fused_rollout.py`` (one torch thread, as the benchmark cells;
-``--threads`` to change it).
+``--threads`` to change it). ``--device cuda`` times the same updates on a GPU (synchronised
+before the clock stops) and ``--batch-size`` sets the windows per update (default 16, the
+cells' own).
 """
 from __future__ import annotations
 
@@ -69,19 +71,26 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"one update (loss + backward), batch 16, {torch.get_default_dtype()}, {args.threads} thread(s), "
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch finds no CUDA device")
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"{args.threads} CPU thread(s)"
+    print(f"one update (loss + backward), batch {args.batch_size}, {torch.get_default_dtype()}, {where}, "
           f"best of {args.repeat} × {args.updates}")
     print(f"{'case':<24} | {'fused ms':>8} | {'autograd ms':>11} | {'ratio':>6} | max rel. Δ grad")
     for name, (n, m, h, length, alpha) in CASES.items():
-        model = case_model(n, m, h)
+        model = case_model(n, m, h).to(device)
         gen = torch.Generator().manual_seed(0)
-        x = torch.randn(16, length, n, generator=gen)
+        x = torch.randn(args.batch_size, length, n, generator=gen).to(device)
         mask = torch.ones_like(x, dtype=torch.bool)
         grads, times = {}, {}
         for fused in (True, False):
-            updates = lambda: [one_update(model, x, mask, alpha, fused) for _ in range(args.updates)]  # noqa: E731
+            updates = lambda: ([one_update(model, x, mask, alpha, fused) for _ in range(args.updates)], sync())  # noqa: E731
             times[fused] = best_of(updates, args.repeat)[0] / args.updates
             grads[fused] = [p.grad.clone() for p in model.parameters() if p.grad is not None]
         diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
