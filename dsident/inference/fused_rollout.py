@@ -19,7 +19,10 @@ The forward pass runs without recording, three to four operations a step (φ is 
 scaled shift; ``K_t`` is formed once per distinct α); the backward pass walks the window once,
 carrying only the (B, M) and (B, H) products the chain needs, and forms the parameter gradients
 afterwards from the stored states in a few batched contractions. Buffers are time-major
-(L, B, ·), so that every step reads and writes contiguous slices in place. The teacher carries
+(L, B, ·), so that every step reads and writes contiguous slices in place, and the window-sized
+ones come from :data:`~dsident.inference.buffer_pool.POOL`, so that an update reuses the
+memory of the last one instead of faulting fresh pages in (at a batch of 256 that cost more than
+the arithmetic). The teacher carries
 no gradient (it is data, and the projector is built from the detached loadings), so the node
 returns gradients for the initial state and the dynamics' parameters only.
 ``benchmarks/bench_fused_rollout.py`` measures the gain; the tests compare it with autograd
@@ -34,6 +37,8 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+
+from .buffer_pool import POOL
 
 __all__ = ["fused_forced_rollout", "fused_free_run", "can_fuse"]
 
@@ -164,7 +169,9 @@ class _ShallowCell:
     def begin(self, params: tuple[Tensor, ...], length: int, n_batch: int) -> None:
         a, W1, W2, h1, h2 = params
         self.params = params
-        self.pre_all = torch.empty(length - 1, n_batch, W2.shape[0], dtype=W2.dtype, device=W2.device)
+        # kept until the node's graph is released (a retained graph runs the backward again)
+        self.pre_all = POOL.take((length - 1, n_batch, W2.shape[0]), W2.dtype, W2.device)
+        POOL.give_when_freed(self, self.pre_all)
         self.act = torch.empty(n_batch, W2.shape[0], dtype=W2.dtype, device=W2.device)
         # φ(p) = clamp(p, low, high) · sign + shift elementwise (:func:`_clamp_form`): two operations
         # instead of four, and exactly 0 where both ReLUs are off, as in the step-by-step route (folding
@@ -186,33 +193,53 @@ class _ShallowCell:
         torch.addmm(h1, act, self.w1t, out=out).addcmul_(a, z)
 
     def begin_backward(self, z_prev: Tensor) -> None:
-        h2 = self.params[4]
-        self.on = (self.pre_all > -h2).to(h2.dtype)                            # relu'(p + h2)
-        self.slope = self.on - (self.pre_all > 0).to(h2.dtype) if self.clip else self.on   # φ'(p)
-        self.g_pre_all = torch.empty_like(self.pre_all)
+        # φ'(p) = sign · (1[p > low] − 1[p > high]) (1[p > low] unclipped), the one full-size buffer
+        # the backward pass keeps: each step overwrites its slice with dL/dp, and the gradients reuse
+        # it. Fresh (L, B, H) buffers cost a page fault per 4 KiB on first touch, which made a batch
+        # of 256 slower than autograd when the backward made seven of them.
+        low, high, sign, _ = self.form
+        # comparisons written straight into float buffers: a bool result converted afterwards
+        # took ten times as long on a CPU
+        shape, dtype, device = self.pre_all.shape, self.pre_all.dtype, self.pre_all.device
+        slope = torch.gt(self.pre_all, low, out=POOL.take(shape, dtype, device))
+        if self.clip:
+            above = torch.gt(self.pre_all, high, out=POOL.take(shape, dtype, device))
+            slope.sub_(above).mul_(sign)
+            POOL.give(above)
+        self.g_pre_all = slope
+        self.g_act = torch.empty_like(self.act)
 
     def step_backward(self, t: int, g_out: Tensor) -> Tensor:
         """dL/dz̃_{t-1} from dL/dz_t."""
         a, W1, W2, _, _ = self.params
         g_pre = self.g_pre_all[t - 1]
-        torch.mm(g_out, W1, out=g_pre).mul_(self.slope[t - 1])                # dL/dp_t
+        g_pre.mul_(torch.mm(g_out, W1, out=self.g_act))                       # dL/dp_t = φ'(p_t) ⊙ W1ᵀ g
         return torch.addmm(g_out * a, g_pre, W2)
 
     def gradients(self, g_out_all: Tensor, z_prev: Tensor) -> tuple[Tensor, ...]:
         """Gradients of (a, W1, W2, h1, h2) from every step's dL/dz_t (L-1, B, M) and z̃_{t-1}."""
-        W1 = self.params[1]
+        W1, h2 = self.params[1], self.params[4]
         m, n_hidden = z_prev.shape[-1], self.pre_all.shape[-1]
         g_out_flat = g_out_all.reshape(-1, m)
         grad_a = (g_out_all * z_prev).sum((0, 1))
         grad_h1 = g_out_flat.sum(0)
-        # φ(p) formed again as in the forward pass, for one contraction
-        low, high, sign, shift = self.form
-        phi = torch.clamp(self.pre_all, low, high)
-        phi = torch.addcmul(shift, phi, sign) if self.clip else phi + shift
-        grad_w1 = g_out_flat.t() @ phi.reshape(-1, n_hidden)
-        grad_w2 = self.g_pre_all.reshape(-1, n_hidden).t() @ z_prev.reshape(-1, m)
+        # (zᵀ g)ᵀ rather than gᵀ z: a long contraction into an (H, M) product with M of a few
+        # units ran six times slower than into (M, H)
+        grad_w2 = (z_prev.reshape(-1, m).t() @ self.g_pre_all.reshape(-1, n_hidden)).t()
         # dL/dh2 = Σ relu'(p + h2) · (W1ᵀ g_out) = Σ_m W1[m, ·] · (g_outᵀ relu'(p + h2))[m, ·]
-        grad_h2 = (W1 * (g_out_flat.t() @ self.on.reshape(-1, n_hidden))).sum(0)
+        on = torch.gt(self.pre_all, -h2, out=self.g_pre_all)                 # dL/dp is spent: reuse it
+        grad_h2 = (W1 * (g_out_flat.t() @ on.reshape(-1, n_hidden))).sum(0)
+        # φ(p) formed again as in the forward pass, for one contraction (the stored p stays
+        # intact, so that a retained graph can run the backward again)
+        low, high, sign, shift = self.form
+        phi = torch.clamp(self.pre_all, low, high, out=on)
+        if self.clip:
+            torch.addcmul(shift, phi, sign, out=phi)
+        else:
+            phi.add_(shift)
+        grad_w1 = g_out_flat.t() @ phi.reshape(-1, n_hidden)
+        POOL.give(self.g_pre_all)
+        del self.g_pre_all
         return grad_a, grad_w1, grad_w2, grad_h1, grad_h2
 
 
@@ -231,7 +258,7 @@ class _PLRNNCell:
         torch.addmm(h, self.act, self.wt, out=out).addcmul_(a, z)
 
     def begin_backward(self, z_prev: Tensor) -> None:
-        self.on = (z_prev > 0).to(self.act.dtype)                         # relu'(z̃_{t-1})
+        self.on = torch.gt(z_prev, 0.0, out=POOL.take(z_prev.shape, z_prev.dtype, z_prev.device))  # relu'(z̃_{t-1})
         self.g_relu = torch.empty_like(self.act)
 
     def step_backward(self, t: int, g_out: Tensor) -> Tensor:
@@ -244,6 +271,8 @@ class _PLRNNCell:
         g_out_flat = g_out_all.reshape(-1, m)
         grad_a = (g_out_all * z_prev).sum((0, 1))
         grad_w = g_out_flat.t() @ torch.relu(z_prev).reshape(-1, m)
+        POOL.give(self.on)
+        del self.on
         return grad_a, grad_w, g_out_flat.sum(0)
 
 
@@ -273,18 +302,26 @@ class _ForcedRollout(torch.autograd.Function):
         length, n_batch, m = forced.shape
         z_prev = forced[:-1]
         cell.begin_backward(z_prev)
-        g_pred_t = (torch.zeros(length - 1, n_batch, m, dtype=forced.dtype, device=forced.device) if g_pred is None
-                    else g_pred.transpose(0, 1).contiguous())
-        g_forced_t = None if g_forced is None else g_forced.transpose(0, 1).contiguous()
-        g_tilde = torch.zeros_like(forced[0]) if g_forced_t is None else g_forced_t[-1]
-        g_out_all = torch.empty_like(g_pred_t)
+        shape, dtype, device = (length - 1, n_batch, m), forced.dtype, forced.device
+        g_pred_t = POOL.take(shape, dtype, device)
+        if g_pred is None:
+            g_pred_t.zero_()
+        else:
+            g_pred_t.copy_(g_pred.transpose(0, 1))
+        g_forced_t = None if g_forced is None else POOL.take(forced.shape, dtype, device).copy_(g_forced.transpose(0, 1))
+        g_tilde = torch.zeros_like(forced[0]) if g_forced_t is None else g_forced_t[-1].clone()
+        g_out_all = POOL.take(shape, dtype, device)
         for t in range(length - 1, 0, -1):
             g_out = g_out_all[t - 1]
             forcing.backward(t, g_pred_t[t - 1], g_tilde, g_out)                 # dL/dz_t
             g_tilde = cell.step_backward(t, g_out)                              # dL/dz̃_{t-1}
             if g_forced_t is not None:
                 g_tilde += g_forced_t[t - 1]
-        return (g_tilde, None, None, *cell.gradients(g_out_all, z_prev))
+        grads = cell.gradients(g_out_all, z_prev)
+        for buf in (g_pred_t, g_forced_t, g_out_all):
+            if buf is not None:
+                POOL.give(buf)
+        return (g_tilde, None, None, *grads)
 
 
 def _clamp_form(h2: Tensor, clip: bool) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
