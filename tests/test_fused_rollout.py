@@ -303,11 +303,11 @@ def test_a_teacher_forcing_fit_on_cuda_tracks_the_cpu_fit_and_returns_home(dynam
     kwargs = dict(alpha=0.2, n_epochs=3, batches_per_epoch=4, seq_len=30, eval_every=1, eval_steps=200,
                   eval_starts=3, seed=0, progress=False)
     hists = []
-    for device in ("cpu", "cuda"):
+    for device in (None, "cuda"):                   # None: the default, the CPU even where CUDA is seen
         model = (_plrnn_model("linear", latent_dim=5) if dynamics == "plrnn" else
                  StateSpaceModel(ShallowPLRNN(3, 16, clip=True, seed=0), Gaussian(3, 3, readout="identity")).double())
-        hists.append(fit_teacher_forcing(model, data, device=device, **kwargs))
+        hists.append(fit_teacher_forcing(model, data, **({} if device is None else {"device": device}), **kwargs))
         assert all(p.device.type == "cpu" for p in model.parameters())
-    assert hists[1]["settings"]["device"].startswith("cuda")
+    assert hists[0]["settings"]["device"] == "cpu" and hists[1]["settings"]["device"].startswith("cuda")
     np.testing.assert_allclose(hists[1]["train_loss"], hists[0]["train_loss"], rtol=1e-6)
     assert np.isfinite(hists[1]["train_loss"]).all()

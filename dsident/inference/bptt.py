@@ -96,7 +96,7 @@ def make_bptt_loss(loss: str, initial_state: str, fused: bool = True) -> Callabl
 def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool = True, n_epochs: int = 100,
              seq_len: int | None = 200, batch_size: int = 16, lr: float = 1e-3, lr_end: float | None = None,
              grad_clip: float | None = 10.0, val_fraction: float = 0.1, initial_state: str = "auto",
-             loss: str = "auto", device: str = "auto", checkpoint: str | os.PathLike | None = None,
+             loss: str = "auto", device: str = "cpu", checkpoint: str | os.PathLike | None = None,
              checkpoint_every: int = 1, resume: bool = True, on_divergence: str = "warn", skip_nonfinite: int = 0,
              lr_backoff: int = 0, fused: bool = True,
              callback: FitCallback | None = None) -> dict[str, Any]:
@@ -130,7 +130,11 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     loss : {"auto", "mse", "nll"}
         "auto" is the masked MSE for a Gaussian observation model, the negative log-likelihood
         otherwise.
-    device : {"auto", "cpu", "cuda"}
+    device : {"cpu", "auto", "cuda"}, default "cpu"
+        Where to train ("auto": the GPU when torch sees one). The CPU is the default because
+        these windows are sequential chains of small operations: on an H100 every benchmark
+        cell's update (batch 16) took 1.5–2.7× as long as on one CPU thread
+        (``benchmarks/bench_tf_device.py``); a GPU starts to pay off at batches of a few hundred.
     fused : bool, default True
         Run the windows of a shallow PLRNN or a PLRNN as one autograd node (:mod:`dsident.inference.fused_rollout`;
         1.8–3× faster updates on a CPU, the same gradients to round-off). False steps the model and

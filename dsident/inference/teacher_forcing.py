@@ -449,7 +449,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
                         eval_starts: int = 1, select_regime: str | None = None, fused: bool = True,
-                        device: str = "auto",
+                        device: str = "cpu",
                         checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
@@ -551,7 +551,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         updates on a CPU, the same gradients to round-off). False steps the model and lets
         autograd record every step: the route of every fit recorded before the fused rollout
         existed, to repeat one of them to the last digit.
-    device : {"auto", "cpu", "cuda"}
+    device : {"cpu", "auto", "cuda"}, default "cpu"
+        Where to train ("auto": the GPU when torch sees one). The CPU is the default because
+        these windows are sequential chains of small operations: on an H100 every benchmark
+        cell's update (batch 16) took 1.5–2.7× as long as on one CPU thread
+        (``benchmarks/bench_tf_device.py``); a GPU starts to pay off at batches of a few hundred.
     checkpoint : path, optional
         Training checkpoint (model, optimizer, α, best state, history, batch counter, seed),
         written every ``checkpoint_every`` epochs (default ``eval_every``, or 10) and at the
