@@ -12,7 +12,9 @@ difference between the two gradients.
 
 It then times the search for the patterns of observed channels that every update of a linear
 readout's teacher makes (:func:`dsident.inference.forcing_alpha.mask_patterns` against
-``torch.unique(dim=0)``, which it replaced, on a window of 16 × 100 samples).
+``torch.unique(dim=0)``, which it replaced, on a window of 16 × 100 samples), and one forced step
+of the step-by-step route through one projector (``TeacherSignal.force`` against the batched
+einsum it replaced).
 
 Run: ``python benchmarks/bench_fused_rollout.py`` (one torch thread, as the benchmark cells;
 ``--threads`` to change it). ``--device cuda`` times the same updates on a GPU (synchronised
@@ -99,6 +101,30 @@ def main() -> None:
               f"{times[False] / times[True]:5.1f}× | {diff:.1e}")
 
     bench_patterns(args.repeat)
+    bench_force(args.repeat)
+
+
+def bench_force(repeat: int, calls: int = 500) -> None:
+    """One forced step through one projector (the step-by-step route of the continuous-time models
+    behind a linear readout), forward and backward: ``TeacherSignal.force`` against the batched
+    einsum it used before."""
+    from dsident.inference.forcing_alpha import TeacherSignal
+
+    for m in (8, 16):
+        gen = torch.Generator().manual_seed(0)
+        teacher = TeacherSignal(z_hat=torch.randn(16, 3, m, generator=gen),
+                                projector=torch.randn(1, m, m, generator=gen), pattern=torch.zeros(16, 3, dtype=torch.long))
+        z = torch.randn(16, m, generator=gen, requires_grad=True)
+
+        def einsum_step() -> None:
+            (z + 0.2 * torch.einsum("bij,bj->bi", teacher.projector[0][None], teacher.z_hat[:, 1] - z)).sum().backward()
+
+        times = {name: best_of(lambda: [fn() for _ in range(calls)], repeat)[0] / calls
+                 for name, fn in (("force", lambda: teacher.force(z, 1, 0.2).sum().backward()),
+                                  ("einsum", einsum_step))}
+        print(f"one forced step through one projector, batch 16, M {m}, forward + backward: "
+              f"{1e6 * times['force']:.0f} µs vs einsum {1e6 * times['einsum']:.0f} µs "
+              f"({times['einsum'] / times['force']:.1f}×)")
 
 
 def bench_patterns(repeat: int, calls: int = 200) -> None:

@@ -56,3 +56,22 @@ def test_rate_features_still_force_every_read_unit():
     forced = teacher.force(z, 1, 0.5)
     torch.testing.assert_close(forced[:, :3], z[:, :3] + 0.5 * (teacher.z_hat[:, 1, :3] - z[:, :3]))
     torch.testing.assert_close(forced[:, 3:], z[:, 3:])
+
+
+def test_one_projector_forces_every_sample_as_a_per_sample_projection_does():
+    # every channel observed: one pattern, forced by a plain product instead of a gathered einsum
+    torch.manual_seed(2)
+    obs = LatentFeatureObservation(2, 6, 4, "identity", "gaussian", {"readout": "linear"}, fill_value=1.0)
+    x = torch.randn(3, 5, 2, dtype=torch.float64)
+    obs = obs.double()
+    teacher = make_teacher(obs, x, torch.ones(3, 5, 2, dtype=torch.bool))
+    assert teacher.projector.shape[0] == 1
+    z = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    for alpha in (0.3, torch.tensor(0.3, dtype=torch.float64)):
+        forced = teacher.force(z, 2, alpha)
+        delta = teacher.z_hat[:, 2] - z
+        per_sample = torch.stack([teacher.projector[0] @ delta[b] for b in range(3)])
+        torch.testing.assert_close(forced, z + 0.3 * per_sample, rtol=1e-12, atol=1e-12)
+    (g,) = torch.autograd.grad(forced.sum(), z)
+    eye = torch.eye(6, dtype=torch.float64)
+    torch.testing.assert_close(g, (eye - 0.3 * teacher.projector[0]).sum(0).expand(3, 6), rtol=1e-12, atol=1e-12)

@@ -83,8 +83,11 @@ class TeacherSignal:
         delta = self.z_hat[:, t] - z
         if self.weight is not None:
             return z + alpha * self.weight[:, t] * delta
-        proj = self.projector[self.pattern[:, t]] if self.projector.shape[0] > 1 else self.projector[0][None]
-        return z + alpha * torch.einsum("bij,bj->bi", proj, delta)
+        if self.projector.shape[0] == 1:
+            # one pattern (every channel observed): a plain product; a broadcast einsum over the
+            # batch took twice as long, forward and backward, at every step of the window
+            return z + alpha * (delta @ self.projector[0].mT)
+        return z + alpha * torch.einsum("bij,bj->bi", self.projector[self.pattern[:, t]], delta)
 
     def forced_fraction(self) -> float:
         """Mean rank of the forced subspace divided by M (1 = the whole state is forced)."""
