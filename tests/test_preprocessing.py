@@ -275,6 +275,24 @@ def test_synthetic_ecg_is_reproducible_for_a_seed():
     assert a.shape == (1, 400, 1)
 
 
+def test_synthetic_ecg_baseline_wander_is_the_low_passed_breathing():
+    """z is linear in itself and in z0 (the wave terms depend on the phase only), so the
+    difference between runs with and without the respiratory term obeys d/dt Δ = −(Δ − A sin ωt):
+    after the transient, Δ = A / √(1 + ω²) · sin(ωt − atan ω) exactly (the wander that
+    benchmarks/bench_ecg_components.py prices)."""
+    from dsident.data import ecg
+
+    amp, f_resp, rate, transient = 0.005, 0.25, 100.0, 5.0
+    kw = dict(sampling_rate=rate, seed=3, transient=transient)
+    with_wander = ecg.synthetic_ecg(12.0, resp_amplitude=amp, f_resp=f_resp, **kw)["x"].values[0, :, 0]
+    without = ecg.synthetic_ecg(12.0, resp_amplitude=0.0, f_resp=f_resp, **kw)["x"].values[0, :, 0]
+    t = transient + np.arange(with_wander.size) / rate
+    omega = 2 * np.pi * f_resp
+    # the free part decays as exp(−t): after 5 s it is below 1 % of the amplitude
+    expected = amp / np.hypot(1.0, omega) * np.sin(omega * t - np.arctan(omega))
+    np.testing.assert_allclose(with_wander - without, expected, atol=0.01 * amp)
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore:The inplace keyword")
 def test_wfdb_record_round_trip(tmp_path):
     wfdb = pytest.importorskip("wfdb")

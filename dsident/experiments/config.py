@@ -274,6 +274,11 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 7.17 / 5.94 / 8.20 / 6.98 / 11.28 / 7.11, median 7.14 (10× the floor), D_H 0.149 [0.085,
     # 0.226]; every late run chaotic; 320-565 s at load 4. The 6.78 above was the tuned seeds'
     # draw of the step-by-step route.
+    # Session 17 (docs/teacher_forcing.md "The ECG's baseline wander"): a perfect beat without the
+    # data's respiratory baseline wander scores 9.9 (benchmarks/bench_ecg_components.py), and the
+    # free runs do not breathe. M = 8 (3 unforced units) with a fully forced 1 400-step warm-up
+    # per window (windows of 1 600), seeds 0 / 1: 5.70 / 6.88 (cell 7.15 / 5.94), no breathing,
+    # 5.7× the fit time; warm-up 700: 10.25; with α 0.075: 7.70. Not adopted.
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "hidden_dim": 250, "readout": "identity", "clip": True},
