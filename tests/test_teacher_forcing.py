@@ -734,3 +734,92 @@ def test_continuous_time_dynamics_train_on_irregular_samples():
                                   eval_steps=100, seed=0, progress=False)
     assert history["train_loss"][-1] < history["train_loss"][0]
     assert len(history["alpha_estimate"]) == 15 and all(0 <= a <= 1 for a in history["alpha_estimate"])
+
+
+# ---------------------------------------------------------------------------------------------
+# stateful training: windows that continue one another
+# ---------------------------------------------------------------------------------------------
+def test_consecutive_windows_continue_one_another():
+    from dsident.data import as_dataset
+    from dsident.inference.windows import ConsecutiveWindows
+
+    series = np.arange(2 * 300, dtype=float).reshape(300, 2)       # value = position: checkable
+    sampler = ConsecutiveWindows(as_dataset(series, dt=0.1), seq_len=11, batch_size=4, batches_per_epoch=5,
+                                 dtype=torch.float64, device=torch.device("cpu"))
+    batches = list(sampler(np.random.default_rng(0)))
+    assert [b.continues for b in batches] == [False, True, True, True, True]
+    first = batches[0].x[:, 0, 0].numpy() / 2                       # the streams' start positions
+    assert len(set(first)) > 1 and first.max() + 5 * 10 <= 299       # every stream inside the trial
+    for k, (prev, nxt) in enumerate(zip(batches, batches[1:])):
+        torch.testing.assert_close(nxt.x[:, 0], prev.x[:, -1])      # one shared sample
+        np.testing.assert_array_equal(nxt.x[:, :, 0].numpy() / 2,
+                                      first[:, None] + (k + 1) * 10 + np.arange(11)[None])
+    # the next epoch draws new streams
+    other = next(iter(sampler(np.random.default_rng(1))))
+    assert not torch.equal(other.x[:, 0], batches[0].x[:, 0])
+
+
+def test_consecutive_windows_need_a_trial_long_enough():
+    from dsident.data import as_dataset
+    from dsident.inference.windows import ConsecutiveWindows
+
+    with pytest.raises(ValueError, match=r"batches_per_epoch·\(seq_len − 1\) \+ 1 = 496 samples .* longest has 300"):
+        ConsecutiveWindows(as_dataset(periodic_data(300), dt=0.1), seq_len=100, batch_size=2, batches_per_epoch=5,
+                           dtype=torch.float64, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_stateful_windows_equal_one_long_forced_rollout(fused):
+    """Windows started from the state the previous window ended in are pieces of one long forced
+    rollout: the forced trajectories (the unforced units included) agree with it at every step."""
+    torch.manual_seed(0)
+    # M = 5 behind the identity readout of N = 3 channels: two units the data never force
+    model = StateSpaceModel(ShallowPLRNN(5, 16, clip=True, seed=2), Gaussian(3, 5, readout="identity"),
+                            dt=0.1).double()
+    length, n_windows = 13, 4
+    span = n_windows * (length - 1) + 1
+    x = torch.randn(2, span, 3, dtype=torch.float64)
+    mask = torch.ones_like(x, dtype=torch.bool)
+    with torch.no_grad():
+        _, whole = teacher_forcing_loss(model, x, mask, alpha=0.3, fused=fused)
+        z0, pieces = None, []
+        for k in range(n_windows):
+            sl = slice(k * (length - 1), k * (length - 1) + length)
+            _, forced = teacher_forcing_loss(model, x[:, sl], mask[:, sl], alpha=0.3, fused=fused, z0=z0)
+            pieces.append(forced if k == 0 else forced[:, 1:])
+            z0 = forced[:, -1]
+        torch.testing.assert_close(torch.cat(pieces, 1), whole, rtol=1e-12, atol=1e-12)
+        # without the carried state the unforced units restart from the teacher's fill: different
+        _, fresh = teacher_forcing_loss(model, x[:, length - 1: 2 * length - 1], mask[:, :length], alpha=0.3,
+                                        fused=fused)
+        assert not torch.allclose(fresh[:, 1:, 3:], whole[:, length:2 * length - 1, 3:], atol=1e-6)
+
+
+def test_stateful_fit_hands_each_stream_its_state():
+    """The engine's hook starts a continuing batch from the end of the previous one, restarts a
+    stream's first window from the data, and records the option."""
+    from dsident.data import as_dataset
+    from dsident.inference.teacher_forcing import _Forcing
+    from dsident.inference.windows import ConsecutiveWindows
+
+    model = StateSpaceModel(ShallowPLRNN(4, 8, clip=True, seed=0), Gaussian(2, 4, readout="identity"),
+                            dt=0.1).double()
+    sampler = ConsecutiveWindows(as_dataset(periodic_data(400), dt=0.1), 20, 3, 4, torch.float64,
+                                 torch.device("cpu"))
+    hooks = _Forcing(AlphaSchedule(initial=0.2, adaptive=False), mode="generalized", forcing_interval=1,
+                     loss="mse", latent_reg=0.0, obs_reg=0.0, stateful=True)
+    ends = []
+    for batch in sampler(np.random.default_rng(0)):
+        with torch.no_grad():
+            _, forced = hooks.loss_fn(model, batch)
+        if batch.continues:
+            torch.testing.assert_close(forced[:, 0], ends[-1])
+        else:
+            assert torch.all(forced[:, 0, 2:] == 0)                   # teacher's fill for unforced units
+        ends.append(forced[:, -1])
+    history = fit_teacher_forcing(model, periodic_data(400), stateful=True, seq_len=20, batches_per_epoch=4,
+                                  n_epochs=2, eval_every=0, seed=0, progress=False, alpha=0.2)
+    assert history["settings"]["stateful"] is True and len(history["train_loss"]) == 2
+    assert all(math.isfinite(v) for v in history["train_loss"])
+    with pytest.raises(TypeError, match="`stateful` must be True or False; got stateful='yes'"):
+        fit_teacher_forcing(model, periodic_data(400), stateful="yes", n_epochs=1, progress=False)

@@ -39,6 +39,7 @@ RNNs", NeurIPS 2022 (sparse teacher forcing).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -54,9 +55,9 @@ from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
 from .fused_rollout import can_fuse, fused_forced_rollout
-from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress,
+from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress, check_bool,
                        check_data_fits_model, check_int, check_number, resolve_device, train_loop)
-from .windows import Batch, RandomWindows
+from .windows import Batch, ConsecutiveWindows, RandomWindows
 
 __all__ = ["fit_teacher_forcing", "teacher_forcing_loss", "forced_rollout", "TrainingDivergedError"]
 
@@ -140,7 +141,7 @@ def forced_rollout(model: Any, teacher: TeacherSignal, u: Tensor | None, dt: Ten
 def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None = None, dt: Tensor | None = None,
                          *, mode: str = "generalized", alpha: float = 1.0, forcing_interval: int = 1,
                          loss: str = "mse", teacher: TeacherSignal | None = None,
-                         warmup: int = 0, fused: bool = True) -> tuple[Tensor, Tensor]:
+                         warmup: int = 0, fused: bool = True, z0: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The data term of teacher-forcing training on a batch of windows.
 
     Parameters
@@ -162,6 +163,10 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
         predictions are not scored.
     fused : bool, default True
         See :func:`forced_rollout`.
+    z0 : Tensor of shape (B, M), optional
+        The state each window starts from, instead of the data-inferred ``ẑ_0`` (stateful
+        training: the state the previous window of the same stream ended in, every unit
+        included).
 
     Returns
     -------
@@ -171,6 +176,10 @@ def teacher_forcing_loss(model: Any, x: Tensor, mask: Tensor, u: Tensor | None =
     """
     if teacher is None:
         teacher = make_teacher(model.observation, x, mask)
+    if z0 is not None:
+        z_hat = teacher.z_hat.clone()
+        z_hat[:, 0] = z0
+        teacher = dataclasses.replace(teacher, z_hat=z_hat)
     predicted, forced = forced_rollout(model, teacher, u, dt, mode=mode, alpha=alpha,
                                        forcing_interval=forcing_interval, warmup=warmup, fused=fused)
     # the first `warmup` predictions start from states the data have not yet shaped: not scored
@@ -386,9 +395,12 @@ class _Forcing:
     """
 
     def __init__(self, schedule: AlphaSchedule, *, mode: str, forcing_interval: int, loss: str, latent_reg: float,
-                 obs_reg: float, warmup: int = 0, fused: bool = True) -> None:
+                 obs_reg: float, warmup: int = 0, fused: bool = True, stateful: bool = False) -> None:
         self.schedule, self.mode, self.forcing_interval, self.loss = schedule, mode, forcing_interval, loss
         self.warmup = warmup
+        self.stateful = stateful
+        #: the forced state each stream's last window ended in (stateful training), no gradient
+        self.carry: Tensor | None = None
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
         self.fused = fused
         self.alpha = schedule.initial
@@ -401,9 +413,15 @@ class _Forcing:
 
     def loss_fn(self, model: Any, batch: Batch) -> tuple[Tensor, Tensor]:
         """Forced loss of a batch and its forced trajectory (B, L, M) for the α estimate."""
-        return teacher_forcing_loss(model, batch.x, batch.mask, batch.u, batch.dt, mode=self.mode, alpha=self.alpha,
-                                    forcing_interval=self.forcing_interval, loss=self.loss, warmup=self.warmup,
-                                    fused=self.fused)
+        z0 = self.carry if self.stateful and batch.continues else None
+        loss, forced = teacher_forcing_loss(model, batch.x, batch.mask, batch.u, batch.dt, mode=self.mode,
+                                            alpha=self.alpha, forcing_interval=self.forcing_interval, loss=self.loss,
+                                            warmup=self.warmup, fused=self.fused, z0=z0)
+        if self.stateful:
+            end = forced[:, -1].detach()
+            # a window that blew up hands on nothing: its stream restarts from the data
+            self.carry = end if bool(torch.isfinite(end).all()) else None
+        return loss, forced
 
     def penalties(self, model: Any) -> list[Tensor]:
         """The GTF paper's latent L2 and condition-number terms (those with a positive weight)."""
@@ -449,7 +467,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         obs_reg: float = 1e-6, teacher_noise: float = 0.0, loss: str = "auto",
                         eval_every: int = 5, eval_steps: int = 10_000, eval_data: Any = None,
                         eval_starts: int = 1, select_regime: str | None = None, fused: bool = True,
-                        device: str = "cpu",
+                        stateful: bool = False, device: str = "cpu",
                         checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
@@ -551,6 +569,14 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         updates on a CPU, the same gradients to round-off). False steps the model and lets
         autograd record every step: the route of every fit recorded before the fused rollout
         existed, to repeat one of them to the last digit.
+    stateful : bool, default False
+        Walk ``batch_size`` streams through the data each epoch, one window after the other
+        (:class:`~dsident.inference.windows.ConsecutiveWindows`), and start every window but
+        a stream's first from the forced state the previous one ended in, instead of from the
+        data (stateful truncated BPTT). Units the data do not force then carry what they hold
+        across windows, so they can keep time scales longer than ``seq_len``; the gradient
+        still spans one window. A stream covers ``batches_per_epoch · (seq_len − 1) + 1``
+        samples, which must fit in one trial.
     device : {"cpu", "auto", "cuda"}, default "cpu"
         Where to train ("auto": the GPU when torch sees one). The CPU is the default because
         these windows are sequential chains of small operations: on an H100 every benchmark
@@ -655,15 +681,16 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     forcing = _Forcing(schedule, mode=mode, forcing_interval=forcing_interval,
                        loss=("mse" if reads_gaussian(model.observation) else "nll") if loss == "auto" else loss,
                        latent_reg=check_number("latent_reg", latent_reg), obs_reg=check_number("obs_reg", obs_reg),
-                       warmup=check_int("warmup", warmup, minimum=0), fused=bool(fused))
+                       warmup=check_int("warmup", warmup, minimum=0), fused=bool(fused),
+                       stateful=check_bool("stateful", stateful))
     if forcing.warmup >= seq_len - 1:
         raise ValueError(f"`warmup` must be smaller than seq_len - 1 = {seq_len - 1} (some steps must be scored); "
                          f"got warmup={warmup!r}.")
     teacher_noise = check_number("teacher_noise", teacher_noise)
 
     dev = resolve_device(device)
-    sampler = RandomWindows(ds, seq_len, batch_size, batches_per_epoch, next(model.parameters()).dtype, dev,
-                            noise_std=teacher_noise)
+    sampler = (ConsecutiveWindows if forcing.stateful else RandomWindows)(
+        ds, seq_len, batch_size, batches_per_epoch, next(model.parameters()).dtype, dev, noise_std=teacher_noise)
     evaluate = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
@@ -678,7 +705,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "latent_reg": forcing.latent_reg, "obs_reg": forcing.obs_reg, "teacher_noise": teacher_noise,
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
                 "eval_data": "train" if eval_data is None else "given", "eval_starts": eval_starts,
-                "select_regime": select_regime, "fused": bool(fused),
+                "select_regime": select_regime, "fused": bool(fused), "stateful": forcing.stateful,
                 "skip_nonfinite": skip_nonfinite, "lr_backoff": lr_backoff, "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,

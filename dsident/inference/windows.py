@@ -7,6 +7,8 @@ Gradient engines train on fixed-length *windows* of the data. Two samplers are p
 - :class:`RandomWindows` (teacher forcing): every batch draws windows at random start
   positions inside the trials, a fixed number of batches per epoch, optionally with Gaussian
   noise added to the observations.
+- :class:`ConsecutiveWindows` (teacher forcing with ``stateful=True``): the same, but each
+  epoch's batches walk ``batch_size`` streams through the data, one window after the other.
 
 A sampler is a callable ``sampler(rng) -> iterable of Batch``: ``rng`` is the epoch's
 :class:`numpy.random.Generator` (drawn by the loop from the seed and the epoch number, so a
@@ -28,7 +30,8 @@ from torch import Tensor
 
 from ..data.container import to_arrays
 
-__all__ = ["Windows", "Batch", "make_windows", "split_windows", "to_batch", "ShuffledWindows", "RandomWindows"]
+__all__ = ["Windows", "Batch", "make_windows", "split_windows", "to_batch", "ShuffledWindows", "RandomWindows",
+           "ConsecutiveWindows"]
 
 
 @dataclass
@@ -78,6 +81,9 @@ class Batch:
     mask: Tensor
     u: Tensor | None
     dt: Tensor | None = None
+    #: True when the batch continues the windows of the batch before it (:class:`ConsecutiveWindows`):
+    #: window b starts at the sample where the previous batch's window b ended
+    continues: bool = False
 
 
 def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
@@ -217,23 +223,64 @@ class RandomWindows:
         self.cum_starts = np.cumsum(self.n_starts)
         self.offsets = torch.arange(self.seq_len, device=device)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
-        """``batch_size`` windows at start positions drawn from ``rng`` (no noise)."""
-        flat = rng.integers(0, int(self.cum_starts[-1]), size=batch_size)
-        trial = np.searchsorted(self.cum_starts, flat, side="right")
-        start = flat - np.concatenate([[0], self.cum_starts[:-1]])[trial]
+    def _starts(self, n_starts: np.ndarray, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Trial and start index of ``batch_size`` windows, uniform over the ``n_starts`` of each trial."""
+        cum = np.cumsum(n_starts)
+        flat = rng.integers(0, int(cum[-1]), size=batch_size)
+        trial = np.searchsorted(cum, flat, side="right")
+        return trial, flat - np.concatenate([[0], cum[:-1]])[trial]
+
+    def _gather(self, trial: np.ndarray, start: np.ndarray, continues: bool = False) -> Batch:
         ti = torch.as_tensor(trial, device=self.x.device)[:, None]
         ts = torch.as_tensor(start, device=self.x.device)[:, None] + self.offsets[None]
         return Batch(x=self.x[ti, ts], mask=self.mask[ti, ts], u=None if self.u is None else self.u[ti, ts],
-                     dt=None if self.dt is None else self.dt[ti, ts])
+                     dt=None if self.dt is None else self.dt[ti, ts], continues=continues)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """``batch_size`` windows at start positions drawn from ``rng`` (no noise)."""
+        return self._gather(*self._starts(self.n_starts, batch_size, rng))
+
+    def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
+        for _ in range(self.batches_per_epoch):
+            yield self.sample(self.batch_size, rng)
 
     def __call__(self, rng: np.random.Generator) -> Iterator[Batch]:
         """The ``batches_per_epoch`` batches of one epoch."""
         # the noise seed is drawn first (also without noise), so the windows do not depend on noise_std
         noise_gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        for _ in range(self.batches_per_epoch):
-            batch = self.sample(self.batch_size, rng)
+        for batch in self._epoch(rng):
             if self.noise_std > 0:
                 noise = torch.randn(batch.x.shape, generator=noise_gen, dtype=batch.x.dtype).to(batch.x.device)
                 batch.x = batch.x + self.noise_std * noise
             yield batch
+
+
+class ConsecutiveWindows(RandomWindows):
+    """Windows that continue one another: ``batch_size`` streams through the data per epoch.
+
+    Each epoch draws ``batch_size`` start positions; batch ``k`` holds, for every stream, the
+    window starting ``k · (seq_len − 1)`` samples after the stream's start, so that a window
+    begins at the sample where the same stream's window in the batch before ended (batches after
+    the first have ``continues=True``). An engine can then start each window from the state its
+    predecessor ended in (stateful truncated BPTT): the gradient still spans one window, but the
+    state, including units the data do not force, has seen everything since the stream's start.
+
+    Parameters are those of :class:`RandomWindows`. A stream spans
+    ``batches_per_epoch · (seq_len − 1) + 1`` samples, which must fit in one trial.
+    """
+
+    def __init__(self, ds: xr.Dataset, seq_len: int, batch_size: int, batches_per_epoch: int, dtype: torch.dtype,
+                 device: torch.device, noise_std: float = 0.0) -> None:
+        super().__init__(ds, seq_len, batch_size, batches_per_epoch, dtype, device, noise_std)
+        lengths = self.n_starts + self.seq_len - 1
+        self.span = self.batches_per_epoch * (self.seq_len - 1) + 1
+        if self.span > int(lengths.max()):
+            raise ValueError(f"consecutive windows need one trial of batches_per_epoch·(seq_len − 1) + 1 = {self.span} "
+                             f"samples (batches_per_epoch={self.batches_per_epoch}, seq_len={self.seq_len}); the "
+                             f"longest has {int(lengths.max())}. Lower `batches_per_epoch` or `seq_len`.")
+        self.stream_starts = np.maximum(lengths - self.span + 1, 0)
+
+    def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
+        trial, start = self._starts(self.stream_starts, self.batch_size, rng)
+        for k in range(self.batches_per_epoch):
+            yield self._gather(trial, start + k * (self.seq_len - 1), continues=k > 0)
