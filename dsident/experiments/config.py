@@ -278,7 +278,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # data's respiratory baseline wander scores 9.9 (benchmarks/bench_ecg_components.py), and the
     # free runs do not breathe. M = 8 (3 unforced units) with a fully forced 1 400-step warm-up
     # per window (windows of 1 600), seeds 0 / 1: 5.70 / 6.88 (cell 7.15 / 5.94), no breathing,
-    # 5.7× the fit time; warm-up 700: 10.25; with α 0.075: 7.70. Not adopted.
+    # 5.7× the fit time; warm-up 700: 10.25; with α 0.075: 7.70; M = 8 with stateful=True (windows
+    # started from the previous window's end state), seeds 0 / 1: 9.22 / 7.97. Not adopted.
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "hidden_dim": 250, "readout": "identity", "clip": True},
