@@ -220,7 +220,6 @@ class RandomWindows:
             steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
             self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
         self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
-        self.cum_starts = np.cumsum(self.n_starts)
         self.offsets = torch.arange(self.seq_len, device=device)
 
     def _starts(self, n_starts: np.ndarray, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
