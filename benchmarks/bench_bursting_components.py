@@ -1,0 +1,89 @@
+"""What the bursting-neuron benchmark's scores reward: the true neuron with one parameter nudged.
+
+The shipped bursting neuron (``dsident.datasets.load("bursting_neuron")``) is a stable,
+multi-time-scale limit cycle (15 spikes a burst, ≈ 296 samples a burst at dt = 0.5 ms), so its
+floor is nearly 0 (0.126 at 10 000 samples) and "k× the floor" says little about how close a
+model is. This script calibrates the scale: it simulates the true system with one parameter
+changed by a small fraction (:func:`dsident.data.systems.get_system` keyword arguments), maps it
+through the shipped z-score constants, and scores ``--length`` samples (after a transient) against
+the first ``--length`` test samples with :func:`dsident.metrics.state_space_divergence` and
+:func:`dsident.metrics.power_spectrum_distance` (the benchmark's scores), printing the burst
+statistics of ``bench_bursting_tf.burst_stats`` beside them. Each row is a *perfect* model of a
+slightly different neuron: its score is what that much model error costs.
+
+It first checks that the unchanged system reproduces the score of the shipped train split's
+last stretch against the test stretch (both are the same simulation).
+
+Run (about 1 minute)::
+
+    python benchmarks/bench_bursting_components.py
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from dsident import metrics
+from dsident.data.systems import get_system, simulate
+from dsident.datasets import load
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_bursting_tf import burst_stats  # noqa: E402
+
+#: name → system parameter overrides (the shipped neuron: g_NMDA 10.2 mS, tau_h 200 ms, g_M 25 mS)
+VARIANTS: dict[str, dict[str, float]] = {
+    "the system itself": {},
+    "NMDA conductance −0.2 %": {"g_NMDA": 10.2 * 0.998},
+    "NMDA conductance −0.1 %": {"g_NMDA": 10.2 * 0.999},
+    "NMDA conductance +0.1 %": {"g_NMDA": 10.2 * 1.001},
+    "NMDA conductance +0.2 %": {"g_NMDA": 10.2 * 1.002},
+    "slow gate's τ_h −1 %": {"tau_h": 200.0 * 0.99},
+    "slow gate's τ_h +1 %": {"tau_h": 200.0 * 1.01},
+    "M conductance −0.2 %": {"g_M": 25.0 * 0.998},
+    "M conductance +0.2 %": {"g_M": 25.0 * 1.002},
+}
+
+DT, TRANSIENT_MS = 0.5, 1000.0          # the shipped data's sampling step and transient (dsident.data.benchmarks)
+
+
+def zscore_constants(train) -> tuple[np.ndarray, np.ndarray]:
+    """The per-channel mean and std the shipped split was z-scored with."""
+    step = next(s for s in json.loads(train.attrs["preprocessing"]) if s["step"] == "zscore")
+    return np.asarray(step["mean"]), np.asarray(step["std"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--length", type=int, default=10_000, help="evaluation length (the benchmark's: 10 000)")
+    args = parser.parse_args()
+
+    train, test = load("bursting_neuron", split="train"), load("bursting_neuron", split="test")
+    truth = test["x"].values[0, : args.length]
+    mean, std = zscore_constants(train)
+    fl = metrics.floor("bursting_neuron", length=args.length)
+    print(f"floor at {args.length}: D_stsp {float(fl['state_space_divergence'].mean()):.3f}, "
+          f"D_H {float(fl['power_spectrum_distance'].mean()):.4f}; test stretch: "
+          f"{burst_stats(truth)['spikes_per_burst']:.0f} spikes a burst, period {burst_stats(truth)['period']:.1f}")
+    print(f"{'variant':28s} {'D_stsp':>7s} {'D_H':>7s}  spikes/burst  period")
+    for name, params in VARIANTS.items():
+        system = get_system("bursting_neuron", **params)
+        # a late stretch, well past the transient, like the test split's
+        traj = simulate(system, args.length, DT, x0=np.array(system.default_x0), transient=TRANSIENT_MS + 5_000.0)
+        x = (traj - mean) / std
+        if not params:
+            own = float(metrics.state_space_divergence(truth, train["x"].values[0, -args.length:]))
+            mine = float(metrics.state_space_divergence(truth, x))
+            if abs(mine - own) > 0.25:
+                raise SystemExit(f"the re-simulated neuron scores {mine:.3f}, the shipped train stretch {own:.3f}")
+        d = float(metrics.state_space_divergence(truth, x))
+        h = float(metrics.power_spectrum_distance(truth, x))
+        b = burst_stats(x)
+        print(f"{name:28s} {d:7.3f} {h:7.4f}  {b['spikes_per_burst']:12.1f}  {b['period']:6.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
