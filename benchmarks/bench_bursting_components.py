@@ -21,13 +21,13 @@ Run (about 1 minute)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
 from dsident import metrics
+from dsident.data.preprocessing import zscore_constants
 from dsident.data.systems import get_system, simulate
 from dsident.datasets import load
 
@@ -48,12 +48,6 @@ VARIANTS: dict[str, dict[str, float]] = {
 }
 
 DT, TRANSIENT_MS = 0.5, 1000.0          # the shipped data's sampling step and transient (dsident.data.benchmarks)
-
-
-def zscore_constants(train) -> tuple[np.ndarray, np.ndarray]:
-    """The per-channel mean and std the shipped split was z-scored with."""
-    step = next(s for s in json.loads(train.attrs["preprocessing"]) if s["step"] == "zscore")
-    return np.asarray(step["mean"]), np.asarray(step["std"])
 
 
 def main() -> None:

@@ -25,13 +25,13 @@ Run (about 2 minutes)::
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 
 from dsident import metrics
 from dsident.data.benchmarks import _ECG_DELAYS, _ecg_process
 from dsident.data.ecg import synthetic_ecg
+from dsident.data.preprocessing import zscore_constants
 from dsident.datasets import load
 
 #: name → ECGSYN overrides (the shipped data: resp_amplitude 0.005, hr_std 1 bpm, hr_mean 60 bpm)
@@ -47,13 +47,6 @@ VARIANTS: dict[str, dict[str, float]] = {
 
 #: the shipped data's simulation rate and seed (dsident.data.benchmarks._ecg)
 SIM_RATE, RATE, SEED = 350.0, 700.0, 0
-
-
-def zscore_constants(train) -> tuple[float, float]:
-    """The mean and std the shipped split was z-scored with (from its preprocessing record)."""
-    steps = json.loads(train.attrs["preprocessing"])
-    step = next(s for s in steps if s["step"] == "zscore")
-    return float(step["mean"][0]), float(step["std"][0])
 
 
 def variant_series(n: int, constants: tuple[float, float], **params: float) -> np.ndarray:
@@ -73,7 +66,8 @@ def main() -> None:
     train, test = load("ecg", split="train"), load("ecg", split="test")
     n = int(train.sizes["time"])
     truth = test["x"].values[0, : args.length]
-    constants = zscore_constants(train)
+    mean, std = zscore_constants(train)          # the ECG lead's, before the delay embedding
+    constants = (float(mean[0]), float(std[0]))
     fl = metrics.floor("ecg", length=args.length)
     print(f"floor at {args.length}: D_stsp {float(fl['state_space_divergence'].mean()):.2f} "
           f"[{float(fl['state_space_divergence'].min()):.2f}, {float(fl['state_space_divergence'].max()):.2f}], "

@@ -54,6 +54,21 @@ def test_zscore_with_given_constants_and_unzscore_round_trip():
     np.testing.assert_allclose(pp.unzscore(out, np.zeros((5, 3)))[0], [1.0, 2.0, 3.0])
 
 
+def test_zscore_constants_are_the_last_step_and_map_a_new_series_the_same_way():
+    rng = np.random.default_rng(2)
+    raw = rng.normal(3.0, 2.0, size=(50, 2))
+    once = pp.zscore(as_dataset(raw))
+    twice = pp.zscore(once, mean=[0.5, -0.5], std=[2.0, 4.0])
+    mean, std = pp.zscore_constants(once)
+    np.testing.assert_allclose(mean, raw.mean(0))
+    np.testing.assert_allclose(std, raw.std(0))
+    np.testing.assert_allclose(pp.zscore_constants(twice)[1], [2.0, 4.0])          # the most recent step
+    other = rng.normal(size=(7, 2))
+    np.testing.assert_allclose(pp.zscore(as_dataset(other), mean=mean, std=std)["x"].values[0], (other - mean) / std)
+    with pytest.raises(ValueError, match="no zscore step"):
+        pp.zscore_constants(as_dataset(raw))
+
+
 def test_zscore_constant_channel_error_and_center_option():
     data = np.stack([np.arange(10.0), np.full(10, 7.0)], axis=1)
     with pytest.raises(ValueError, match=r"\['x1'\] are constant"):

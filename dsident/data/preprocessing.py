@@ -32,7 +32,7 @@ from scipy.spatial import cKDTree
 from .container import as_dataset, to_arrays
 
 __all__ = [
-    "zscore", "unzscore", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
+    "zscore", "unzscore", "zscore_constants", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
     "choose_delay", "false_nearest_neighbors", "choose_dimension", "auto_embed", "preprocessing_steps",
 ]
 
@@ -132,17 +132,32 @@ def unzscore(data: Any, values: Any = None) -> Any:
     """
     ds = as_dataset(data)
     steps = preprocessing_steps(ds)
-    where = [i for i, s in enumerate(steps) if s.get("step") == "zscore"]
-    if not where:
-        raise ValueError(f"`data` has no zscore step in attrs['preprocessing']; its steps are {[s.get('step') for s in steps]}.")
-    step = steps[where[-1]]
-    mean, std = np.asarray(step["mean"]), np.asarray(step["std"])
+    where = _last_zscore(steps)
+    mean, std = np.asarray(steps[where]["mean"]), np.asarray(steps[where]["std"])
     if values is not None:
         return np.asarray(values, dtype=float) * std + mean
     out = ds.copy()
     out["x"] = ds["x"].copy(data=ds["x"].values * std + mean)
-    out.attrs = {**ds.attrs, "preprocessing": json.dumps(steps[: where[-1]] + steps[where[-1] + 1:])}
+    out.attrs = {**ds.attrs, "preprocessing": json.dumps(steps[:where] + steps[where + 1:])}
     return out
+
+
+def zscore_constants(data: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The per-channel mean and std of the most recent z-score step of ``data`` (data units).
+
+    For mapping another series of the same system into the units of a shipped set:
+    ``zscore(other, mean=mean, std=std)``. Raises a ValueError when ``data`` has no such step.
+    """
+    steps = preprocessing_steps(as_dataset(data))
+    step = steps[_last_zscore(steps)]
+    return np.asarray(step["mean"], dtype=float), np.asarray(step["std"], dtype=float)
+
+
+def _last_zscore(steps: list[dict]) -> int:
+    where = [i for i, s in enumerate(steps) if s.get("step") == "zscore"]
+    if not where:
+        raise ValueError(f"`data` has no zscore step in attrs['preprocessing']; its steps are {[s.get('step') for s in steps]}.")
+    return where[-1]
 
 
 # ----------------------------------------------------------------------------- split in time
