@@ -220,11 +220,12 @@ class RandomWindows:
             steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
             self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
         self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
+        self.cum_starts = np.cumsum(self.n_starts)
         self.offsets = torch.arange(self.seq_len, device=device)
 
-    def _starts(self, n_starts: np.ndarray, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Trial and start index of ``batch_size`` windows, uniform over the ``n_starts`` of each trial."""
-        cum = np.cumsum(n_starts)
+    def _starts(self, cum: np.ndarray, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Trial and start index of ``batch_size`` windows, uniform over the start positions of each
+        trial (``cum``: their cumulative counts over the trials)."""
         flat = rng.integers(0, int(cum[-1]), size=batch_size)
         trial = np.searchsorted(cum, flat, side="right")
         return trial, flat - np.concatenate([[0], cum[:-1]])[trial]
@@ -237,7 +238,7 @@ class RandomWindows:
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
         """``batch_size`` windows at start positions drawn from ``rng`` (no noise)."""
-        return self._gather(*self._starts(self.n_starts, batch_size, rng))
+        return self._gather(*self._starts(self.cum_starts, batch_size, rng))
 
     def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
         for _ in range(self.batches_per_epoch):
@@ -277,9 +278,9 @@ class ConsecutiveWindows(RandomWindows):
             raise ValueError(f"consecutive windows need one trial of batches_per_epoch·(seq_len − 1) + 1 = {self.span} "
                              f"samples (batches_per_epoch={self.batches_per_epoch}, seq_len={self.seq_len}); the "
                              f"longest has {int(lengths.max())}. Lower `batches_per_epoch` or `seq_len`.")
-        self.stream_starts = np.maximum(lengths - self.span + 1, 0)
+        self.cum_stream_starts = np.cumsum(np.maximum(lengths - self.span + 1, 0))
 
     def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
-        trial, start = self._starts(self.stream_starts, self.batch_size, rng)
+        trial, start = self._starts(self.cum_stream_starts, self.batch_size, rng)
         for k in range(self.batches_per_epoch):
             yield self._gather(trial, start + k * (self.seq_len - 1), continues=k > 0)
