@@ -768,14 +768,26 @@ def test_consecutive_windows_need_a_trial_long_enough():
                            dtype=torch.float64, device=torch.device("cpu"))
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_stateful_windows_equal_one_long_forced_rollout(fused):
+def _stateful_model(kind: str) -> StateSpaceModel:
+    """Three channels read from the first 3 latent units; the rest the data never force."""
+    if kind == "shplrnn":     # M = 5 behind an identity readout: two unforced units
+        return StateSpaceModel(ShallowPLRNN(5, 16, clip=True, seed=2), Gaussian(3, 5, readout="identity"),
+                               dt=0.1).double()
+    # ODE-RFWP: y (3) read directly, one head of dimension 3: its 9 fast weights are unforced
+    from dsident.dynamics import RecurrentFWP
+    from dsident.models.continuous import LatentFeatureObservation
+
+    dyn = RecurrentFWP(3, n_heads=1, head_dim=3, hidden_dim=16, tau=0.3, method="euler", seed=2)
+    obs = LatentFeatureObservation(3, dyn.latent_dim, 3, "identity", "gaussian", {"readout": "identity"}, 0.0)
+    return StateSpaceModel(dyn, obs, dt=0.1).double()
+
+
+@pytest.mark.parametrize("kind, fused", [("shplrnn", True), ("shplrnn", False), ("rfwp", True)])
+def test_stateful_windows_equal_one_long_forced_rollout(kind, fused):
     """Windows started from the state the previous window ended in are pieces of one long forced
     rollout: the forced trajectories (the unforced units included) agree with it at every step."""
     torch.manual_seed(0)
-    # M = 5 behind the identity readout of N = 3 channels: two units the data never force
-    model = StateSpaceModel(ShallowPLRNN(5, 16, clip=True, seed=2), Gaussian(3, 5, readout="identity"),
-                            dt=0.1).double()
+    model = _stateful_model(kind)
     length, n_windows = 13, 4
     span = n_windows * (length - 1) + 1
     x = torch.randn(2, span, 3, dtype=torch.float64)
@@ -789,6 +801,7 @@ def test_stateful_windows_equal_one_long_forced_rollout(fused):
             pieces.append(forced if k == 0 else forced[:, 1:])
             z0 = forced[:, -1]
         torch.testing.assert_close(torch.cat(pieces, 1), whole, rtol=1e-12, atol=1e-12)
+        assert whole[:, 1:, 3:].abs().max() > 1e-3                    # the unforced units do move
         # without the carried state the unforced units restart from the teacher's fill: different
         _, fresh = teacher_forcing_loss(model, x[:, length - 1: 2 * length - 1], mask[:, :length], alpha=0.3,
                                         fused=fused)
