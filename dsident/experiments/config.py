@@ -458,8 +458,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
         "model_params": {"latent_dim": 8, "process_noise": 1e-5, "solver": "euler"},
         "fit_options": {"window": 100, "batch_size": 16, "n_steps": 2000, "patience": None},
     },
-    # ODE-RFWP, teacher forcing, the cell until session 18: the gnODE's recipe (D = 3 units read directly, so the forcing of
-    # y is exact; with D = 8 behind a linear readout the 5 unseen directions were forced to 0),
+    # ODE-RFWP, teacher forcing, the cell until session 18: the gnODE's recipe (D = 3 units read
+    # directly, so the forcing of y is exact; with D = 8 behind a linear readout the 5 unseen
+    # directions were forced to 0),
     # one head of dimension 3, and τ = 0.05 (5 samples) so that an Euler step is a residual
     # update y + 0.2 (-y + MLP) instead of y' = MLP (τ = dt). 3 seeds: D_stsp 4.69 [4.37, 9.52],
     # D_H 0.220 [0.072, 0.252], none diverged, every seed left the fixed point (not yet: 10× the
