@@ -245,6 +245,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 50 epochs (reference start: 0.50 → 0.003), every scored free run a fixed point, 15.0 / 1.00;
     # 150 ms: loss 0.20 → 0.21, fixed point, 15.0 / 0.392 (378 s each). The bursts need fast and
     # slow units at once; a single start time constant cannot give both.
+    # Session 19: `stateful=True` (as the gnODE and ODE-RFWP cells now have), seeds 0 / 1: 15.0 /
+    # 13.7 (a fixed point, tonic) against 7.64 / 4.76; 303 / 306 s. Not adopted.
     ("bursting_neuron", "ltc", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 16, "n_substeps": 1, "readout": "linear"},
@@ -354,6 +356,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # point, a cycle); M = 40 10.99 / 13.96 / 7.53, D_H 0.127 / 0.397 / 0.146 (all chaotic; seed 2
     # 10.6× the floor), 570-703 s. M = 40 is better in both medians, so the cell has M = 40:
     # median 10.99 (15× the floor), D_H 0.146; not yet a reconstruction.
+    # Session 19: `stateful=True` (35 of the 40 directions are free), seed 0: the loss overflowed
+    # at epoch 45 (nothing bounds the carried free directions); the restored epoch-8 state's free
+    # run is a fixed point off the grid. Not adopted.
     ("ecg", "rplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 40, "readout": "linear", "penalty": "none"},
