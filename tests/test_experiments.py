@@ -442,3 +442,17 @@ def test_parse_overrides_builds_the_layer_resolve_config_applies():
         parse_overrides(["epochs=3"])
     with pytest.raises(ValueError, match="dotted key"):
         parse_overrides(["seed.x=1"])
+
+
+@pytest.mark.parametrize("cell", sorted(cfgmod.PAIR_DEFAULTS), ids=["-".join(c) for c in sorted(cfgmod.PAIR_DEFAULTS)])
+def test_every_measured_cell_builds_without_dropping_settings(cell):
+    # a key the estimator or engine does not take would be dropped with a warning, and the
+    # benchmark would silently run something other than the measured cell (e.g. `stateful`)
+    from dsident.experiments.runner import build_estimator
+
+    est, options, dropped = build_estimator(cfgmod.resolve_config(*cell))
+    assert dropped == [], f"{cell}: settings not accepted by the estimator or engine: {dropped}"
+    for key, value in cfgmod.PAIR_DEFAULTS[cell].get("model_params", {}).items():
+        assert getattr(est, key) == value, key
+    for key, value in cfgmod.PAIR_DEFAULTS[cell].get("fit_options", {}).items():
+        assert options[key] == value, key
