@@ -444,13 +444,14 @@ def test_parse_overrides_builds_the_layer_resolve_config_applies():
         parse_overrides(["seed.x=1"])
 
 
-@pytest.mark.parametrize("cell", sorted(cfgmod.PAIR_DEFAULTS), ids=["-".join(c) for c in sorted(cfgmod.PAIR_DEFAULTS)])
+MEASURED_CELLS = sorted(cfgmod.PAIR_DEFAULTS)
+
+
+@pytest.mark.parametrize("cell", MEASURED_CELLS, ids=["-".join(c) for c in MEASURED_CELLS])
 def test_every_measured_cell_builds_without_dropping_settings(cell):
     # a key the estimator or engine does not take would be dropped with a warning, and the
     # benchmark would silently run something other than the measured cell (e.g. `stateful`)
-    from dsident.experiments.runner import build_estimator
-
-    est, options, dropped = build_estimator(cfgmod.resolve_config(*cell))
+    est, options, dropped = runner.build_estimator(cfgmod.resolve_config(*cell))
     assert dropped == [], f"{cell}: settings not accepted by the estimator or engine: {dropped}"
     for key, value in cfgmod.PAIR_DEFAULTS[cell].get("model_params", {}).items():
         assert getattr(est, key) == value, key
