@@ -68,11 +68,15 @@ def _engine_option_names(method: str) -> set[str] | None:
 
     from ..inference import get_engine
 
+    from ..models.base import LatentModelEstimator
+
     func = get_engine(method)
     params = inspect.signature(func).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return None
-    return {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n not in ("model", "data")}
+    # the estimator's own fit options (e.g. `restarts`) travel in fit_options too
+    own = {n for n, p in inspect.signature(LatentModelEstimator.fit).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    return own | {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n not in ("model", "data")}
 
 
 def build_estimator(cfg: Mapping[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:

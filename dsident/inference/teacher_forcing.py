@@ -67,7 +67,10 @@ _DIVERGENCE_STD = 1e3
 #: history lists filled by the hooks of this engine (besides those of train_loop)
 _HISTORY_KEYS = ("alpha", "state_space_divergence", "power_spectrum_distance", "eval_time_s", "alpha_update_batch",
                  "alpha_estimate", "jacobian_bound", "alpha_after_update", "free_run_regime",
-                 "worst_state_space_divergence")
+                 "worst_state_space_divergence", "free_run_at_rest")
+#: a scored free run whose every channel moves less than this fraction of the reference's standard
+#: deviation (peak to peak) over its last quarter is at rest: a fixed point, or a cycle too small to see
+AT_REST_FRACTION = 1e-2
 
 #: ``select_regime`` values: the free-run verdicts (:data:`dsident.analysis.VERDICTS`) each accepts
 SELECT_REGIMES: dict[str, tuple[str, ...]] = {
@@ -290,6 +293,14 @@ class _FreeRunScorer:
             d_h = math.nan
         return d_stsp, d_h
 
+    def at_rest(self, run: xr.Dataset) -> bool:
+        """Whether a scored free run has come to rest (:data:`AT_REST_FRACTION`); a diverged run is not."""
+        gen = np.asarray(run["x"].values[0, self.burn_in:], dtype=float)
+        tail = gen[-max(2, gen.shape[0] // 4):]
+        if not np.all(np.isfinite(tail)):
+            return False
+        return bool(np.all(np.ptp(tail, axis=0) < AT_REST_FRACTION * self.std))
+
     def verdict(self, model: Any, seed: int, x0: np.ndarray | None = None, run: xr.Dataset | None = None) -> str:
         """What the scored free run from ``x0`` (default: the first start) settles on
         (:func:`dsident.analysis.free_run_regime`: the same start, length and burn-in, and its
@@ -328,7 +339,9 @@ class _FreeRunScorer:
         d_stsp = float(np.mean(per_start))
         d_h = float(np.mean([h for _, h in scores]))
         values: dict[str, Any] = {"state_space_divergence": d_stsp, "power_spectrum_distance": d_h,
-                                  "eval_time_s": progress.elapsed_s}
+                                  "eval_time_s": progress.elapsed_s,
+                                  # every start at rest: what `restarts` (LatentModelEstimator.fit) watches for
+                                  "free_run_at_rest": all(self.at_rest(run) for run in runs)}
         shown: dict[str, Any] = {"D_stsp": free_run_label(d_stsp), "D_H": d_h}
         if len(self.x0s) > 1:
             values["worst_state_space_divergence"] = float(max(per_start, key=_badness))
@@ -615,7 +628,9 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         ``grad_norm`` (mean pre-clipping norm), ``regularization``. Per evaluation: ``eval_epoch``,
         ``state_space_divergence``, ``power_spectrum_distance`` (inf and NaN for a diverged run;
         D_stsp NaN for a run that never enters the data's range), ``eval_time_s`` (training time
-        so far, resumed runs included), with ``eval_starts`` > 1 ``worst_state_space_divergence``
+        so far, resumed runs included), ``free_run_at_rest`` (True when every start's run came to
+        rest: each channel moves less than 1 % of the data's standard deviation over the run's
+        last quarter), with ``eval_starts`` > 1 ``worst_state_space_divergence``
         (the worst start's), and with ``select_regime`` ``free_run_regime`` (the run's verdict;
         "not classified" for a diverged or off-grid run; with several starts that disagree,
         their verdicts joined by " + ", which counts as the wrong kind).

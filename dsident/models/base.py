@@ -132,8 +132,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         """The (unfitted) latent dynamics for data with ``input_dim`` inputs."""
 
     # -- fitting ------------------------------------------------------------------------------
-    def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False,
-            **engine_options: Any) -> "LatentModelEstimator":
+    def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
+            restart_after: int = 20, **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -148,6 +148,18 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             another method on the same model (e.g. teacher forcing after SVI). The data must
             have the channels and inputs ``model_`` was fitted on. Laplace-EM then skips its
             LDS initialisation (``lds_init=False`` unless given).
+        restarts : int, default 0
+            Up to this many fresh starts for a fit that is stuck: when, ``restart_after`` epochs
+            in, none of its scored free runs has moved on the data's grid (each diverged, stayed
+            outside the data's range, or came to rest at a fixed point), the fit stops and the
+            model is built and trained again from seed ``seed + k * 10 000`` (attempt k;
+            :mod:`dsident.models.restarts`). The last attempt always runs to the end. Needs a
+            method that scores free runs while it trains (teacher forcing with ``eval_every`` >
+            0); not with ``warm_start`` or ``checkpoint``. ``history_["restarts"]`` lists the
+            abandoned attempts (seed, epoch stopped, scored epochs) and ``history_["seed_used"]``
+            the seed of the kept one.
+        restart_after : int, default 20
+            Epochs a fit gets to show one moving free run before a restart.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -165,30 +177,99 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
         channel_names = [str(c) for c in ds["channel"].values]
+        restarts = self._check_restarts(method, restarts, restart_after, warm_start, engine_options)
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
             if method == "laplace-em":
                 engine_options.setdefault("lds_init", False)
+            history = engine(model, ds, seed=self.seed, **engine_options)
         else:
-            # the seed fixes every random initialisation without touching the caller's global RNG
-            with torch.random.fork_rng(devices=[]):
-                if self.seed is not None:
-                    torch.manual_seed(int(self.seed))
-                dynamics = self._build_dynamics(input_dim)
-                observation = self._build_observation(n_channels)
-            check_channels(arrays.x, arrays.mask, channel_names, observation)
-            observation.init_from_data(arrays.x, arrays.mask)
-            model = StateSpaceModel(dynamics, observation, process_noise=self.process_noise,
-                                    initial_var=self.initial_var, dt=float(ds.attrs["dt"]),
-                                    channel_names=channel_names)
-        history = engine(model, ds, seed=self.seed, **engine_options)
+            model, history = self._fit_with_restarts(engine, ds, arrays, channel_names, input_dim, restarts,
+                                                     restart_after, engine_options)
         self.model_ = model
         self.history_ = history if history is not None else {}
         self.method_ = method
         self.n_features_in_ = n_channels
         self.channel_names_ = channel_names
         return self
+
+    def _new_model(self, arrays: Any, channel_names: list[str], input_dim: int, dt: float) -> StateSpaceModel:
+        """A freshly initialised state-space model for the data (seeded by ``self.seed``)."""
+        # the seed fixes every random initialisation without touching the caller's global RNG
+        with torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(int(self.seed))
+            dynamics = self._build_dynamics(input_dim)
+            observation = self._build_observation(arrays.x.shape[-1])
+        check_channels(arrays.x, arrays.mask, channel_names, observation)
+        observation.init_from_data(arrays.x, arrays.mask)
+        return StateSpaceModel(dynamics, observation, process_noise=self.process_noise, initial_var=self.initial_var,
+                               dt=dt, channel_names=channel_names)
+
+    @staticmethod
+    def _check_restarts(method: str, restarts: Any, restart_after: Any, warm_start: bool,
+                        engine_options: dict[str, Any]) -> int:
+        """Validate ``restarts`` / ``restart_after`` against the method and options; the count."""
+        from .restarts import RESTARTABLE_METHODS
+
+        for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}.")
+        if restarts == 0:
+            return 0
+        if method not in RESTARTABLE_METHODS:
+            raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
+                             f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
+        if engine_options.get("eval_every", 1) == 0:
+            raise ValueError(f"`restarts` decides on the scored free runs, so it needs eval_every > 0; got "
+                             f"restarts={restarts} with eval_every=0.")
+        if warm_start:
+            raise ValueError(f"`restarts` builds the model afresh, which `warm_start` does not; got restarts={restarts} "
+                             f"with warm_start=True.")
+        if engine_options.get("checkpoint") is not None:
+            raise ValueError(f"`restarts` cannot resume a checkpoint written by another attempt; got "
+                             f"restarts={restarts} with checkpoint={engine_options['checkpoint']!r}.")
+        return int(restarts)
+
+    def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
+                           input_dim: int, restarts: int, restart_after: int,
+                           engine_options: dict[str, Any]) -> tuple[StateSpaceModel, dict[str, Any]]:
+        """Build and fit a fresh model; with ``restarts``, start again from the next seed while a
+        fit is stuck (:class:`~dsident.models.restarts.StuckWatch`)."""
+        from .restarts import StuckWatch, any_free_run_moved, restart_seed
+
+        user_seed, abandoned = self.seed, []
+        try:
+            for attempt in range(restarts + 1):
+                # the builders read `seed`; each attempt gets its own for this fit only
+                self.seed = restart_seed(user_seed, attempt)
+                model = self._new_model(arrays, channel_names, input_dim, float(ds.attrs["dt"]))
+                options = dict(engine_options)
+                watch = None
+                if attempt < restarts:
+                    watch = StuckWatch(restart_after, engine_options.get("callback"))
+                    options["callback"] = watch
+                history = engine(model, ds, seed=self.seed, **options)
+                if watch is None or watch.stuck_at is None:
+                    break
+                abandoned.append({"seed": self.seed, "stopped_at_epoch": watch.stuck_at, "scored_epochs": watch.n_scored})
+                warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs moved on "
+                              f"the data's grid (each diverged, left the data's range or came to rest); starting "
+                              f"again from seed {restart_seed(user_seed, attempt + 1)} (restart {attempt + 1} of "
+                              f"{restarts}).", RuntimeWarning, stacklevel=3)
+            seed_used = self.seed
+        finally:
+            self.seed = user_seed
+        if restarts:
+            history["restarts"] = abandoned
+            history["seed_used"] = seed_used
+            if len(abandoned) == restarts and not any_free_run_moved(history):
+                warnings.warn(f"all {restarts + 1} attempts (seeds {[a['seed'] for a in abandoned] + [seed_used]}) "
+                              f"were stuck: no scored free run moved on the data's grid; the last one is kept. "
+                              f"The model or the method's settings, not the seed, need to change.",
+                              RuntimeWarning, stacklevel=3)
+        return model, history
 
     def _warm_model(self, channel_names: list[str], input_dim: int, dt: float) -> StateSpaceModel:
         """The fitted ``model_``, checked against the new data, to continue from."""

@@ -1,0 +1,81 @@
+"""Restarting a fit whose free runs never move on the data's attractor.
+
+Some initialisations train into a dead end that no later epoch leaves: every scored free run
+rests at a fixed point, leaves the data's range, or diverges, while the one-step loss falls
+normally (the bursting neuron's ODE-RFWP, seed 2, was one: all 16 scored runs a fixed point).
+The kept epoch cannot rescue such a fit, and the rest of its epochs are spent for nothing.
+:class:`StuckWatch` watches the scored free runs of a fit as its ``callback`` and stops the fit
+after ``restart_after`` epochs when none of them has moved on the data's grid;
+:meth:`LatentModelEstimator.fit <dsident.models.base.LatentModelEstimator.fit>` then builds the
+model afresh from the next seed (:func:`restart_seed`) and trains again.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..inference.training import FitCallback
+
+__all__ = ["StuckWatch", "any_free_run_moved", "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+
+#: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
+RESTART_SEED_STRIDE = 10_000
+
+#: inference methods whose fits score free runs while they train (what a restart is decided on)
+RESTARTABLE_METHODS = ("teacher-forcing",)
+
+
+def restart_seed(seed: int | None, attempt: int) -> int | None:
+    """The seed of attempt ``attempt`` (0 = the fit's own) of a fit seeded with ``seed``; None stays
+    None (every attempt then draws a fresh initialisation)."""
+    return None if seed is None else int(seed) + attempt * RESTART_SEED_STRIDE
+
+
+def moved(d_stsp: float, at_rest: Any) -> bool:
+    """Whether one scored free run moved on the data's grid: a finite D_stsp (it neither diverged
+    nor stayed outside the data's range) and not at rest."""
+    return math.isfinite(float(d_stsp)) and not bool(at_rest)
+
+
+def any_free_run_moved(history: dict[str, Any]) -> bool:
+    """Whether any scored free run of a finished fit (its ``history``) moved on the data's grid."""
+    at_rest = history.get("free_run_at_rest", [])
+    return any(moved(d, r) for d, r in zip(history.get("state_space_divergence", []), at_rest))
+
+
+class StuckWatch:
+    """A fit ``callback`` that stops training when, after ``restart_after`` epochs, no scored free
+    run has moved on the data's grid.
+
+    A scored run has moved when its D_stsp is finite (it did not diverge and it entered the
+    data's range) and it did not come to rest (the engine's ``free_run_at_rest``). One such run
+    at any scored epoch clears the fit for good. The user's own ``callback`` is still called
+    every epoch and may still stop the fit (that stop is not a restart).
+
+    Attributes
+    ----------
+    stuck_at : int or None
+        The epoch (0-based) at which the fit was stopped for a restart; None if it was not.
+    n_scored : int
+        Scored epochs seen.
+    """
+
+    def __init__(self, restart_after: int, callback: FitCallback | None = None) -> None:
+        self.restart_after = int(restart_after)
+        self.callback = callback
+        self.moved = False
+        self.n_scored = 0
+        self.stuck_at: int | None = None
+
+    def __call__(self, epoch: int, record: dict[str, Any], model: Any) -> bool | None:
+        user_stop = self.callback(epoch, record, model) if self.callback is not None else None
+        if "state_space_divergence" in record:
+            self.n_scored += 1
+            if moved(record["state_space_divergence"], record.get("free_run_at_rest", False)):
+                self.moved = True
+        if user_stop is True:
+            return True
+        if not self.moved and self.n_scored > 0 and epoch + 1 >= self.restart_after:
+            self.stuck_at = epoch
+            return True
+        return user_stop
