@@ -131,6 +131,12 @@ def test_a_fit_whose_free_runs_move_is_not_restarted():
     assert h["n_epochs_run"] == FIT["n_epochs"]
 
 
+def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
+    est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
+    quiet_fit(est, circle(), restarts=1, n_epochs=4)
+    assert est.history_["restarts"][0]["stopped_at_epoch"] == 1          # after 4 // 2 epochs
+
+
 @pytest.mark.parametrize("options, fragment", [
     ({"restarts": -1}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1.5}, "`restarts` must be an integer >= 0"),

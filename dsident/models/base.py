@@ -133,7 +133,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
-            restart_after: int = 20, **engine_options: Any) -> "LatentModelEstimator":
+            restart_after: int | None = None, **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -158,8 +158,11 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             0); not with ``warm_start`` or ``checkpoint``. ``history_["restarts"]`` lists the
             abandoned attempts (seed, epoch stopped, scored epochs) and ``history_["seed_used"]``
             the seed of the kept one.
-        restart_after : int, default 20
-            Epochs a fit gets to show one moving free run before a restart.
+        restart_after : int, optional
+            Epochs a fit gets to show one moving free run before a restart; default half of its
+            ``n_epochs``. Fits that end well can spend many epochs stuck first (the bursting
+            neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid until epoch 45 of
+            80, then the cell's best score), so a measured cell sets its own.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -177,7 +180,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
         channel_names = [str(c) for c in ds["channel"].values]
-        restarts = self._check_restarts(method, restarts, restart_after, warm_start, engine_options)
+        restarts, restart_after = self._check_restarts(engine, method, restarts, restart_after, warm_start,
+                                                       engine_options)
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -208,16 +212,22 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                                dt=dt, channel_names=channel_names)
 
     @staticmethod
-    def _check_restarts(method: str, restarts: Any, restart_after: Any, warm_start: bool,
-                        engine_options: dict[str, Any]) -> int:
-        """Validate ``restarts`` / ``restart_after`` against the method and options; the count."""
+    def _check_restarts(engine: Any, method: str, restarts: Any, restart_after: Any, warm_start: bool,
+                        engine_options: dict[str, Any]) -> tuple[int, int]:
+        """Validate ``restarts`` / ``restart_after`` against the method and options; both resolved."""
+        import inspect
+
         from .restarts import RESTARTABLE_METHODS
 
+        if restart_after is None:
+            n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters.get("n_epochs"))
+            n_epochs = getattr(n_epochs, "default", n_epochs)
+            restart_after = max(1, int(n_epochs) // 2) if isinstance(n_epochs, (int, np.integer)) else 1
         for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}.")
         if restarts == 0:
-            return 0
+            return 0, int(restart_after)
         if method not in RESTARTABLE_METHODS:
             raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
                              f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
@@ -230,7 +240,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if engine_options.get("checkpoint") is not None:
             raise ValueError(f"`restarts` cannot resume a checkpoint written by another attempt; got "
                              f"restarts={restarts} with checkpoint={engine_options['checkpoint']!r}.")
-        return int(restarts)
+        return int(restarts), int(restart_after)
 
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
                            input_dim: int, restarts: int, restart_after: int,
