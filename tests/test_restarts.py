@@ -164,3 +164,21 @@ def test_a_benchmark_cell_passes_restarts_to_the_estimator():
     _, options, dropped = build_estimator(cfg)
     assert options["restarts"] == 2 and options["restart_after"] == 15
     assert not any("restart" in d for d in dropped)
+
+
+def test_a_grid_point_records_its_restarts_beside_the_saved_history(tmp_path):
+    from dsident.experiments.runner import run_point
+    from dsident.model import read_saved_config
+
+    cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides={
+        "seed": 0, "train_length": 600, "eval_length": 300,
+        "model_params": {"latent_dim": 3, "hidden_dim": 10, "readout": "identity", "clip": False},
+        "fit_options": {"n_epochs": 2, "batches_per_epoch": 2, "seq_len": 20, "eval_every": 1, "eval_steps": 200,
+                        "restarts": 1, "restart_after": 1}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = run_point(cfg, tmp_path)
+    assert rec["status"] == "done", rec["error"]
+    saved = read_saved_config(next((tmp_path / "points").iterdir()) / "model")["metadata"]["estimator"]["history"]
+    assert rec["restarts"] == {"abandoned": saved["restarts"], "seed_used": saved["seed_used"]}
+    assert rec["restarts"]["seed_used"] == restart_seed(0, len(saved["restarts"]))

@@ -152,7 +152,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     -------
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
-        ``error``, ``config``, and ``late`` (:func:`.late_run.point_regime`: the verdict,
+        ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
+        and the kept attempt's seed), and ``late`` (:func:`.late_run.point_regime`: the verdict,
         largest exponent and late-stretch scores of a free run twice the evaluation length).
     """
     from .inputs import load_data
@@ -175,6 +176,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         est, fit_time, dropped = fit_point(used, train, progress=progress)
         record["fit_time"] = fit_time
         record["config"] = {**used, "dropped_defaults": dropped}
+        history = getattr(est, "history_", None) or {}
+        if "restarts" in history:          # fit(restarts=...): what was abandoned, which seed was kept
+            record["restarts"] = {"abandoned": history["restarts"], "seed_used": history["seed_used"]}
         from .late_run import late_run_record
         from .scoring import evaluate_model
 
