@@ -216,6 +216,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # bursting; fresh windows 1.40 [0.73, 13.1], D_H 0.230, 6 of 8 (seeds 0-4 from session 10).
     # Better in both medians and in the bursting fraction, so adopted; the D_stsp gain on the
     # fresh seeds alone is nil (2 of 3 worse), so it is modest.
+    # Session 20: α 0.35 (which helped the ODE-RFWP and LTC cells), seeds 0-7: 0.93 / 13.24 / off
+    # grid / 2.17 / 13.34 / 11.33 / 0.64 / 1.11, median 6.75 (3 of 8 tonic or at rest). Not adopted.
     ("bursting_neuron", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 8, "hidden_dim": 200, "readout": "linear", "output_nonlinearity": "tanh"},
@@ -340,6 +342,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 0.115, against the cell's 7.15 / 6.02 / 8.35 / 6.51 / 8.07 / 6.43 with the same code (median
     # 6.83, D_H 0.110): better on 4 of 6, 5 % in the median, at 5.7× the fit time (520-566 s
     # against 86-99 s). Not adopted.
+    # Session 20: the kept epoch chosen by 40 000-step free runs (eval_steps), same training, seeds
+    # 0-2, 5-7: 7.15 / 6.02 / 7.36 / 6.28 / 8.07 / 6.10, median 6.72 (the cell: 6.83), never worse
+    # in D_stsp, but D_H 0.149 against 0.110 and 100-107 s a fit. Not adopted.
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "hidden_dim": 250, "readout": "identity", "clip": True},
@@ -363,6 +368,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 24 per 10 000 (100 epochs: 12.72 / 7.79, 0.358 / 0.057, 0 / 19 beats); seed 1 beat only
     # because one epoch (75) did, seed 2's spectrum and rhythm got worse; 950 / 887 s, so the
     # cell keeps 100 epochs (docs/continuous.md "The ECG, continued").
+    # Session 20: M = 8 with `stateful=True` (3 bounded free directions), seeds 0 / 2: 10.53 / 7.79
+    # (the cell 10.2 / 7.79). Seed 1 with `restarts`: not restarted (its runs hover at 13.5-14.2
+    # but move), 12.72 as before. Not adopted.
     ("ecg", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "readout": "linear", "output_nonlinearity": "tanh"},
