@@ -121,9 +121,10 @@ def test_a_stuck_fit_restarts_from_the_next_seeds_and_keeps_what_a_direct_fit_fr
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
-def test_a_fit_whose_free_runs_move_is_not_restarted():
+@pytest.mark.parametrize("method", ["teacher-forcing", "gtf"])
+def test_a_fit_whose_free_runs_move_is_not_restarted(method):
     est = PLRNN(latent_dim=2, readout="identity", seed=0)
-    quiet_fit(est, circle(), restarts=2, restart_after=1)
+    quiet_fit(est, circle(), restarts=2, restart_after=1, method=method)
     h = est.history_
     assert h["restarts"] == [] and h["seed_used"] == 0
     assert all(math.isfinite(d) for d in h["state_space_divergence"]) and not any(h["free_run_at_rest"])

@@ -217,7 +217,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         """Validate ``restarts`` / ``restart_after`` against the method and options; both resolved."""
         import inspect
 
-        from .restarts import RESTARTABLE_METHODS
+        from .restarts import RESTARTABLE_METHODS, is_restartable
 
         if restart_after is None:
             n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters.get("n_epochs"))
@@ -228,7 +228,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                 raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}.")
         if restarts == 0:
             return 0, int(restart_after)
-        if method not in RESTARTABLE_METHODS:
+        if not is_restartable(method):
             raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
                              f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
         if engine_options.get("eval_every", 1) == 0:

@@ -16,13 +16,20 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "is_restartable", "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
 
 #: inference methods whose fits score free runs while they train (what a restart is decided on)
 RESTARTABLE_METHODS = ("teacher-forcing",)
+
+
+def is_restartable(method: str) -> bool:
+    """Whether ``method`` (or an alias of it, e.g. "gtf") is one of :data:`RESTARTABLE_METHODS`."""
+    from ..inference import ENGINES
+
+    return method in ENGINES and ENGINES[method] in {ENGINES[m] for m in RESTARTABLE_METHODS}
 
 
 def restart_seed(seed: int | None, attempt: int) -> int | None:
