@@ -219,15 +219,12 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
         from .restarts import RESTARTABLE_METHODS, is_restartable
 
-        if restart_after is None:
-            n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters.get("n_epochs"))
-            n_epochs = getattr(n_epochs, "default", n_epochs)
-            restart_after = max(1, int(n_epochs) // 2) if isinstance(n_epochs, (int, np.integer)) else 1
         for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            if (value is not None or name == "restarts") and (
+                    isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low):
                 raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}.")
         if restarts == 0:
-            return 0, int(restart_after)
+            return 0, 0
         if not is_restartable(method):
             raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
                              f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
@@ -240,6 +237,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if engine_options.get("checkpoint") is not None:
             raise ValueError(f"`restarts` cannot resume a checkpoint written by another attempt; got "
                              f"restarts={restarts} with checkpoint={engine_options['checkpoint']!r}.")
+        if restart_after is None:          # half the fit: the engine's own default when n_epochs is not given
+            n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
+            restart_after = max(1, int(n_epochs) // 2)
         return int(restarts), int(restart_after)
 
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
