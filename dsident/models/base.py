@@ -161,8 +161,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         restart_after : int, optional
             Epochs a fit gets to show one moving free run before a restart; default half of its
             ``n_epochs``. Fits that end well can spend many epochs stuck first (the bursting
-            neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid until epoch 45 of
-            80, then the cell's best score), so a measured cell sets its own.
+            neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid through epoch 44
+            of 80, then the cell's best score), so a measured cell sets its own.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "is_restartable", "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "is_restartable", "restart_seed", "RESTART_SEED_STRIDE",
+           "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
