@@ -66,12 +66,14 @@ class StuckWatch:
         The epoch (0-based) at which the fit was stopped for a restart; None if it was not.
     n_scored : int
         Scored epochs seen.
+    any_moved : bool
+        Whether one of them moved (:func:`moved`); once True, the fit is never stopped.
     """
 
     def __init__(self, restart_after: int, callback: FitCallback | None = None) -> None:
         self.restart_after = int(restart_after)
         self.callback = callback
-        self.moved = False
+        self.any_moved = False
         self.n_scored = 0
         self.stuck_at: int | None = None
 
@@ -80,10 +82,10 @@ class StuckWatch:
         if "state_space_divergence" in record:
             self.n_scored += 1
             if moved(record["state_space_divergence"], record.get("free_run_at_rest", False)):
-                self.moved = True
+                self.any_moved = True
         if user_stop is True:
             return True
-        if not self.moved and self.n_scored > 0 and epoch + 1 >= self.restart_after:
+        if not self.any_moved and self.n_scored > 0 and epoch + 1 >= self.restart_after:
             self.stuck_at = epoch
             return True
         return user_stop
