@@ -216,8 +216,25 @@ def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, c
     captured = capsys.readouterr()
     text = captured.out
     assert not out.exists() and "nothing was fitted or written" in captured.err
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    plan, glance = text.split("At a glance")
+    rows = [line for line in plan.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert len(rows) == len(DEFAULT_DATASETS) * len(DEFAULT_MODELS)
+    # the matrix under the plan: a row per model, a column per dataset, the same measured numbers
+    matrix = [line.split(" | ") for line in glance.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r[0] for r in matrix[1:]] == [f"| {m}" for m in DEFAULT_MODELS]
+    assert len(matrix[0]) == len(DEFAULT_DATASETS) + 1
+    short = {"teacher-forcing": "TF", "laplace-em": "EM", "svi": "SVI", "bptt": "BPTT"}
+    for i, model in enumerate(DEFAULT_MODELS, start=1):
+        for j, dataset in enumerate(DEFAULT_DATASETS, start=1):
+            method = default_method(model, dataset)
+            cell = matrix[i][j].rstrip(" |")
+            record = MEASURED.get((dataset, model, method))
+            assert cell.startswith(short[method] + " ")
+            if record is None:
+                assert cell.endswith(" –")
+            else:
+                assert cell.startswith(f"{short[method]} {record['D_stsp']:#.3g} (")
+                assert cell.endswith(f" / {record['D_H']:.3g}")
     for dataset in DEFAULT_DATASETS:
         for model in DEFAULT_MODELS:
             method = default_method(model, dataset)

@@ -230,7 +230,53 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
     lines += ["", describe_expected_time(configs, out, quick),
               "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
               f"(D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g}); "
-              "– not measured with these settings."]
+              "– not measured with these settings.", "", "At a glance (the measured column as a matrix):", "",
+              glance_matrix(configs, quick, floors=floors)]
+    return "\n".join(lines)
+
+
+#: short names of the inference methods in :func:`glance_matrix`'s cells
+_METHOD_SHORT = {"teacher-forcing": "TF", "gtf": "TF", "laplace-em": "EM", "svi": "SVI", "bptt": "BPTT"}
+
+
+def glance_matrix(configs: Sequence[Mapping[str, Any]], quick: bool = False, *,
+                  floors: dict[str, float] | None = None) -> str:
+    """The grid's measured numbers as one Markdown matrix: a row per model, a column per dataset.
+
+    Each cell reads ``"TF 1.08 (2.42× ✓) / 0.028"``: the cell's method (``TF`` teacher forcing,
+    ``EM`` Laplace-EM, ``SVI``, ``BPTT``), its measured median D_stsp with the multiple of the
+    floor (✓ a reconstruction, :func:`~dsident.experiments.tables.is_reconstruction`) and its
+    median D_H, all from :data:`~dsident.experiments.config.MEASURED` through
+    :func:`measured_cell`; "–" where the grid's settings were not measured. A model run with
+    several methods on one dataset lists them one under the other (``<br>``).
+
+    Parameters
+    ----------
+    configs : sequence of resolved configurations (one per grid point; seeds are ignored)
+    quick : bool
+        Read the quick preset's measured numbers.
+    floors : dict, optional
+        Cache of floor D_stsp per dataset at the measured length (filled in as needed).
+    """
+    floors = {} if floors is None else floors
+    datasets = list(dict.fromkeys(c["dataset"] for c in configs))
+    models = list(dict.fromkeys(c["model"] for c in configs))
+    cells: dict[tuple[str, str], list[str]] = {}
+    for cell in _one_per_cell(configs):
+        record = measured_cell(cell, quick)
+        text = "–"
+        if record is not None:
+            if cell["dataset"] not in floors:
+                floors[cell["dataset"]] = _measured_floor(cell["dataset"])
+            multiple = floor_multiple(record["D_stsp"], record["D_H"], floors[cell["dataset"]])
+            text = f"{_num3(record['D_stsp'], keep_zeros=True)}{multiple} / {_num3(record['D_H'])}"
+        method = _METHOD_SHORT.get(cell["method"], cell["method"])
+        cells.setdefault((cell["model"], cell["dataset"]), []).append(f"{method} {text}")
+    lines = ["| model | " + " | ".join(f"{d}: D_stsp (× floor) / D_H" for d in datasets) + " |",
+             "|---|" + "---|" * len(datasets)]
+    for model in models:
+        row = ["<br>".join(cells.get((model, d), ["n/a"])) for d in datasets]
+        lines.append(f"| {model} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
