@@ -83,6 +83,11 @@ def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
                 out[path[0]][path[1]] = settings[flag]
             else:
                 out[path[0]] = settings[flag]
+    if settings.get("slow_channels") is not None:
+        out["slow_channels"] = dict(settings["slow_channels"]) if isinstance(settings["slow_channels"], dict) \
+            else settings["slow_channels"]
+    if settings.get("slow_cutoff") is not None:
+        out["slow_channels"] = {**(out.get("slow_channels") or {}), "cutoff": settings["slow_cutoff"]}
     return out
 
 
@@ -117,6 +122,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="any model hyperparameter")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
+    p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
+                   help="add channel 0's band below HZ and its quadrature as two observed, unscored channels "
+                        "(the ECG's breathing: 0.6); a `slow_channels` table in --config sets the channel too")
 
 
 def _say(text: str) -> None:
@@ -132,11 +140,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import cut, in_fit_units, is_path_like, load_data, zscore_for_fit
+    from .experiments.inputs import cut, in_fit_units, is_path_like, load_data, slow_channels_for_fit, zscore_for_fit
     from .experiments.runner import _write_netcdf, fit_point
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
-                         *_FLAG_TO_KEY])
+                         "slow_cutoff", *_FLAG_TO_KEY])
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -184,6 +192,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
                              "so it cannot go on in z-units; drop --zscore, or fit afresh.")
         # the test data, `evaluate`, `analyze --start` and `generate` reuse these constants
         train, cfg["zscore"] = zscore_for_fit(train)
+    if start_cfg is not None and start_cfg.get("slow_channels"):
+        cfg["slow_channels"] = start_cfg["slow_channels"]   # the same channels, the same scale
+    if cfg.get("slow_channels") is not None:
+        # a slow band of one channel and its quadrature as two more observed channels (not scored)
+        train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start)
     cfg["dropped_defaults"] = dropped
     out.mkdir(parents=True, exist_ok=True)
@@ -419,7 +432,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from .experiments.sweep import close_executor, make_executor
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
-                         "engine", "progress", *_FLAG_TO_KEY])
+                         "engine", "progress", "slow_cutoff", *_FLAG_TO_KEY])
     overrides = _run_overrides(s)
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))

@@ -401,18 +401,16 @@ def _floor(dataset: str, cfg: dict[str, Any], out: Path, say: Any) -> dict[str, 
 
 def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
     """Scores of the configuration's model before any training (its initialisation)."""
-    from .inputs import load_data
     from .scoring import evaluate_model
-    from .runner import adapt_to_data
+    from .runner import adapt_to_data, point_data
     from .untrained import untrained_model
 
     cache = out / f"untrained_{point_id(cfg)}.json"
     if cache.is_file():
         return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
     try:
-        train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"))
-        test = load_data(cfg["dataset"], split="test", length=cfg.get("eval_length"))
-        model = untrained_model(adapt_to_data(cfg, train), train)
+        train, test, fitted_cfg = point_data(cfg)
+        model = untrained_model(adapt_to_data(fitted_cfg, train), train)
         scores, _ = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=int(cfg.get("seed", 0)))
     except Exception as err:
         say(f"[dsident] untrained {cfg['model']} not scored: {type(err).__name__}: {err}")
@@ -480,7 +478,7 @@ def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float])
 def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dict[str, dict[str, Any]],
              out: Path, say: Any) -> None:
     from .. import plotting
-    from .inputs import load_data
+    from .inputs import in_fit_units, load_data
 
     try:
         if results.sizes.get("point", 0):
@@ -494,7 +492,8 @@ def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dic
             continue
         try:
             cfg = rec["config"]
-            test = load_data(dataset, split="test", length=cfg.get("eval_length"))
+            # the channels the model saw (slow channels, if any, with the fit's scale)
+            test = in_fit_units(load_data(dataset, split="test", length=cfg.get("eval_length")), cfg)
             with xr.open_dataset(gen_path, engine="h5netcdf") as g:
                 gen = g.load()
             title = f"{dataset}: {cfg['model']} × {cfg['method']}, seed {cfg['seed']}"

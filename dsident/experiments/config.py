@@ -698,7 +698,7 @@ PRESETS: dict[str, dict[Any, Any]] = {
 
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
-            "model_params", "fit_options")
+            "model_params", "fit_options", "slow_channels")
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -817,6 +817,10 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
                         "fit_options": sorted((overrides.get("fit_options") or {}))}
     cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
     cfg["method"] = method
+    if cfg.get("slow_channels") is not None:
+        from .inputs import check_slow_channels
+
+        check_slow_channels(cfg["slow_channels"])
     return cfg
 
 

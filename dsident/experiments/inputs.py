@@ -127,25 +127,63 @@ def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
     return out, {key: step[key] for key in ("channel", "mean", "std")}
 
 
+#: keys of a run configuration's ``slow_channels`` table (``scale`` is filled in by the fit)
+SLOW_CHANNEL_KEYS = ("cutoff", "channel", "order", "scale")
+
+
+def check_slow_channels(spec: Any) -> None:
+    """Validate a configuration's ``slow_channels`` table (:func:`dsident.data.add_slow_channels`'s
+    keyword arguments); raises ValueError naming what is wrong."""
+    if not isinstance(spec, dict) or "cutoff" not in spec:
+        raise ValueError("`slow_channels` must be a table with at least `cutoff` (Hz of the data's time unit), "
+                         f"e.g. {{cutoff = 0.6, channel = 0}}; got slow_channels={spec!r}.")
+    unknown = sorted(set(spec) - set(SLOW_CHANNEL_KEYS))
+    if unknown:
+        raise ValueError(f"unknown `slow_channels` key(s) {unknown}; expected some of {list(SLOW_CHANNEL_KEYS)}.")
+    cutoff = spec["cutoff"]
+    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not cutoff > 0:
+        raise ValueError(f"`slow_channels.cutoff` must be a positive frequency; got {cutoff!r}.")
+
+
+def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any]) -> tuple[xr.Dataset, dict[str, Any]]:
+    """``train`` with the slow channels of ``spec`` (:func:`dsident.data.add_slow_channels`), and
+    ``spec`` completed with the training data's ``scale``, which every later dataset reuses
+    (:func:`in_fit_units`); stored in the fit's config under ``slow_channels``."""
+    from ..data.slow_channels import add_slow_channels
+
+    check_slow_channels(spec)
+    options = {k: spec[k] for k in ("channel", "order") if k in spec}
+    return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), **options)
+
+
 def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
-    """``ds`` in the units the fit of ``cfg`` saw: z-scored with the training data's constants
-    when it was fitted with ``zscore`` (``cfg["zscore"]``), unchanged otherwise.
+    """``ds`` in the units and channels the fit of ``cfg`` saw: z-scored with the training data's
+    constants when it was fitted with ``zscore`` (``cfg["zscore"]``), and with the fit's slow
+    channels added (``cfg["slow_channels"]``, with the training data's ``scale``); unchanged
+    otherwise.
 
     Raises
     ------
     ValueError
-        ``ds`` has other channels than the training data.
+        ``ds`` has other channels than the training data, or ``slow_channels`` has no ``scale``
+        (a configuration that was never fitted).
     """
     scaling = cfg.get("zscore")
-    if not isinstance(scaling, dict):
-        return ds
-    from ..data.preprocessing import zscore
+    if isinstance(scaling, dict):
+        from ..data.preprocessing import zscore
 
-    channels = [str(c) for c in ds["channel"].values]
-    if len(channels) != len(scaling["channel"]):
-        raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
-                         f"{len(scaling['channel'])} {scaling['channel']}.")
-    return zscore(ds, mean=scaling["mean"], std=scaling["std"])
+        channels = [str(c) for c in ds["channel"].values]
+        if len(channels) != len(scaling["channel"]):
+            raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
+                             f"{len(scaling['channel'])} {scaling['channel']}.")
+        ds = zscore(ds, mean=scaling["mean"], std=scaling["std"])
+    slow = cfg.get("slow_channels")
+    if isinstance(slow, dict):
+        if "scale" not in slow:
+            raise ValueError("`slow_channels` has no `scale`: the training data's scale is set by the fit "
+                             "(slow_channels_for_fit); evaluate with the configuration a fit saved.")
+        ds, _ = slow_channels_for_fit(ds, slow)
+    return ds
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:

@@ -112,6 +112,25 @@ def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
     return out
 
 
+def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str, Any]]:
+    """The training and test data of a grid point, and ``cfg`` as fitted.
+
+    With ``slow_channels`` (:func:`dsident.data.add_slow_channels`) both splits get the slow
+    channels, scaled by the training split's ``scale``, which the returned configuration records
+    so that ``dsident evaluate`` and the figures can add the same channels to other data.
+    """
+    from .inputs import in_fit_units, load_data, slow_channels_for_fit
+
+    cfg = dict(cfg)
+    train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+    test = load_data(cfg.get("test_data") or cfg["dataset"], split="test", length=cfg.get("eval_length"),
+                     dt=cfg.get("dt"))
+    if cfg.get("slow_channels") is not None:
+        train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
+        test = in_fit_units(test, {"slow_channels": cfg["slow_channels"]})
+    return train, test, cfg
+
+
 def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False,
               init: Any = None) -> tuple[Any, float, list[str]]:
     """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults).
@@ -156,8 +175,6 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         and the kept attempt's seed), and ``late`` (:func:`.late_run.point_regime`: the verdict,
         largest exponent and late-stretch scores of a free run twice the evaluation length).
     """
-    from .inputs import load_data
-
     apply_thread_limit()
     out_root = Path(out_root)
     pid = point_id(cfg)
@@ -169,9 +186,7 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
                               "scores": {k: math.nan for k in ("D_stsp", "D_H", "PE", "diverged")}}
     try:
         seed = int(cfg.get("seed", 0))
-        train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
-        test = load_data(cfg.get("test_data") or cfg["dataset"], split="test", length=cfg.get("eval_length"),
-                         dt=cfg.get("dt"))
+        train, test, cfg = point_data(cfg)
         used = adapt_to_data(cfg, train)
         est, fit_time, dropped = fit_point(used, train, progress=progress)
         record["fit_time"] = fit_time

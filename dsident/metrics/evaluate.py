@@ -50,7 +50,9 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         :func:`~dsident.metrics.prediction_error`; an estimator's ``model_`` is used.
     test : Dataset or array-like of shape (time, channel) / (trial, time, channel)
         Held-out observations (converted with :func:`dsident.data.as_dataset`). Each trial
-        gets its own free run, started from its first fully observed sample. With external
+        gets its own free run, started from its first fully observed sample. Channels the
+        Dataset lists in ``attrs["auxiliary_channels"]`` (e.g. the slow channels of
+        :func:`dsident.data.add_slow_channels`) start the run but are not scored. With external
         inputs ``u`` the run is driven by them over the test window and has no burn-in.
     seed : int
         Seed of the free run (used when ``noise=True``) and of the GMM Monte-Carlo samples.
@@ -96,6 +98,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     >>> float(scores.state_space_divergence), bool(scores.diverged)          # doctest: +SKIP
     """
     from ..data import as_dataset
+    from ..data.slow_channels import auxiliary_channels
 
     fitted = model.model_ if hasattr(model, "model_") else model
     if not callable(getattr(fitted, "generate", None)):
@@ -111,6 +114,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     u = ds["u"].values if "u" in ds else None
     n_trials, n_time, n_channels = x.shape
 
+    # channels derived from the others (dsident.data.slow_channels) start and drive the free run
+    # but are not scored: the scores compare the data's own channels
+    auxiliary = set(auxiliary_channels(ds))
+    keep = np.array([i for i, c in enumerate(ds["channel"].values) if str(c) not in auxiliary], dtype=int)
+    if keep.size == 0:
+        raise ValueError("every channel of `test` is marked auxiliary (attrs['auxiliary_channels']); nothing to score.")
     starts = _first_observed(x, lengths)
     windows = lengths - starts
     burn_in = np.zeros(n_trials, dtype=int) if u is not None else np.floor(burn_in_fraction * windows).astype(int)
@@ -136,14 +145,14 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if diverged:
         warnings.warn(f"the free run of {type(model).__name__} diverged (non-finite or beyond "
                       f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)
-        d_stsp, d_h = np.nan, np.full(n_channels, np.nan)
+        d_stsp, d_h = np.nan, np.full(keep.size, np.nan)
     else:
-        d_stsp = state_space_divergence(x, generated, method=stsp_method, n_bins=n_bins,
+        d_stsp = state_space_divergence(x[..., keep], generated[..., keep], method=stsp_method, n_bins=n_bins,
                                         smoothing_alpha=smoothing_alpha, direction=direction,
                                         gmm_scaling=gmm_scaling, gmm_points=gmm_points,
                                         mc_samples=mc_samples, seed=seed)
-        d_h = _spectrum_distance(x, generated, starts, lengths, sigma)
-    pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt)
+        d_h = _spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
+    pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt, channels=keep)
 
     out = xr.Dataset(
         {"state_space_divergence": ((), float(d_stsp)),
@@ -152,16 +161,16 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
          "prediction_error": ((), float(pe_curve[-1])),
          "prediction_error_curve": (("horizon",), pe_curve),
          "diverged": ((), bool(diverged))},
-        coords={"channel": ds["channel"].values, "horizon": np.arange(1, int(pe_steps) + 1)},
+        coords={"channel": ds["channel"].values[keep], "horizon": np.arange(1, int(pe_steps) + 1)},
     )
-    stsp_used = stsp_method if stsp_method != "auto" else ("bins" if n_channels < 6 else "gmm")
+    stsp_used = stsp_method if stsp_method != "auto" else ("bins" if keep.size < 6 else "gmm")
     out.attrs = {
         "protocol": "SPEC-metrics section 4: free run of (1 + burn_in_fraction)*T from the first test point, "
                     "burn-in dropped, compared with the T test steps",
         **settings, "stsp_method_used": stsp_used,
         "generated_steps": n_generate, "burn_in_steps": json.dumps(burn_in.tolist()),
         "data_name": str(ds.attrs.get("name", "data")), "data_length": json.dumps(windows.tolist()),
-        "n_trials": int(n_trials), "n_channels": int(n_channels), "dt": float(ds.attrs.get("dt", 1.0)),
+        "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": float(ds.attrs.get("dt", 1.0)),
         "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
         "dsident_version": __version__,
     }

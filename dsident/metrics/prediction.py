@@ -30,7 +30,8 @@ __all__ = ["prediction_error"]
 
 
 def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False, latent: Any = None,
-                     u: Any = None, dt: float | None = None, batch_size: int = 8_192) -> float | np.ndarray:
+                     u: Any = None, dt: float | None = None, batch_size: int = 8_192,
+                     channels: Any = None) -> float | np.ndarray:
     """Mean squared n-step-ahead prediction error PE(n).
 
     Parameters
@@ -52,6 +53,10 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         Passed to ``model.step``; None lets the model use its own sampling step.
     batch_size : int
         Start times advanced together (bounds memory).
+    channels : sequence of int, optional
+        Positions of the channels whose errors count (default: all). The model still starts
+        from, and predicts, every channel; :func:`~dsident.metrics.evaluate` passes the data's
+        own channels here, leaving out auxiliary ones (:mod:`dsident.data.slow_channels`).
 
     Returns
     -------
@@ -83,6 +88,9 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         raise ValueError(f"`u` must cover the same (trial, time) as the data {x.shape[:2]}; got {uu.shape[:2]}.")
     if x.shape[1] <= n:
         raise ValueError(f"`data` has {x.shape[1]} time steps; PE({n}) needs at least {n + 1}.")
+    keep = np.arange(x.shape[2]) if channels is None else np.asarray(channels, dtype=int).reshape(-1)
+    if keep.size == 0 or keep.min() < 0 or keep.max() >= x.shape[2]:
+        raise ValueError(f"`channels` must be positions in 0..{x.shape[2] - 1}; got {channels!r}.")
     zz = None
     if latent is not None:
         zz = as_trials(latent, "latent")
@@ -98,8 +106,8 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         z = backend.encode(x[tr, t0]) if zz is None else backend.to_model(zz[tr, t0])
         for k in range(1, n + 1):
             z = backend.step(z, None if uu is None else uu[tr, t0 + k], dt)
-            pred = backend.decode(z)
-            target = x[tr, t0 + k]
+            pred = backend.decode(z)[..., keep]
+            target = x[tr, t0 + k][..., keep]
             observed = np.isfinite(target)
             diff = np.where(observed, pred - np.where(observed, target, 0.0), 0.0)
             sq_sum[k - 1] += float(np.sum(diff * diff))

@@ -1,0 +1,144 @@
+"""Auxiliary slow channels: a slow band of one channel, and its quadrature, as extra observations.
+
+Some recordings carry a slow rhythm that a short delay embedding cannot hold: the ECG's
+respiratory baseline wander (a 4 s cycle under ~1 s beats) is the case in point. A model
+trained by teacher forcing on windows of a few hundred samples gets almost no signal to learn
+such a rhythm into units the data do not force (docs/teacher_forcing.md, "The ECG's baseline
+wander"). :func:`add_slow_channels` hands it the rhythm as two more observed channels:
+
+* ``slow(c)``: channel ``c`` low-passed (zero-phase Butterworth, ``cutoff`` in Hz of the
+  data's time unit), its mean removed;
+* ``slow_q(c)``: its quadrature (the imaginary part of the analytic signal), so that the pair
+  turns like a 2-d oscillator and its phase is readable from any single sample.
+
+Both are divided by one ``scale`` (the training data's standard deviation of ``slow(c)``
+unless given), so a test set must reuse the training set's ``scale``. The two channels are
+listed in the dataset's ``attrs["auxiliary_channels"]`` (JSON): :func:`dsident.metrics.evaluate`
+leaves them out of D_stsp, D_H and PE(n), which compare the data's own channels only, while the
+free run still generates them. The filter looks at the whole series (zero phase), so the slow
+channels at a test set's first sample summarise the test data around it: that is how the free
+run's start is inferred, not data it is scored on.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["add_slow_channels", "auxiliary_channels", "SLOW_FILTER_ORDER"]
+
+#: order of the Butterworth low-pass (applied forward and backward: twice the roll-off)
+SLOW_FILTER_ORDER = 4
+#: a trial must span at least this many periods of the cutoff frequency
+MIN_CUTOFF_PERIODS = 3
+
+
+def auxiliary_channels(data: xr.Dataset) -> list[str]:
+    """Names of the channels ``data`` marks as auxiliary (derived, not scored); [] if none."""
+    raw = data.attrs.get("auxiliary_channels")
+    if not raw:
+        return []
+    names = json.loads(raw) if isinstance(raw, str) else list(raw)
+    return [str(n) for n in names]
+
+
+def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale: float | None = None,
+                      order: int = SLOW_FILTER_ORDER) -> tuple[xr.Dataset, dict[str, Any]]:
+    """Append the slow band of one channel and its quadrature as two auxiliary channels.
+
+    Parameters
+    ----------
+    data : xarray.Dataset or anything :func:`dsident.data.as_dataset` accepts
+        ``x(trial, time, channel)`` with ``attrs["dt"]`` (time unit: that of ``cutoff``'s
+        inverse; seconds for the ECG). Ragged trials (``length``) are filtered over their own
+        samples.
+    cutoff : float
+        Low-pass cutoff frequency in cycles per time unit (Hz when dt is in seconds); must lie
+        below the Nyquist frequency ``1 / (2 dt)``.
+    channel : int or str
+        The source channel, by position or name.
+    scale : float, optional
+        Divide both new channels by this (the training data's value for a test set). None: the
+        standard deviation of the slow band of ``data`` itself.
+    order : int
+        Butterworth order (run forward and backward).
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        The data with channels ``slow(name)`` and ``slow_q(name)`` appended (NaN beyond each
+        trial's length) and ``attrs["auxiliary_channels"]`` naming them, and the settings to
+        reuse on other data: ``{"cutoff", "channel", "scale", "order"}``.
+
+    Raises
+    ------
+    ValueError
+        An unknown channel, a cutoff that is not a positive frequency below Nyquist, a trial
+        shorter than ``MIN_CUTOFF_PERIODS`` periods of the cutoff, missing samples (NaN) in the
+        source channel (the filter cannot skip them: fill or cut the gaps first), a flat source
+        channel (no slow band to scale), or a non-positive ``scale``.
+    """
+    from scipy.signal import butter, hilbert, sosfiltfilt
+
+    from .container import as_dataset
+
+    ds = as_dataset(data)
+    dt = float(ds.attrs.get("dt", 1.0))
+    names = [str(c) for c in ds["channel"].values]
+    if isinstance(channel, str):
+        if channel not in names:
+            raise ValueError(f"`channel` must name one of the data's channels {names}; got {channel!r}.")
+        index = names.index(channel)
+    elif isinstance(channel, (int, np.integer)) and not isinstance(channel, bool) and 0 <= channel < len(names):
+        index = int(channel)
+    else:
+        raise ValueError(f"`channel` must be a channel name or a position in 0..{len(names) - 1}; got {channel!r}.")
+    nyquist = 0.5 / dt
+    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not 0 < cutoff < nyquist:
+        raise ValueError(f"`cutoff` must be a frequency in (0, {nyquist:g}) cycles per time unit (below Nyquist "
+                         f"at dt = {dt:g}); got cutoff={cutoff!r}.")
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"`order` must be a positive integer; got order={order!r}.")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or scale <= 0):
+        raise ValueError(f"`scale` must be a positive number (the training data's); got scale={scale!r}.")
+    clash = [n for n in (f"slow({names[index]})", f"slow_q({names[index]})") if n in names]
+    if clash:
+        raise ValueError(f"the data already have the channels {clash}: slow channels were added before.")
+
+    x = ds["x"].values
+    lengths = np.asarray(ds["length"].values, dtype=int) if "length" in ds else np.full(x.shape[0], x.shape[1])
+    sos = butter(int(order), float(cutoff), fs=1.0 / dt, output="sos")
+    slow = np.full(x.shape[:2] + (2,), np.nan)
+    min_len = int(math.ceil(MIN_CUTOFF_PERIODS / (cutoff * dt)))
+    for i, n in enumerate(lengths):
+        src = x[i, :n, index]
+        if n < min_len:
+            raise ValueError(f"trial {i} has {n} samples; slow channels with cutoff={cutoff:g} need at least "
+                             f"{min_len} ({MIN_CUTOFF_PERIODS} periods of the cutoff at dt = {dt:g}).")
+        if not np.all(np.isfinite(src)):
+            raise ValueError(f"channel {names[index]!r} of trial {i} has {int((~np.isfinite(src)).sum())} missing "
+                             "or non-finite samples; the slow band cannot be filtered across gaps: fill or cut "
+                             "them first.")
+        band = sosfiltfilt(sos, src)
+        band = band - band.mean()
+        slow[i, :n, 0] = band
+        slow[i, :n, 1] = np.imag(hilbert(band))
+    if scale is None:
+        scale = float(np.nanstd(slow[..., 0]))
+        if not scale > 0:
+            raise ValueError(f"channel {names[index]!r} has no slow band below {cutoff:g} (flat after filtering); "
+                             "nothing to add.")
+    slow /= scale
+    new_names = [f"slow({names[index]})", f"slow_q({names[index]})"]
+    out = xr.Dataset(
+        {"x": (("trial", "time", "channel"), np.concatenate([x, slow], axis=2)),
+         **{k: ds[k] for k in ds.data_vars if k != "x"}},
+        coords={"trial": ds["trial"].values, "time": ds["time"].values, "channel": names + new_names},
+        attrs=dict(ds.attrs))
+    out.attrs["auxiliary_channels"] = json.dumps(auxiliary_channels(ds) + new_names)
+    settings = {"cutoff": float(cutoff), "channel": names[index], "scale": float(scale), "order": int(order)}
+    return out, settings

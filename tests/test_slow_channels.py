@@ -1,0 +1,168 @@
+"""Auxiliary slow channels (dsident.data.slow_channels) and how scoring, the runner and the CLI treat them."""
+import json
+
+import numpy as np
+import pytest
+
+from dsident.data import as_dataset
+from dsident.data.slow_channels import add_slow_channels, auxiliary_channels
+
+DT = 0.01
+F_SLOW, F_FAST = 0.1, 5.0          # cycles per time unit; cutoff 0.5 lies between them
+
+
+def _two_tone(n: int = 20_000, amp: float = 0.7) -> tuple[np.ndarray, np.ndarray]:
+    t = np.arange(n) * DT
+    x = np.stack([amp * np.sin(2 * np.pi * F_SLOW * t) + 0.3 * np.sin(2 * np.pi * F_FAST * t),
+                  np.cos(2 * np.pi * 1.3 * t)], axis=1)
+    return x, t
+
+
+def test_slow_band_and_quadrature_match_the_analytic_components():
+    x, t = _two_tone()
+    out, settings = add_slow_channels(as_dataset(x, dt=DT), 0.5)
+    assert [str(c) for c in out["channel"].values] == ["x0", "x1", "slow(x0)", "slow_q(x0)"]
+    assert auxiliary_channels(out) == ["slow(x0)", "slow_q(x0)"]
+    # the original channels are untouched
+    np.testing.assert_array_equal(out["x"].values[0, :, :2], x)
+    scale = settings["scale"]
+    # the slow tone's std is amp / sqrt(2); its Hilbert transform is -cos
+    assert scale == pytest.approx(0.7 / np.sqrt(2), rel=0.02)
+    inner = slice(2_000, -2_000)           # away from the filter's and the Hilbert transform's edges
+    slow, quad = out["x"].values[0, inner, 2] * scale, out["x"].values[0, inner, 3] * scale
+    np.testing.assert_allclose(slow, 0.7 * np.sin(2 * np.pi * F_SLOW * t[inner]), atol=0.01)
+    np.testing.assert_allclose(quad, -0.7 * np.cos(2 * np.pi * F_SLOW * t[inner]), atol=0.02)
+    assert np.std(out["x"].values[0, :, 2]) == pytest.approx(1.0, rel=1e-9)
+
+
+def test_a_given_scale_is_reused_and_ragged_trials_stay_padded():
+    x, _ = _two_tone(12_000)
+    trials = np.stack([x, x * 2.0])
+    trials[1, 9_000:] = np.nan
+    ds = as_dataset(trials, dt=DT)
+    ds["length"] = ("trial", np.array([12_000, 9_000]))
+    out, settings = add_slow_channels(ds, 0.5, channel="x0", scale=0.25)
+    assert settings == {"cutoff": 0.5, "channel": "x0", "scale": 0.25, "order": 4}
+    first, _ = add_slow_channels(as_dataset(x, dt=DT), 0.5, scale=0.25)
+    np.testing.assert_allclose(out["x"].values[0, :, 2:], first["x"].values[0, :, 2:])
+    assert np.isnan(out["x"].values[1, 9_000:, 2:]).all() and np.isfinite(out["x"].values[1, :9_000, 2:]).all()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"cutoff": 60.0}, "below Nyquist"),
+    ({"cutoff": 0.0}, "`cutoff`"),
+    ({"cutoff": 0.5, "channel": "nope"}, "`channel` must name"),
+    ({"cutoff": 0.5, "channel": 5}, "`channel` must be"),
+    ({"cutoff": 0.5, "scale": -1.0}, "`scale`"),
+    ({"cutoff": 0.001}, "need at least"),
+])
+def test_bad_arguments_are_named(kwargs, message):
+    x, _ = _two_tone(5_000)
+    with pytest.raises(ValueError, match=message):
+        add_slow_channels(as_dataset(x, dt=DT), **kwargs)
+
+
+def test_gaps_flat_channels_and_a_second_application_are_refused():
+    x, _ = _two_tone(5_000)
+    gappy = x.copy()
+    gappy[100:110, 0] = np.nan
+    with pytest.raises(ValueError, match="10 missing"):
+        add_slow_channels(as_dataset(gappy, dt=DT), 0.5)
+    flat = np.column_stack([np.zeros(5_000), x[:, 1]])
+    with pytest.raises(ValueError, match="no slow band"):
+        add_slow_channels(as_dataset(flat, dt=DT), 0.5)
+    once, _ = add_slow_channels(as_dataset(x, dt=DT), 0.5)
+    with pytest.raises(ValueError, match="added before"):
+        add_slow_channels(once, 0.5)
+
+
+def _small_model(n_channels: int, seed: int = 0):
+    from dsident.models import ShallowPLRNN
+
+    est = ShallowPLRNN(latent_dim=n_channels, hidden_dim=8, readout="identity", clip=True, seed=seed)
+    x, _ = _two_tone(3_000)
+    data, _ = add_slow_channels(as_dataset(x, dt=DT), 0.5)
+    est.fit(data, method="bptt", n_epochs=2, seq_len=20, progress=False)
+    return est, data
+
+
+def test_evaluate_scores_only_the_datas_own_channels():
+    from dsident import metrics
+
+    est, _ = _small_model(4)
+    x, _ = _two_tone(6_000)
+    test, _ = add_slow_channels(as_dataset(x, dt=DT), 0.5)
+    scores, run = metrics.evaluate(est, test, return_run=True, pe_steps=5)
+    assert [str(c) for c in scores["channel"].values] == ["x0", "x1"]
+    assert scores.attrs["n_channels"] == 2
+    assert [str(c) for c in run["channel"].values] == ["x0", "x1", "slow(x0)", "slow_q(x0)"]
+    start = json.loads(run.attrs["start_index"])[0]
+    gen = run["x"].values[0, start:]
+    true = test["x"].values[0, start:start + gen.shape[0]]
+    own = metrics.state_space_divergence(test["x"].values[0, :, :2], gen[:, :2])
+    assert float(scores.state_space_divergence) == pytest.approx(own, rel=1e-12)
+    # the same run scored on all four channels is another number: the slow pair was left out
+    assert metrics.state_space_divergence(test["x"].values[0], gen) != pytest.approx(own, rel=1e-3)
+    assert true.shape == gen.shape
+    # PE over the data's channels: the all-channel mean splits into the two halves' means
+    pe_own = metrics.prediction_error(est, test, n=5, channels=[0, 1])
+    pe_aux = metrics.prediction_error(est, test, n=5, channels=[2, 3])
+    pe_all = metrics.prediction_error(est, test, n=5)
+    assert float(scores.prediction_error) == pytest.approx(pe_own, rel=1e-12)
+    assert pe_all == pytest.approx((pe_own + pe_aux) / 2, rel=1e-10)
+    with pytest.raises(ValueError, match="`channels`"):
+        metrics.prediction_error(est, test, n=5, channels=[4])
+
+
+def test_runner_adds_the_channels_to_both_splits_with_the_training_scale(tmp_path):
+    import xarray as xr
+
+    from dsident.experiments.config import resolve_config
+    from dsident.experiments.inputs import load_data
+    from dsident.experiments.runner import run_point
+
+    cfg = resolve_config("ecg", "shplrnn", "bptt", overrides={
+        "seed": 0, "train_length": 4_000, "eval_length": 2_000, "slow_channels": {"cutoff": 2.0},
+        "model_params": {"latent_dim": 7, "hidden_dim": 8, "readout": "identity"},
+        "fit_options": {"n_epochs": 1, "seq_len": 20}})
+    rec = run_point(cfg, tmp_path)
+    assert rec["status"] == "done", rec["error"]
+    slow = rec["config"]["slow_channels"]
+    train = load_data("ecg", split="train", length=4_000)
+    _, expected = add_slow_channels(train, 2.0)
+    assert slow == expected                          # the training split's scale, recorded
+    point = tmp_path / "points" / rec["point_id"]
+    with xr.open_dataset(point / "generated.nc", engine="h5netcdf") as gen, \
+            xr.open_dataset(point / "metrics.nc", engine="h5netcdf") as met:
+        assert gen.sizes["channel"] == 7 and met.sizes["channel"] == 5
+    assert np.isfinite(rec["scores"]["D_stsp"])
+
+
+def test_config_validation_names_the_key():
+    from dsident.experiments.config import resolve_config
+
+    with pytest.raises(ValueError, match="at least `cutoff`"):
+        resolve_config("ecg", "shplrnn", overrides={"slow_channels": {"channel": 0}})
+    with pytest.raises(ValueError, match="unknown `slow_channels` key"):
+        resolve_config("ecg", "shplrnn", overrides={"slow_channels": {"cutoff": 0.6, "band": 2}})
+
+
+def test_cli_fit_then_evaluate_reproduces_the_score(tmp_path, capsys):
+    from dsident.cli import main
+
+    out = tmp_path / "fit"
+    args = ["fit", "ecg", "--model", "shplrnn", "--method", "bptt", "--latent-dim", "7", "--param", "hidden_dim=8",
+            "--param", "readout=identity", "--train-length", "4000", "--eval-length", "2000",
+            "--slow-channels", "2.0", "--option", "n_epochs=1", "--option", "seq_len=20",
+            "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["slow_channels"]["cutoff"] == 2.0 and saved["slow_channels"]["scale"] > 0
+    import xarray as xr
+
+    with xr.open_dataset(out / "metrics.nc", engine="h5netcdf") as m:
+        fitted = float(m["state_space_divergence"])
+    assert main(["evaluate", str(out), "ecg", "--out", str(tmp_path / "ev")]) == 0
+    with xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf") as m:
+        assert float(m["state_space_divergence"]) == pytest.approx(fitted, rel=1e-12)
+        assert m.sizes["channel"] == 5
