@@ -166,3 +166,14 @@ def test_cli_fit_then_evaluate_reproduces_the_score(tmp_path, capsys):
     with xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf") as m:
         assert float(m["state_space_divergence"]) == pytest.approx(fitted, rel=1e-12)
         assert m.sizes["channel"] == 5
+
+
+def test_dry_run_quotes_no_measured_numbers_for_other_channels(capsys):
+    from dsident.cli import main
+
+    assert main(["benchmark", "--datasets", "ecg", "--models", "shplrnn", "--dry-run"]) == 0
+    plain = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| ecg | shplrnn"))
+    assert main(["benchmark", "--datasets", "ecg", "--models", "shplrnn", "--slow-channels", "0.6", "--dry-run"]) == 0
+    row = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| ecg | shplrnn"))
+    assert "D_stsp" in plain and "| – | – |" not in plain
+    assert "| – | – |" in row and '"slow_channels": {"cutoff": 0.6}' in row

@@ -5,7 +5,8 @@
 read NetCDF. The submodules ``systems`` (ODE right-hand sides and ``simulate``),
 ``preprocessing`` (z-score, smoothing, resampling, delay embedding), ``benchmarks`` (the
 shipped sets; public as ``dsident.datasets``) and ``ecg`` (the ECG pipeline and recorded-ECG
-loaders) are imported on first use.
+loaders) are imported on first use. ``add_slow_channels`` hands a model a slow rhythm (the
+ECG's breathing) as two observed channels that the scores leave out.
 """
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from typing import Any
 from .container import Arrays, as_dataset, to_arrays
 from .importers import from_mne, from_neo, from_nwb, load_any, load_array
 from .io import load_dataset, save_dataset
+from .slow_channels import add_slow_channels, auxiliary_channels
 from .spikes import bin_spikes
 
 _SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container", "spikes", "importers",
-               "tasks", "flipflop"}
+               "tasks", "flipflop", "slow_channels"}
 
 __all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset", "bin_spikes", "load_any",
-           "load_array", "from_nwb", "from_mne", "from_neo"]
+           "load_array", "from_nwb", "from_mne", "from_neo", "add_slow_channels", "auxiliary_channels"]
 
 
 def __getattr__(name: str) -> Any:

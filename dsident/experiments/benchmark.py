@@ -213,7 +213,8 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
         done = sum(is_done(c, out) for c in points)
         tuned = "quick preset" if key in preset else ("measured cell" if key in PAIR_DEFAULTS else "engine defaults")
-        settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"]})
+        settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"],
+                               **({"slow_channels": cell["slow_channels"]} if cell.get("slow_channels") else {})})
         record = measured_cell(cell, quick)
         numbers, fit_time = "–", "–"
         if record is not None:
@@ -342,7 +343,7 @@ def _as_measured(cell: Mapping[str, Any], quick: bool) -> bool:
     from .config import MEASURED_EVAL_LENGTH
 
     base = resolve_config(cell["dataset"], cell["model"], cell["method"], preset="quick" if quick else None)
-    same = all(cell.get(k) == base.get(k) for k in ("model_params", "fit_options", "train_length"))
+    same = all(cell.get(k) == base.get(k) for k in ("model_params", "fit_options", "train_length", "slow_channels"))
     return same and cell.get("eval_length") == MEASURED_EVAL_LENGTH
 
 
