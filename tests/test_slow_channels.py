@@ -177,3 +177,18 @@ def test_dry_run_quotes_no_measured_numbers_for_other_channels(capsys):
     row = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| ecg | shplrnn"))
     assert "D_stsp" in plain and "| – | – |" not in plain
     assert "| – | – |" in row and '"slow_channels": {"cutoff": 0.6}' in row
+
+
+def test_teacher_forcing_selection_scores_the_datas_own_channels():
+    from dsident import metrics
+    from dsident.inference.teacher_forcing import _FreeRunScorer
+
+    est, data = _small_model(4)
+    scorer = _FreeRunScorer(data, eval_steps=2_000, burn_in=500)
+    run = scorer.free_run(est.model_, 0)
+    gen = np.asarray(run["x"].values[0, 500:], dtype=float)
+    ref = data["x"].values[0, :2_000]
+    d_stsp, d_h = scorer.score(est.model_, 0, run=run)
+    assert d_stsp == pytest.approx(metrics.state_space_divergence(ref[:, :2], gen[:, :2]), rel=1e-12)
+    assert d_h == pytest.approx(metrics.power_spectrum_distance(ref[:, :2], gen[:, :2]), rel=1e-12)
+    assert d_stsp != pytest.approx(metrics.state_space_divergence(ref, gen), rel=1e-3)

@@ -51,6 +51,7 @@ import xarray as xr
 from torch import Tensor
 
 from ..data.container import as_dataset, to_arrays
+from ..data.slow_channels import auxiliary_channels
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
@@ -231,7 +232,9 @@ class _FreeRunScorer:
     by D_stsp. The free runs start at ``n_starts`` fully observed samples spread evenly over the
     longest trial (the first at its first fully observed sample) and are seeded by ``seed``; each
     is compared with the same reference (the first ``eval_steps`` samples from the first start),
-    and the score is their mean D_stsp.
+    and the score is their mean D_stsp. Channels ``ds`` marks auxiliary (the slow channels of
+    :func:`dsident.data.add_slow_channels`) start the runs but are not scored, as in
+    :func:`dsident.metrics.evaluate`, so the kept epoch is chosen by the number the test gives.
     """
 
     def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0,
@@ -264,6 +267,8 @@ class _FreeRunScorer:
                              f"with inputs.")
         ref = self.reference[np.isfinite(self.reference).all(-1)]
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
+        auxiliary = set(auxiliary_channels(ds))
+        self.scored = np.array([i for i, c in enumerate(ds["channel"].values) if str(c) not in auxiliary], dtype=int)
 
     def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
         """The scored free run from ``x0`` (N,) (default: the first start; (trial, N): one run per
@@ -286,9 +291,10 @@ class _FreeRunScorer:
         if int(run.attrs.get("diverged", 0)) or not np.all(np.isfinite(gen)) \
                 or np.any(np.abs(gen - self.mean) > _DIVERGENCE_STD * self.std):
             return math.inf, math.nan
-        d_stsp = float(state_space_divergence(self.reference, gen))
+        reference, gen = self.reference[:, self.scored], gen[:, self.scored]
+        d_stsp = float(state_space_divergence(reference, gen))
         try:
-            d_h = float(power_spectrum_distance(self.reference, gen))
+            d_h = float(power_spectrum_distance(reference, gen))
         except ValueError:                 # a reference with gaps has no spectrum
             d_h = math.nan
         return d_stsp, d_h
