@@ -192,3 +192,13 @@ def test_teacher_forcing_selection_scores_the_datas_own_channels():
     assert d_stsp == pytest.approx(metrics.state_space_divergence(ref[:, :2], gen[:, :2]), rel=1e-12)
     assert d_h == pytest.approx(metrics.power_spectrum_distance(ref[:, :2], gen[:, :2]), rel=1e-12)
     assert d_stsp != pytest.approx(metrics.state_space_divergence(ref, gen), rel=1e-3)
+
+
+def test_the_ecg_cell_breathes_through_slow_channels_and_false_turns_them_off():
+    from dsident.experiments.config import resolve_config
+
+    cell = resolve_config("ecg", "shplrnn", "teacher-forcing")
+    assert cell["slow_channels"] == {"cutoff": 0.4} and cell["model_params"]["latent_dim"] == 7
+    assert "slow_channels" not in resolve_config("ecg", "shplrnn", "teacher-forcing",
+                                                 overrides={"slow_channels": False})
+    assert "slow_channels" not in resolve_config("lorenz63", "shplrnn", "teacher-forcing")
