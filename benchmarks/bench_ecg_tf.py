@@ -44,9 +44,8 @@ import torch
 from scipy.signal import find_peaks
 
 from dsident import metrics
-from dsident.experiments import load_data
 from dsident.experiments.config import parse_overrides, resolve_config
-from dsident.experiments.runner import adapt_to_data, fit_point
+from dsident.experiments.runner import adapt_to_data, fit_point, point_data
 from dsident.experiments.scoring import evaluate_model
 
 #: the benchmark cell this script measures
@@ -81,8 +80,7 @@ def compared_window(run: Any, trial: int = 0) -> np.ndarray:
 def run_seed(seed: int, overrides: dict[str, Any]) -> dict[str, Any]:
     """Fit and score one seed of the cell with ``overrides`` applied; the numbers of one row."""
     cfg = resolve_config(*CELL, overrides={**overrides, "seed": seed})
-    train = load_data(CELL[0], split="train", length=cfg.get("train_length"))
-    test = load_data(CELL[0], split="test", length=cfg.get("eval_length"))
+    train, test, cfg = point_data(cfg)      # with the cell's slow channels, as the benchmark runs it
     used = adapt_to_data(cfg, train)
     est, fit_s, dropped = fit_point(used, train)
     scores, _, free = evaluate_model(est, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed, return_run=True)

@@ -19,8 +19,7 @@ import time
 import torch
 
 from dsident.experiments.config import resolve_config
-from dsident.experiments.inputs import load_data
-from dsident.experiments.runner import adapt_to_data, build_estimator
+from dsident.experiments.runner import adapt_to_data, build_estimator, point_data
 
 CELLS = (("lorenz63", "shplrnn"), ("lorenz63", "rplrnn"), ("lorenz63", "gnode"), ("lorenz63", "ltc"),
          ("bursting_neuron", "shplrnn"), ("bursting_neuron", "gnode"), ("bursting_neuron", "ltc"),
@@ -34,7 +33,7 @@ def time_update(dataset: str, model: str, device: str, epochs: int, batches: int
     if batch_size is not None:
         fit_options["batch_size"] = batch_size
     cfg = resolve_config(dataset, model, "teacher-forcing", overrides={"fit_options": fit_options, "seed": 0})
-    train = load_data(dataset, split="train", length=min(cfg["train_length"], 20_000))
+    train = point_data({**cfg, "train_length": min(cfg["train_length"], 20_000)})[0]
     est, options, _ = build_estimator(adapt_to_data(cfg, train))
     stamps: list[float] = [time.perf_counter()]
 

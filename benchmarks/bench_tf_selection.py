@@ -56,8 +56,7 @@ import numpy as np
 import torch
 
 from dsident.experiments.config import resolve_config
-from dsident.experiments.inputs import load_data
-from dsident.experiments.runner import adapt_to_data, fit_point
+from dsident.experiments.runner import adapt_to_data, fit_point, point_data
 from dsident.experiments.scoring import evaluate_model
 from dsident.inference import teacher_forcing
 from dsident.inference.training import state_copy
@@ -93,8 +92,7 @@ def collect(cell: str, seed: int, out: str, long_steps: int) -> None:
     # baseline, whatever the cell now sets): scoring never changes training, so the fit is the cell's
     cfg = resolve_config(*key, overrides={"seed": seed, "fit_options": {"eval_every": EVAL_EVERY,
                                                                          "eval_steps": BASE_EVAL_STEPS}})
-    train = load_data(cell, split="train", length=cfg.get("train_length"))
-    test = load_data(cell, split="test", length=cfg.get("eval_length"))
+    train, test, cfg = point_data(cfg)      # with the cell's slow channels, if any
     states: dict[int, dict[str, torch.Tensor]] = {}
     cfg["fit_options"] = {**cfg["fit_options"], "callback": epoch_recorder(states)}
     est, fit_s, _ = fit_point(adapt_to_data(cfg, train), train, progress=False)
