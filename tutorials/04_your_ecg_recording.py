@@ -79,7 +79,7 @@ print("model and figures in", OUT)
 # cannot hold. `dsident.data.add_slow_channels` hands it to the model as two more observed
 # channels (the embedding's channel 0 below 0.4 Hz, or 0.6 Hz for a short recording, and its
 # quadrature), which `metrics.evaluate` does not score; the test split reuses the training
-# split's scale. On the shipped ECG this took the benchmark cell from D_stsp 6.83 to 2.54
+# split's scale. On the shipped ECG this took the benchmark cell from D_stsp 6.83 to 2.19
 # (docs/teacher_forcing.md, "The breathing as two slow channels"). Each trial must span three
 # periods of the cutoff (7.5 s at 0.4 Hz).
 
