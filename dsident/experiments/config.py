@@ -369,7 +369,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # channels, one start: median 5.28, 2 of 6 late runs fixed points; 0.6 Hz with 3 starts, seeds
     # 0-7: 4.64 / 6.13 / 3.45 / 3.10 / 3.65 / 4.55 / 5.92 / 11.28, median 4.60, D_H 0.026 (seed 0
     # a transient into a fixed point after the scored stretch). The gnODE cell with the same
-    # channels (M = 7, 0.6 Hz), seeds 0 / 2: 10.65 / 12.69 (its cell 10.19 / 7.79): no help there.
+    # channels (M = 7, 0.6 Hz), seeds 0 / 2: 10.65 / 12.69 (its cell 10.19 / 7.79); at 0.4 Hz with
+    # H = 400 and 3 starts: 12.52 / 10.73. No help there.
     # Then, on that 0.4 Hz setting: H = 400 hidden units instead of 250, seeds 0-7:
     # 2.53 / 2.74 / 2.52 / 3.20 / 2.34 / 3.02 / 2.53 / 2.56, median 2.54 [2.34, 3.20] (3.6× the
     # floor), D_H 0.015 [0.013, 0.018] (floor 0.012); every free run breathes (slow std 0.19-0.22
