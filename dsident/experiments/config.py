@@ -181,6 +181,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # stream ended in, so the 3 unforced units keep their content across windows), seeds 0 / 1:
     # 0.61 / 0.60, D_H 0.071 / 0.013, against 0.44 / 0.53 for the cell with today's code (seed 0
     # re-run this session: 0.439 / 0.0088 in 498 s). Not adopted.
+    # Session 21: slow channels of h (below 0.01 per ms, M = 8), seeds 0-3: 0.90 / 0.52 / 3.97 /
+    # 0.48 (the cell 0.44 / 0.53 / 0.77 / 0.70); every burst exactly the data's (15 spikes, period
+    # 295-296, cv 0) and D_H 0.004-0.018, but better in D_stsp on one seed only. Not adopted.
     ("bursting_neuron", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,   # windows are drawn at random: all the data costs the same
         "model_params": {"latent_dim": 6, "hidden_dim": 400, "readout": "identity", "clip": True},
