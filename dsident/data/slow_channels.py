@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["add_slow_channels", "auxiliary_channels", "SLOW_FILTER_ORDER"]
+__all__ = ["add_slow_channels", "auxiliary_channels", "scored_channels", "SLOW_FILTER_ORDER"]
 
 #: order of the Butterworth low-pass (applied forward and backward: twice the roll-off)
 SLOW_FILTER_ORDER = 4
@@ -43,6 +43,12 @@ def auxiliary_channels(data: xr.Dataset) -> list[str]:
         return []
     names = json.loads(raw) if isinstance(raw, str) else list(raw)
     return [str(n) for n in names]
+
+
+def scored_channels(data: xr.Dataset) -> np.ndarray:
+    """Positions of the channels a score compares: every channel not marked auxiliary, (K,) int."""
+    auxiliary = set(auxiliary_channels(data))
+    return np.array([i for i, c in enumerate(data["channel"].values) if str(c) not in auxiliary], dtype=int)
 
 
 def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale: float | None = None,

@@ -51,7 +51,7 @@ import xarray as xr
 from torch import Tensor
 
 from ..data.container import as_dataset, to_arrays
-from ..data.slow_channels import auxiliary_channels
+from ..data.slow_channels import scored_channels
 from ..metrics import power_spectrum_distance, state_space_divergence
 from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
@@ -267,8 +267,7 @@ class _FreeRunScorer:
                              f"with inputs.")
         ref = self.reference[np.isfinite(self.reference).all(-1)]
         self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
-        auxiliary = set(auxiliary_channels(ds))
-        self.scored = np.array([i for i, c in enumerate(ds["channel"].values) if str(c) not in auxiliary], dtype=int)
+        self.scored = scored_channels(ds)
 
     def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
         """The scored free run from ``x0`` (N,) (default: the first start; (trial, N): one run per

@@ -98,7 +98,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     >>> float(scores.state_space_divergence), bool(scores.diverged)          # doctest: +SKIP
     """
     from ..data import as_dataset
-    from ..data.slow_channels import auxiliary_channels
+    from ..data.slow_channels import scored_channels
 
     fitted = model.model_ if hasattr(model, "model_") else model
     if not callable(getattr(fitted, "generate", None)):
@@ -116,8 +116,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
 
     # channels derived from the others (dsident.data.slow_channels) start and drive the free run
     # but are not scored: the scores compare the data's own channels
-    auxiliary = set(auxiliary_channels(ds))
-    keep = np.array([i for i, c in enumerate(ds["channel"].values) if str(c) not in auxiliary], dtype=int)
+    keep = scored_channels(ds)
     if keep.size == 0:
         raise ValueError("every channel of `test` is marked auxiliary (attrs['auxiliary_channels']); nothing to score.")
     starts = _first_observed(x, lengths)
