@@ -9,7 +9,8 @@ import xarray as xr
 import dsident
 from dsident import StateSpaceModel
 from dsident.dynamics.base import LatentDynamics
-from dsident.metrics import evaluate, floor, power_spectrum_distance, state_space_divergence, summarize
+from dsident.metrics import (evaluate, floor, power_spectrum_distance, state_space_coverage, state_space_divergence,
+                             summarize)
 from linear_helpers import IdentityObservation, linear_model
 
 
@@ -44,6 +45,8 @@ def test_true_model_scores_near_floor_and_records_settings():
     gen = _orbit(_rotation(ANGLE), 2500)[500:]
     assert float(res.state_space_divergence) == pytest.approx(state_space_divergence(test, gen), rel=1e-10)
     assert float(res.power_spectrum_distance) == pytest.approx(power_spectrum_distance(test, gen), rel=1e-10)
+    assert float(res.state_space_coverage) == pytest.approx(state_space_coverage(test, gen), abs=1e-15)
+    assert float(res.state_space_coverage) > 0.9
     for key in ("seed", "burn_in_fraction", "n_bins", "sigma", "pe_steps", "smoothing_alpha", "stsp_method",
                 "divergence_threshold", "data_name", "data_length", "dsident_version", "model_config"):
         assert key in res.attrs
@@ -59,6 +62,10 @@ def test_wrong_frequency_model_is_worse():
     bad = evaluate(_model(_rotation(3 * ANGLE)), test, pe_steps=3)
     assert float(bad.power_spectrum_distance) > 0.5 > float(good.power_spectrum_distance)
     assert float(bad.prediction_error) > float(good.prediction_error)
+    # the faster rotation still traces the data's circle: the geometry is covered, the time scale is not
+    assert float(bad.state_space_coverage) > 0.9
+    shrunk = evaluate(_model(_rotation(ANGLE, radius=0.999)), test, pe_steps=3)   # spirals inwards off the circle
+    assert float(shrunk.state_space_coverage) < 0.5 < float(good.state_space_coverage)
 
 
 def test_unstable_model_is_reported_diverged_with_nan_metrics():
@@ -67,6 +74,7 @@ def test_unstable_model_is_reported_diverged_with_nan_metrics():
         res = evaluate(_model(np.eye(2) * 1.8), test, pe_steps=3)      # overflows to inf
     assert bool(res.diverged)
     assert np.isnan(float(res.state_space_divergence)) and np.isnan(float(res.power_spectrum_distance))
+    assert np.isnan(float(res.state_space_coverage))
     assert np.isfinite(float(res.prediction_error))                   # PE does not use the free run
 
 

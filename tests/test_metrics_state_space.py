@@ -4,7 +4,7 @@ import pytest
 import xarray as xr
 from scipy.stats import norm
 
-from dsident.metrics import state_space_divergence
+from dsident.metrics import state_space_coverage, state_space_divergence
 
 
 def _dense_binned_kl(xt, xg, n_bins, alpha):
@@ -170,3 +170,77 @@ def test_very_high_dimensional_bins_use_row_keys():
     x = np.random.default_rng(10).normal(size=(500, 13))
     assert state_space_divergence(x, x, method="bins") == pytest.approx(0.0, abs=1e-12)
     assert state_space_divergence(x, x[::-1] * 1.5, method="bins") > 0
+
+
+# --- coverage: the share of the true samples whose bin the generated series visits -------------
+
+def test_coverage_counts_true_mass_in_visited_bins():
+    # the integers 0..9 fall in ten distinct bins of the true grid; value k occurs k + 1 times,
+    # so the generated values {2, 5, 9} cover (3 + 6 + 10) / 55 of the true samples
+    values = np.arange(10.0)
+    xt = np.repeat(values, np.arange(1, 11))[:, None]
+    xg = np.array([2.0, 5.0, 5.0, 9.0, 42.0])[:, None]           # 42 lies off the grid
+    assert state_space_coverage(xt, xg) == pytest.approx(19 / 55, abs=1e-15)
+    assert state_space_coverage(xt, xt) == 1.0
+    assert state_space_coverage(xt, xg + 100.0) == 0.0
+    assert state_space_coverage(xt, np.full((4, 1), np.nan)) == 0.0   # no finite generated row
+
+
+def test_coverage_matches_a_dense_histogram_and_explains_the_binned_divergence():
+    rng = np.random.default_rng(11)
+    xt = rng.normal(size=(10_000, 3))
+    for shift in (0.0, 0.5, 1.5):
+        xg = rng.normal(shift, 0.7, size=(10_000, 3))
+        lo, hi = xt.min(0) - 0.1 * xt.std(0), xt.max(0) + 0.1 * xt.std(0)
+        edges = [np.linspace(lo[d], hi[d], 31) for d in range(3)]
+        ht, _ = np.histogramdd(xt, bins=edges)
+        hg, _ = np.histogramdd(xg, bins=edges)
+        dense = ht[hg > 0].sum() / ht.sum()
+        cov = state_space_coverage(xt, xg)
+        assert cov == pytest.approx(dense, abs=1e-12)
+        # a missed bin's term p·log(p/q0) with q0 the smoothing mass alone: summed over the
+        # missed bins it is a lower bound on the part of D_stsp those bins contribute and
+        # grows with the missed mass
+        q0 = 1e-5 / (hg.sum() + 1e-5 * 30 ** 3)
+        p = (ht + 1e-5) / (ht.sum() + 1e-5 * 30 ** 3)
+        missed_term = float(np.sum(np.where((hg == 0) & (ht > 0), p * np.log(p / q0), 0.0)))
+        assert missed_term >= 9.0 * (1 - cov)
+    assert state_space_coverage(xt, rng.normal(1.5, 0.7, size=(10_000, 3))) < state_space_coverage(xt, xt[::-1])
+
+
+def test_coverage_with_row_keys_and_trials_equals_the_flat_route():
+    # 13 channels: the bins are keyed by rows (30^13 overflows int64); copies of one channel give
+    # the one-channel answer, and a trial layout with NaN padding gives the pooled answer
+    base = np.random.default_rng(12).normal(size=(600, 1))
+    gen = base[:300] * 0.8
+    flat = state_space_coverage(base, gen)
+    assert 0.0 < flat < 1.0
+    assert state_space_coverage(np.repeat(base, 13, axis=1), np.repeat(gen, 13, axis=1)) == pytest.approx(flat)
+    padded = np.full((2, 300, 1), np.nan)
+    padded[0], padded[1, :200] = base[:300], base[300:500]
+    assert state_space_coverage(padded, gen) == pytest.approx(state_space_coverage(base[:500], gen))
+
+
+def test_coverage_per_sample_marks_each_true_sample_in_the_true_layout():
+    values = np.arange(10.0)
+    xt = np.repeat(values, np.arange(1, 11))[:, None]
+    mask = state_space_coverage(xt, np.array([[2.0], [9.0]]), per_sample=True)
+    np.testing.assert_array_equal(mask, np.isin(xt[:, 0], [2.0, 9.0]).astype(float))
+    assert state_space_coverage(xt[:, 0], np.array([2.0, 9.0]), per_sample=True).shape == (55,)
+    trials = np.stack([xt[:30], np.concatenate([xt[30:], np.full((5, 1), np.nan)])])   # (2, 30, 1), padded
+    per = state_space_coverage(trials, np.array([[9.0]]), per_sample=True)
+    assert per.shape == (2, 30) and np.isnan(per[1, 25:]).all()
+    assert np.nanmean(per) == pytest.approx(state_space_coverage(trials, np.array([[9.0]])))
+    np.testing.assert_array_equal(per[1, :25], (xt[30:, 0] == 9.0).astype(float))
+    ds = xr.Dataset({"x": (("trial", "time", "channel"), trials)})
+    np.testing.assert_array_equal(state_space_coverage(ds, np.array([[9.0]]), per_sample=True), per)
+
+
+def test_coverage_clear_errors():
+    x = np.zeros((10, 2))
+    with pytest.raises(ValueError, match="same number of channels"):
+        state_space_coverage(x, np.zeros((10, 3)))
+    with pytest.raises(ValueError, match="no row without missing values"):
+        state_space_coverage(np.full((5, 2), np.nan), x)
+    with pytest.raises(ValueError, match="n_bins"):
+        state_space_coverage(x, x, n_bins=0)

@@ -1,6 +1,7 @@
 """Reconstruction metrics and the evaluation protocol (``SPEC-metrics.md``).
 
 - :func:`state_space_divergence` — D_stsp, attractor geometry (binned or Gaussian mixture);
+  :func:`state_space_coverage`, the share of the true samples in bins the free run visits;
 - :func:`power_spectrum_distance` — D_H, time scales (Hellinger of smoothed spectra);
   :func:`power_spectrum_mse` — the rPLRNN paper's spectrum MSE with a low/high band split;
 - :func:`prediction_error` — PE(n) from data-initialised states;
@@ -17,10 +18,10 @@ from .population import (behavior_r2, bits_per_spike, chop_trials, co_smoothing_
                          held_out_mask, poisson_nll, psth, psth_r2, split_forward)
 from .prediction import prediction_error
 from .spectrum import SpectrumMSE, power_spectrum, power_spectrum_distance, power_spectrum_mse
-from .state_space import state_space_divergence
+from .state_space import state_space_coverage, state_space_divergence
 
 __all__ = [
-    "state_space_divergence", "power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
+    "state_space_divergence", "state_space_coverage", "power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
     "prediction_error", "evaluate", "summarize", "floor", "SCALAR_METRICS",
     "poisson_nll", "bits_per_spike", "co_smoothing_bps", "forward_prediction_bps", "psth", "psth_r2",
     "behavior_r2", "chop_trials", "split_forward", "held_out_mask",

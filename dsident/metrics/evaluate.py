@@ -27,12 +27,12 @@ import xarray as xr
 from .._version import __version__
 from .prediction import prediction_error
 from .spectrum import power_spectrum_distance
-from .state_space import as_trials, state_space_divergence
+from .state_space import as_trials, state_space_coverage, state_space_divergence
 
 __all__ = ["evaluate", "summarize", "floor", "SCALAR_METRICS"]
 
 #: the scalar metrics of an evaluation result, in table order
-SCALAR_METRICS = ("state_space_divergence", "power_spectrum_distance", "prediction_error")
+SCALAR_METRICS = ("state_space_divergence", "power_spectrum_distance", "prediction_error", "state_space_coverage")
 
 
 def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 0.25, n_bins: int = 30,
@@ -80,10 +80,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     -------
     xarray.Dataset
         ``state_space_divergence``, ``power_spectrum_distance``, ``prediction_error`` (scalars),
+        ``state_space_coverage`` (the share of the test samples whose bin the free run visits,
+        :func:`~dsident.metrics.state_space_coverage`; it explains most of a binned D_stsp),
         ``power_spectrum_distance_per_channel(channel)``, ``prediction_error_curve(horizon)``,
         ``diverged`` (bool); attrs hold every setting, ``data_name``, ``data_length``
         (``T`` of every trial), ``model`` and ``model_config`` (JSON), ``seed`` and
-        ``dsident_version``. D_stsp and D_H are NaN when diverged; PE(n) does not depend on
+        ``dsident_version``. D_stsp, D_H and the coverage are NaN when diverged; PE(n) does not depend on
         the free run and is always reported.
     xarray.Dataset, only with ``return_run=True``
         The compared window of the free run laid out like ``test``: ``x(trial, time,
@@ -144,13 +146,14 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if diverged:
         warnings.warn(f"the free run of {type(model).__name__} diverged (non-finite or beyond "
                       f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)
-        d_stsp, d_h = np.nan, np.full(keep.size, np.nan)
+        d_stsp, d_h, coverage = np.nan, np.full(keep.size, np.nan), np.nan
     else:
         d_stsp = state_space_divergence(x[..., keep], generated[..., keep], method=stsp_method, n_bins=n_bins,
                                         smoothing_alpha=smoothing_alpha, direction=direction,
                                         gmm_scaling=gmm_scaling, gmm_points=gmm_points,
                                         mc_samples=mc_samples, seed=seed)
         d_h = _spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
+        coverage = state_space_coverage(x[..., keep], generated[..., keep], n_bins=n_bins)
     pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt, channels=keep)
 
     out = xr.Dataset(
@@ -159,6 +162,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
          "power_spectrum_distance_per_channel": (("channel",), np.asarray(d_h, dtype=float)),
          "prediction_error": ((), float(pe_curve[-1])),
          "prediction_error_curve": (("horizon",), pe_curve),
+         "state_space_coverage": ((), float(coverage)),
          "diverged": ((), bool(diverged))},
         coords={"channel": ds["channel"].values[keep], "horizon": np.arange(1, int(pe_steps) + 1)},
     )
