@@ -313,6 +313,32 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
 
 
+def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed: int, out: Path, *,
+                  progress: bool) -> list[str]:
+    """``evaluate --starts K``: the protocol from K starts spread over the whole test data
+    (:func:`dsident.metrics.evaluate_starts`) on windows of ``length`` samples (None: 10 000 or
+    the whole data if shorter), written to starts.nc; returns a Markdown table."""
+    from .experiments.runner import _write_netcdf
+    from .metrics import evaluate_starts
+
+    if length is not None and int(length) > data.sizes["time"]:
+        raise SystemExit(f"dsident: --starts needs windows of {length} samples (the evaluation length); the test "
+                         f"data have {data.sizes['time']}.")
+    res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
+    _write_netcdf(res, out / "starts.nc")
+    lines = ["", f"Free runs from {res.sizes['start']} starts spread over the test data ({res.attrs['length']} samples each; "
+                 "`dsident.metrics.evaluate_starts`):", "",
+             "| start (trial, sample) | D_stsp | D_H | coverage | settled |", "|---|---|---|---|---|"]
+    for k in range(res.sizes["start"]):
+        state = "diverged" if bool(res.diverged[k]) else ("at rest" if bool(res.at_rest[k]) else "moving")
+        lines.append(f"| {int(res.trial[k])}, {int(res.start_index[k])} | {_fmt4(float(res.state_space_divergence[k]))} "
+                     f"| {_fmt4(float(res.power_spectrum_distance[k]))} | {_fmt4(float(res.state_space_coverage[k]))} "
+                     f"| {state} |")
+    lines += ["", f"- median D_stsp {_fmt4(res.attrs['median_D_stsp'])}, worst {_fmt4(res.attrs['max_D_stsp'])}; "
+                  f"{res.attrs['fraction_at_rest']:.0%} of the runs at rest, {res.attrs['fraction_diverged']:.0%} diverged"]
+    return lines
+
+
 def _fmt4(value: float) -> str:
     return "–" if not math.isfinite(value) else f"{value:.4g}"
 
@@ -360,7 +386,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments.inputs import in_fit_units, load_data
 
-    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed"])
+    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress"])
+    if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
+                                        or s["starts"] < 1):
+        raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
@@ -370,6 +399,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
+    if s.get("starts") is not None:
+        full = in_fit_units(load_data(args.test_data, split="test", dt=s.get("dt") or cfg.get("dt")), cfg)
+        lines += _starts_table(est, full, int(s["starts"]), cfg.get("eval_length"), int(cfg.get("seed", 0)), out,
+                               progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
@@ -538,6 +571,9 @@ def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
     p.add_argument("--pe-steps", type=int, help="n of PE(n)")
     p.add_argument("--seed", type=int)
+    p.add_argument("--starts", type=int, metavar="K",
+                   help="also score free runs from K starts spread over the whole test data, each on a window "
+                        "of the evaluation length (starts.nc and a table; finds models that settle from some states)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/evaluation)")
     _add_common(p)
 

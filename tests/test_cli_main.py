@@ -57,6 +57,29 @@ def test_evaluate_scores_the_saved_model(fitted, tmp_path):
     assert "| late stretch [1.25 T, 2.25 T) |" in text and f"free run of 2000 steps from the first test sample: **{verdict}**" in text
 
 
+def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted, tmp_path):
+    from dsident import metrics
+    from dsident.cli_main_job import load_fitted
+    from dsident.experiments.inputs import load_data
+
+    out = tmp_path / "ev"
+    assert main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--starts", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    starts = xr.open_dataset(out / "starts.nc", engine="h5netcdf")
+    # windows of the evaluation length spread over the whole test split (100 000 samples)
+    np.testing.assert_array_equal(starts["start_index"].values, [0, (100_000 - 250) // 2, 100_000 - 250])
+    est, _ = load_fitted(fitted)
+    full = load_data("lorenz63", split="test")
+    last = metrics.evaluate(est, full.isel(time=slice(100_000 - 250, None)), pe_steps=1)
+    assert float(starts["state_space_divergence"][2]) == pytest.approx(float(last["state_space_divergence"]), rel=1e-12,
+                                                                       nan_ok=True)
+    text = (out / "metrics.md").read_text()
+    assert "Free runs from 3 starts" in text and f"| 0, {100_000 - 250} |" in text
+    assert "of the runs at rest" in text
+    with pytest.raises(SystemExit, match="--starts must be a positive number"):
+        main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--starts", "0", "--out", str(out)])
+
+
 def test_generate_writes_the_requested_number_of_steps(fitted, tmp_path):
     out = tmp_path / "gen"
     assert main(["generate", str(fitted), "--steps", "123", "--seed", "4", "--out", str(out)]) == 0

@@ -360,7 +360,7 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
         return "diverged", None
     tail = z[-max(100, len(z) // 10):]
     size = 1.0 + float(np.abs(tail).max())
-    if float(np.ptp(tail, axis=0).max()) <= _STILL_TOL * size:
+    if at_rest(z):
         return "fixed point", None
     lam1 = float(lam_per_step[0])
     if lam1 < -zero_tol:
@@ -370,6 +370,13 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
                 return "attracting cycle", k
         return "attracting cycle", None
     return spectrum_verdict(lam_per_step, zero_tol), None
+
+
+def at_rest(series: np.ndarray) -> bool:
+    """Whether the last tenth (at least 100 steps) of a run (time, dim) stands still: its range
+    in every dimension at most 1e-6 of its size. A run that settled on a fixed point does."""
+    tail = np.asarray(series, dtype=float)[-max(100, len(series) // 10):]
+    return float(np.ptp(tail, axis=0).max()) <= _STILL_TOL * (1.0 + float(np.abs(tail).max()))
 
 
 def _observed(ssm: Any, points: np.ndarray) -> np.ndarray:

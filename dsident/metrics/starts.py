@@ -1,0 +1,148 @@
+"""The evaluation protocol from many starts: does a model reach the data's attractor from
+wherever in the data its free run begins?
+
+:func:`~dsident.metrics.evaluate` starts one free run per test trial, at its first observed
+sample. A model can score well from there and still fall to a fixed point, or onto another
+attractor, from other states the data visit (teacher-forced fits show this: a kept epoch's
+runs from one start chaotic, from another at rest). :func:`evaluate_starts` cuts ``n_starts``
+windows of ``length`` samples, evenly spaced over the data, and scores each with the same
+protocol, so the spread over starts and the share of runs that settle are numbers.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from .evaluate import evaluate
+
+__all__ = ["evaluate_starts"]
+
+
+def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | None = None, seed: int = 0,
+                    burn_in_fraction: float = 0.25, n_bins: int = 30, sigma: float = 20.0,
+                    divergence_threshold: float = 1e3, dt: float | None = None,
+                    progress: bool = False) -> xr.Dataset:
+    """Score free runs started at ``n_starts`` points spread over ``data``.
+
+    Each start is a window of ``length`` samples of one trial; :func:`evaluate` scores the
+    model on it (a free run of ``(1 + burn_in_fraction)·length`` steps from the window's first
+    observed sample, the burn-in dropped, compared with the window). The windows' starts are
+    evenly spaced over every position a window fits in, across trials. The spread over starts
+    includes the data's own variation from stretch to stretch (see
+    :func:`~dsident.metrics.floor`); a run that settles (``at_rest``) or diverges is the
+    model's.
+
+    Parameters
+    ----------
+    model : fitted estimator or StateSpaceModel
+        As for :func:`evaluate`.
+    data : Dataset or array-like of shape (time, channel) / (trial, time, channel)
+        Observations in the model's units (e.g. a test split); ``attrs["auxiliary_channels"]``
+        are honoured as in :func:`evaluate`.
+    n_starts : int
+        Number of windows (fewer when fewer positions exist).
+    length : int, optional
+        Samples per window, the ``T`` of the protocol (default: the smaller of 10 000 and the
+        longest trial).
+    seed, burn_in_fraction, n_bins, sigma, divergence_threshold, dt
+        As for :func:`evaluate`.
+    progress : bool
+        Show a progress bar over the starts.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``start``: ``trial`` and ``start_index`` (the window's first sample in that
+        trial), ``state_space_divergence``, ``power_spectrum_distance``,
+        ``state_space_coverage``, ``diverged`` and ``at_rest`` (the compared window's last
+        tenth stands still: a fixed point). attrs: ``length``, the settings, and the summary
+        ``median_D_stsp``, ``max_D_stsp``, ``fraction_diverged``, ``fraction_at_rest``.
+
+    Raises
+    ------
+    ValueError
+        A bad ``n_starts`` or ``length``, or no trial with ``length`` samples.
+    """
+    from ..analysis.report import at_rest
+    from ..data import as_dataset
+
+    if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
+        raise ValueError(f"`n_starts` must be a positive integer; got {n_starts!r}.")
+    ds = as_dataset(data)
+    n_trials, n_time = ds.sizes["trial"], ds.sizes["time"]
+    lengths = np.asarray(ds["length"].values, dtype=int) if "length" in ds else np.full(n_trials, n_time)
+    if length is None:
+        length = int(min(10_000, lengths.max()))
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
+        raise ValueError(f"`length` must be an integer number of samples >= 2; got {length!r}.")
+    length = int(length)
+    # every (trial, first sample) a window fits in, numbered trial after trial
+    n_positions = np.maximum(lengths - length + 1, 0)
+    if n_positions.sum() == 0:
+        raise ValueError(f"`length`={length} exceeds every trial of `data` (longest {int(lengths.max())} samples); "
+                         "pass a shorter `length`.")
+    offsets = np.concatenate([[0], np.cumsum(n_positions)])
+    picks = np.unique(np.round(np.linspace(0, offsets[-1] - 1, int(n_starts))).astype(int))
+    trials = np.searchsorted(offsets, picks, side="right") - 1
+    chosen = [(int(i), int(k - offsets[i])) for i, k in zip(trials, picks)]
+
+    columns: dict[str, list[float]] = {name: [] for name in ("state_space_divergence", "power_spectrum_distance",
+                                                             "state_space_coverage", "diverged", "at_rest")}
+    bar = _bar(len(chosen), progress)
+    for trial, start in chosen:
+        # as_dataset (inside evaluate) reads the slice's offset from its time axis and clips `length`
+        window = ds.isel(trial=[trial], time=slice(start, start + length))
+        with warnings.catch_warnings():
+            # one summary instead of a warning per diverged start
+            warnings.simplefilter("ignore", RuntimeWarning)
+            scores, run = evaluate(model, window, seed=seed, burn_in_fraction=burn_in_fraction, n_bins=n_bins,
+                                   sigma=sigma, pe_steps=1, divergence_threshold=divergence_threshold, dt=dt,
+                                   return_run=True)
+        for name in ("state_space_divergence", "power_spectrum_distance", "state_space_coverage"):
+            columns[name].append(float(scores[name]))
+        diverged = bool(scores["diverged"])
+        columns["diverged"].append(diverged)
+        x = run["x"].values[0]
+        x = x[np.all(np.isfinite(x), axis=1)]
+        columns["at_rest"].append(bool(not diverged and len(x) > 0 and at_rest(x)))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+
+    d = np.asarray(columns["state_space_divergence"])
+    finite = d[np.isfinite(d)]
+    out = xr.Dataset(
+        {"trial": (("start",), np.array([c[0] for c in chosen])),
+         "start_index": (("start",), np.array([c[1] for c in chosen])),
+         **{name: (("start",), np.asarray(values, dtype=bool if name in ("diverged", "at_rest") else float))
+            for name, values in columns.items()}},
+        coords={"start": np.arange(len(chosen))},
+    )
+    out.attrs = {
+        "protocol": "metrics.evaluate on each of n_starts windows of `length` samples, evenly spaced over the data",
+        "length": length, "n_starts": len(chosen), "seed": int(seed), "burn_in_fraction": float(burn_in_fraction),
+        "n_bins": int(n_bins), "sigma": float(sigma), "divergence_threshold": float(divergence_threshold),
+        "median_D_stsp": float(np.median(finite)) if finite.size else float("nan"),
+        "max_D_stsp": float(finite.max()) if finite.size else float("nan"),
+        "fraction_diverged": float(np.mean(columns["diverged"])),
+        "fraction_at_rest": float(np.mean(columns["at_rest"])),
+        "data_name": str(ds.attrs.get("name", "data")), "dsident_version": __version__,
+    }
+    n_div = int(np.sum(columns["diverged"]))
+    if n_div:
+        warnings.warn(f"{n_div} of {len(chosen)} free runs diverged (their D_stsp and D_H are NaN).", RuntimeWarning,
+                      stacklevel=2)
+    return out
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="starts", leave=False)
