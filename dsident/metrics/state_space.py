@@ -91,11 +91,7 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
         raise ValueError(f"`direction` must be one of {_DIRECTIONS}; got {direction!r}.")
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
-    if xt.shape[1] != xg.shape[1]:
-        raise ValueError(f"`true` and `generated` must have the same number of channels; got "
-                         f"{xt.shape[1]} and {xg.shape[1]}.")
-    if xt.shape[0] == 0:
-        raise ValueError("`true` has no row without missing values; D_stsp needs observed samples.")
+    _check_pair(xt, xg, "D_stsp")
     if method == "auto":
         method = "bins" if xt.shape[1] < 6 else "gmm"
     if method == "bins":
@@ -159,11 +155,7 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     finite = np.all(np.isfinite(flat), axis=1)
     xt = flat[finite]
     xg = _finite_rows(as_trials(generated, "generated"))
-    if xt.shape[1] != xg.shape[1]:
-        raise ValueError(f"`true` and `generated` must have the same number of channels; got "
-                         f"{xt.shape[1]} and {xg.shape[1]}.")
-    if xt.shape[0] == 0:
-        raise ValueError("`true` has no row without missing values; the coverage needs observed samples.")
+    _check_pair(xt, xg, "the coverage")
     lo, hi = bin_edges(xt)
     # every true sample is on its own grid, so codes_t has one entry per row of xt
     codes_t = _bin_codes(np.ascontiguousarray(xt.T), lo, hi, n_bins)
@@ -386,6 +378,15 @@ def as_trials(data: Any, argname: str) -> np.ndarray:
         return arr
     raise ValueError(f"`{argname}` must have shape (time,), (time, channel) or (trial, time, channel); "
                      f"got shape {arr.shape}.")
+
+
+def _check_pair(xt: np.ndarray, xg: np.ndarray, what: str) -> None:
+    """Refuse finite rows (S, N) of true and generated data that ``what`` cannot compare."""
+    if xt.shape[1] != xg.shape[1]:
+        raise ValueError(f"`true` and `generated` must have the same number of channels; got "
+                         f"{xt.shape[1]} and {xg.shape[1]}.")
+    if xt.shape[0] == 0:
+        raise ValueError(f"`true` has no row without missing values; {what} needs observed samples.")
 
 
 def _finite_rows(x: np.ndarray) -> np.ndarray:
