@@ -97,3 +97,28 @@ if seconds >= 3 / cutoff:
           "scored channels:", [str(c) for c in slow_scores["channel"].values])
 else:
     print(f"the recording ({seconds:.1f} s) is too short for a slow band; skipped")
+
+# %% [markdown]
+# ## 5. Where the model misses, and from which starts
+# The binned D_stsp is almost all "test samples in bins the free run never visits":
+# `scores.state_space_coverage` is the share it does visit (D_stsp ≈ 12 × (1 − coverage) at
+# 10 000 samples), and `metrics.state_space_coverage(..., per_sample=True)` marks each test
+# sample, so you can see whether the misses sit on the fast QRS complexes or on the slow rest
+# of the beat. `metrics.evaluate_starts` repeats the whole protocol from several starts spread
+# over the test data: a model that settles on a fixed point from some states shows up as
+# `at_rest`, and the spread says how much one stretch's score can be trusted
+# (docs/metrics.md; `dsident evaluate fits/ecg my_ecg_test.nc --starts 8`).
+
+# %%
+print("coverage of the test stretch:", round(float(scores.state_space_coverage), 3))
+_, scored_run = metrics.evaluate(est, test_eval, return_run=True)
+covered = metrics.state_space_coverage(test_eval, scored_run, per_sample=True)[0]
+r_peaks = np.flatnonzero(test_eval["x"].values[0, :, 0] > np.percentile(test_eval["x"].values[0, :, 0], 98))
+near = np.zeros(covered.shape, dtype=bool)
+for offset in range(-30, 31):                              # ±30 samples (±43 ms) around the tallest samples
+    near[np.clip(r_peaks + offset, 0, covered.size - 1)] = True
+print(f"uncovered near the R peaks: {1 - np.nanmean(covered[near]):.2f}, elsewhere: {1 - np.nanmean(covered[~near]):.2f}")
+window = min(test.sizes["time"] // 2, 10_000)
+starts = metrics.evaluate_starts(est, test, n_starts=3 if FAST else 8, length=window)
+print("D_stsp per start:", np.round(starts.state_space_divergence.values, 3),
+      f"at rest: {starts.attrs['fraction_at_rest']:.0%}, diverged: {starts.attrs['fraction_diverged']:.0%}")
