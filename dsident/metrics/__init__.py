@@ -18,12 +18,13 @@ from .evaluate import SCALAR_METRICS, evaluate, floor, summarize
 from .population import (behavior_r2, bits_per_spike, chop_trials, co_smoothing_bps, forward_prediction_bps,
                          held_out_mask, poisson_nll, psth, psth_r2, split_forward)
 from .prediction import prediction_error
-from .starts import evaluate_starts
 from .spectrum import SpectrumMSE, power_spectrum, power_spectrum_distance, power_spectrum_mse
+from .starts import evaluate_starts
 from .state_space import state_space_coverage, state_space_divergence
 
 __all__ = [
-    "state_space_divergence", "state_space_coverage", "power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
+    "state_space_divergence", "state_space_coverage", "power_spectrum_distance", "power_spectrum",
+    "power_spectrum_mse", "SpectrumMSE",
     "prediction_error", "evaluate", "evaluate_starts", "summarize", "floor", "SCALAR_METRICS",
     "poisson_nll", "bits_per_spike", "co_smoothing_bps", "forward_prediction_bps", "psth", "psth_r2",
     "behavior_r2", "chop_trials", "split_forward", "held_out_mask",

@@ -98,7 +98,7 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         window = ds.isel(trial=[trial], time=slice(start, start + length))
         with warnings.catch_warnings():
             # one summary instead of a warning per diverged start
-            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.filterwarnings("ignore", message="the free run of .* diverged", category=RuntimeWarning)
             scores, run = evaluate(model, window, seed=seed, burn_in_fraction=burn_in_fraction, n_bins=n_bins,
                                    sigma=sigma, pe_steps=1, divergence_threshold=divergence_threshold, dt=dt,
                                    return_run=True)
