@@ -185,7 +185,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 0.48 (the cell 0.44 / 0.53 / 0.77 / 0.70); every burst exactly the data's (15 spikes, period
     # 295-296, cv 0) and D_H 0.004-0.018, but better in D_stsp on one seed only. Not adopted.
     # Session 22: seeds 0 / 1 re-run give 0.44 / 0.53 again (230 s a fit, two at a time);
-    # lr_end 1e-5: 0.58 / 0.85; 600 epochs: 0.51 / 0.54. Not adopted.
+    # lr_end 1e-5: 0.58 / 0.85; 600 epochs: 0.51 / 0.54; eval_starts=3: the same epochs kept
+    # (0.44 / 0.53). Not adopted.
     ("bursting_neuron", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,   # windows are drawn at random: all the data costs the same
         "model_params": {"latent_dim": 6, "hidden_dim": 400, "readout": "identity", "clip": True},
