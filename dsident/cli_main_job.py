@@ -321,9 +321,6 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
     from .experiments.runner import _write_netcdf
     from .metrics import evaluate_starts
 
-    if length is not None and int(length) > data.sizes["time"]:
-        raise SystemExit(f"dsident: --starts needs windows of {length} samples (the evaluation length); the test "
-                         f"data have {data.sizes['time']}.")
     res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
     _write_netcdf(res, out / "starts.nc")
     lines = ["", f"Free runs from {res.sizes['start']} starts spread over the test data ({res.attrs['length']} samples each; "
