@@ -637,7 +637,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # 10.1 / 12.4. n = 16 with the warm-up (seed 0): fixed point, 14.0. The previous cell (n = 8,
     # rate readout, NLL): fixed point, 14.1 / 1.0.
     # Session 22 (docs/continuous.md): stateful=True with the warm-up 9.41 / 9.30 (seeds 0 / 1);
-    # without it 7.47 / 8.57; with α 0.2 constant, seeds 0-5: 6.16 / 7.29 / 12.12 / 14.03 (fixed
+    # without it, seeds 0-5: 7.47 / 8.57 / 10.71 / 12.74 / 13.26 / 8.42, median 9.64; with α 0.2
+    # constant as well, seeds 0-5: 6.16 / 7.29 / 12.12 / 14.03 (fixed
     # point) / 13.80 / 9.67, median 10.9; 2 sub-steps, max_rate_a 20, spectral recurrence, α 0.1,
     # 150 epochs with the long selection: no better. Not adopted.
     ("lorenz63", "organics", "teacher-forcing"): {
