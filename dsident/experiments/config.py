@@ -394,7 +394,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # lower on 4 seeds, higher on 2, at 1.55× the fit time (259 s): not adopted.
     # Session 22, one change at a time, seeds 0-3 (the cell: median 2.13): H = 600 2.22, M = 8 2.15,
     # α 0.15 2.46 (seed 0 a fixed point); seeds 0 / 1: cutoff 0.3 Hz 2.26 / 2.24, 0.5 Hz 2.42 /
-    # 2.18, windows of 400 2.32 / 2.01. None better. Scored from 8 starts over the test data
+    # 2.18, windows of 400 2.32 / 2.01, select_regime "chaotic" 11.96 / 13.47 (1-3 of 200 epochs
+    # chaotic). None better. Scored from 8 starts over the test data
     # (metrics.evaluate_starts), the eight fits give 1.70 (2.4× the floor); the first stretch 2.18.
     ("ecg", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,
