@@ -406,6 +406,11 @@ def test_run_grid_with_a_real_model_records_a_bad_point_and_skips_done_ones(tmp_
     assert [r["status"] for r in recs] == ["done", "failed"]
     assert "hiden_dim" in recs[1]["error"] and "hidden_dim" in recs[1]["error"]   # says what it accepts
     assert all(np.isfinite(recs[0]["scores"][k]) for k in ("D_H", "PE"))
+    # the coverage is the evaluation's, read back under its stable name and kept in results.nc
+    raw = xr.open_dataset(tmp_path / "points" / runner.point_id(good) / "metrics.nc", engine="h5netcdf")
+    np.testing.assert_equal(recs[0]["scores"]["coverage"], float(raw["state_space_coverage"]))
+    table = runner.records_to_dataset(recs)
+    np.testing.assert_equal(table["coverage"].values, [recs[0]["scores"]["coverage"], np.nan])
     # and its free run twice as long, from the first test sample (steps analysed: at least 2 000)
     from dsident.analysis import VERDICTS
     late = recs[0]["late"]

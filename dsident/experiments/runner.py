@@ -389,7 +389,8 @@ def collect_records(out_root: str | Path) -> list[dict[str, Any]]:
 def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequence[str] = ()) -> xr.Dataset:
     """The records as an ``xarray.Dataset`` over dim ``point`` (NetCDF-ready).
 
-    Variables: ``D_stsp``, ``D_H``, ``PE``, ``diverged``, ``fit_time`` (seconds), ``status``,
+    Variables: ``D_stsp``, ``D_H``, ``PE``, ``diverged``, ``coverage`` (NaN in records written
+    before it existed), ``fit_time`` (seconds), ``status``,
     ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
     (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
     ``D_H_late``; coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
@@ -399,7 +400,7 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
 
     n = len(records)
     data: dict[str, Any] = {}
-    for name in ("D_stsp", "D_H", "PE", "diverged"):
+    for name in ("D_stsp", "D_H", "PE", "diverged", "coverage"):
         data[name] = ("point", np.array([_num(r.get("scores", {}).get(name)) for r in records], dtype=float))
     data["fit_time"] = ("point", np.array([_num(r.get("fit_time")) for r in records], dtype=float))
     # the free run at twice the evaluation length (absent in records written before it existed)

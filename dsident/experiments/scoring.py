@@ -4,7 +4,8 @@ The metrics themselves live in :mod:`dsident.metrics` (one implementation of eac
 module only calls :func:`dsident.metrics.evaluate` / :func:`dsident.metrics.floor` with a run
 configuration's settings and reads the numbers back under stable names:
 
-``D_stsp``, ``D_H``, ``PE``, ``diverged`` (0/1)
+``D_stsp``, ``D_H``, ``PE``, ``diverged`` (0/1), and ``coverage`` (the share of the test
+samples whose D_stsp bin the free run visits; NaN where a result has none, e.g. the floor)
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ METRIC_ALIASES: dict[str, tuple[str, ...]] = {
     "D_H": ("D_H", "power_spectrum_distance", "d_h", "dh", "hellinger"),
     "PE": ("PE", "prediction_error", "pe", "PE(20)"),
     "diverged": ("diverged", "divergence", "is_diverged"),
+    "coverage": ("coverage", "state_space_coverage"),
 }
 SCORE_NAMES: tuple[str, ...] = ("D_stsp", "D_H", "PE", "diverged")
 
@@ -48,7 +50,7 @@ def _as_float(value: Any) -> float:
 
 
 def extract_scores(result: Any) -> dict[str, float]:
-    """Read D_stsp, D_H, PE and diverged out of an ``evaluate``/``floor`` result.
+    """Read D_stsp, D_H, PE, diverged and coverage out of an ``evaluate``/``floor`` result.
 
     Accepts an ``xarray.Dataset`` (data variables or attrs) or a mapping. Missing numbers are NaN.
     """
