@@ -67,8 +67,11 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
     ValueError
         A bad ``n_starts`` or ``length``, or no trial with ``length`` samples.
     """
+    from tqdm.auto import tqdm
+
     from ..analysis.report import at_rest
     from ..data import as_dataset
+    from .state_space import _finite_rows
 
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise ValueError(f"`n_starts` must be a positive integer; got {n_starts!r}.")
@@ -92,7 +95,7 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
 
     columns: dict[str, list[float]] = {name: [] for name in ("state_space_divergence", "power_spectrum_distance",
                                                              "state_space_coverage", "diverged", "at_rest")}
-    bar = _bar(len(chosen), progress)
+    bar = tqdm(total=len(chosen), desc="starts", leave=False, disable=not progress)
     for trial, start in chosen:
         # as_dataset (inside evaluate) reads the slice's offset from its time axis and clips `length`
         window = ds.isel(trial=[trial], time=slice(start, start + length))
@@ -106,13 +109,10 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
             columns[name].append(float(scores[name]))
         diverged = bool(scores["diverged"])
         columns["diverged"].append(diverged)
-        x = run["x"].values[0]
-        x = x[np.all(np.isfinite(x), axis=1)]
+        x = _finite_rows(run["x"].values)
         columns["at_rest"].append(bool(not diverged and len(x) > 0 and at_rest(x)))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar.update(1)
+    bar.close()
 
     d = np.asarray(columns["state_space_divergence"])
     finite = d[np.isfinite(d)]
@@ -138,11 +138,3 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         warnings.warn(f"{n_div} of {len(chosen)} free runs diverged (their D_stsp and D_H are NaN).", RuntimeWarning,
                       stacklevel=2)
     return out
-
-
-def _bar(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="starts", leave=False)
