@@ -45,8 +45,8 @@ def periodic_data(n_time=300, dt=0.1):
 def loop_kwargs(**extra):
     """A small BPTT-like loop: shuffled windows, the free-running loss, Adam."""
     sampler = ShuffledWindows(make_windows(rotation_data(), 10), 4, torch.float32, torch.device("cpu"))
-    return dict(loss_fn=make_bptt_loss("mse", "invert"), sampler=sampler, n_epochs=5, lr=1e-2, seed=0,
-                progress=False, device="cpu", settings={"engine": "test"}, **extra)
+    return {**dict(loss_fn=make_bptt_loss("mse", "invert"), sampler=sampler, n_epochs=5, lr=1e-2, seed=0,
+                   progress=False, device="cpu", settings={"engine": "test"}), **extra}
 
 
 class ScriptedScores:
@@ -139,7 +139,7 @@ def test_callback_sees_each_epoch_and_its_model_and_can_stop_training():
 def test_engines_pass_the_callback_and_lr_backoff_through(engine):
     data = as_dataset(periodic_data(), dt=0.1)
     epochs = []
-    options = dict(n_epochs=3, seq_len=20, batch_size=4, seed=0, progress=False, lr_backoff=2,
+    options = dict(n_epochs=3, seq_len=20, batch_size=4, seed=0, progress=False, lr_backoff=2, rewind_after=7,
                    callback=lambda epoch, record, m: epochs.append((epoch, record["train_loss"])) or None)
     if engine == "bptt":
         history = fit_bptt(shallow_model(), data, **options)
@@ -148,6 +148,7 @@ def test_engines_pass_the_callback_and_lr_backoff_through(engine):
     assert epochs == list(zip(history["epoch"], history["train_loss"])) and len(epochs) == 3
     assert "stopped_by_callback" not in history
     assert history["settings"]["lr_backoff"] == 2 and history["lr_backoffs"] == []
+    assert history["settings"]["rewind_after"] == 7 and history["rewinds"] == []
 
 
 def test_penalties_are_trained_but_not_reported_as_data_loss():
@@ -290,6 +291,74 @@ def test_lr_backoff_runs_out_then_training_stops_and_the_scale_survives_a_resume
     assert_same_parameters(whole, parts)
 
 
+# ---------------------------------------------------------------------------------------------
+# rewinds: back to the best scored state after a plateau, with half the learning rate
+# ---------------------------------------------------------------------------------------------
+def test_a_rewind_equals_a_resume_from_the_best_epoch_with_half_the_learning_rate(tmp_path):
+    """Scores 3, 1, 2, 2 with ``rewind_after=2``: after epoch 3 training goes back to epoch 1's
+    state (weights and optimizer) and trains epochs 4-5 at half the rate. The independent route:
+    stop after epoch 1 with a checkpoint, move its next epoch to 4 and its rate scale to 0.5, and
+    resume it."""
+    kwargs = loop_kwargs(n_epochs=6, lr_end=1e-3)
+    scorer = ScriptedScores([3.0, 1.0, 2.0, 2.0, 0.5, 0.4])
+    seen = {}
+    rewound = plrnn_model()
+    history = train_loop(rewound, **kwargs, evaluate=scorer, score_name="s", rewinds=1, rewind_after=2,
+                         callback=lambda e, r, m: seen.update({e: {k: v.clone() for k, v in m.state_dict().items()}}))
+    assert history["rewinds"] == [3] and history["eval_epoch"] == [0, 1, 2, 3, 4, 5]
+    # the callback of epoch 3 already sees the rewound model: epoch 1's scored state
+    for name, value in seen[3].items():
+        torch.testing.assert_close(value, scorer.states[1][name], rtol=0, atol=0, msg=name)
+    schedule = [1e-2 * (1e-1) ** (e / 5) for e in range(6)]
+    np.testing.assert_allclose(history["lr"], schedule[:4] + [0.5 * v for v in schedule[4:]], rtol=1e-12)
+    assert history["best_epoch"] == 5
+    path = tmp_path / "ckpt.pt"
+    reference = plrnn_model()
+    train_loop(reference, **kwargs, evaluate=ScriptedScores([3.0, 1.0]), score_name="s", checkpoint=path,
+               callback=lambda e, r, m: e == 1)
+    payload = torch.load(path, weights_only=True)
+    payload.update(next_epoch=4, lr_scale=0.5)
+    torch.save(payload, path)
+    resumed = train_loop(reference, **kwargs, evaluate=ScriptedScores([0.5, 0.4]), score_name="s", checkpoint=path)
+    np.testing.assert_allclose(history["train_loss"][4:], resumed["train_loss"][2:], rtol=1e-6)
+    assert_same_parameters(rewound, reference)
+
+
+def test_rewinds_run_out_and_a_resumed_run_rewinds_as_the_whole_run_did(tmp_path):
+    scores = [1.0] + [2.0] * 7
+    history = train_loop(plrnn_model(), **loop_kwargs(n_epochs=8), evaluate=ScriptedScores(scores), score_name="s",
+                         rewinds=2, rewind_after=2)
+    # plateaus end at epochs 2 and 4; the third (epoch 6) finds none left; the rate halves twice
+    assert history["rewinds"] == [2, 4] and history["best_epoch"] == 0
+    np.testing.assert_allclose(history["lr"], [1e-2] * 3 + [5e-3] * 2 + [2.5e-3] * 3)
+    never = train_loop(plrnn_model(), **loop_kwargs(n_epochs=8), evaluate=ScriptedScores(scores), score_name="s")
+    assert never["rewinds"] == [] and never["lr"] == [1e-2] * 8
+    # rewinds after epochs 3 and 6, then two new bests (the model ends at epoch 8's state, trained
+    # on from the second rewind's optimizer state). Stopped after epoch 4 (one plateau epoch counted
+    # since the first rewind, four scored epochs since the best) and resumed: the same fit
+    scores = [1.0] + [2.0] * 6 + [0.5, 0.4]
+    options = dict(score_name="s", rewinds=2, rewind_after=3)
+    whole, parts = plrnn_model(), plrnn_model()
+    history = train_loop(whole, **loop_kwargs(n_epochs=9), evaluate=ScriptedScores(scores), **options)
+    assert history["rewinds"] == [3, 6] and history["best_epoch"] == 8
+    path = tmp_path / "ckpt.pt"
+    train_loop(parts, **loop_kwargs(n_epochs=9), evaluate=ScriptedScores(scores), **options, checkpoint=path,
+               callback=lambda e, r, m: e == 4)
+    rest = train_loop(parts, **loop_kwargs(n_epochs=9), evaluate=ScriptedScores(scores[5:]), **options,
+                      checkpoint=path)
+    assert rest["rewinds"] == [3, 6] and rest["lr"] == history["lr"]
+    assert_same_parameters(whole, parts)
+
+
+def test_rewinds_need_scored_epochs():
+    with pytest.raises(ValueError, match=r"`rewinds` \(1\).*evaluate=None"):
+        train_loop(plrnn_model(), **loop_kwargs(), rewinds=1)
+    data = as_dataset(periodic_data(), dt=0.1)
+    with pytest.raises(ValueError, match=r"`rewinds`.*eval_every=0"):
+        fit_teacher_forcing(shallow_model(), data, n_epochs=2, seq_len=20, batches_per_epoch=2, eval_every=0,
+                            rewinds=1, progress=False)
+
+
 def test_evaluation_can_stop_training_as_diverged():
     def bad_score(model, progress):
         return Evaluation(score=math.nan, diverged=f"score NaN at epoch {progress.epoch}")
@@ -392,6 +461,8 @@ def test_a_checkpoint_of_another_seed_or_layout_is_refused(tmp_path):
     ({"eval_every": -1}, "`eval_every`"),
     ({"checkpoint_every": 0}, "`checkpoint_every`"),
     ({"lr_backoff": -1}, "`lr_backoff`"),
+    ({"rewinds": -1}, "`rewinds`"),
+    ({"rewind_after": 0}, "`rewind_after`"),
     ({"optimizer": "sgd"}, "`optimizer`"),
     ({"on_divergence": "ignore"}, "`on_divergence`"),
     ({"skip_nonfinite": -1}, "`skip_nonfinite`"),

@@ -98,7 +98,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
              grad_clip: float | None = 10.0, val_fraction: float = 0.1, initial_state: str = "auto",
              loss: str = "auto", device: str = "cpu", checkpoint: str | os.PathLike | None = None,
              checkpoint_every: int = 1, resume: bool = True, on_divergence: str = "warn", skip_nonfinite: int = 0,
-             lr_backoff: int = 0, fused: bool = True,
+             lr_backoff: int = 0, rewinds: int = 0, rewind_after: int = 10, fused: bool = True,
              callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by deterministic backpropagation through time (engine ``"bptt"``).
 
@@ -156,6 +156,10 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
         Up to this many times, such a batch sends training back to the start of the epoch before
         with half the learning rate instead of stopping it (``history["lr_backoffs"]``; see
         :func:`~dsident.inference.training.train_loop`).
+    rewinds, rewind_after : int, default 0 and 10
+        Up to ``rewinds`` times, when ``rewind_after`` epochs in a row have not lowered the best
+        validation loss, training goes back to the best state and goes on with half the learning
+        rate (``history["rewinds"]``; see :func:`~dsident.inference.training.train_loop`).
     callback : callable ``(epoch, record, model) -> bool or None``, optional
         Called after every epoch with its numbers (``train_loss``, ``val_loss``, ...) and the
         model in its current state; returning True stops training there, keeping the best state
@@ -203,14 +207,14 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     settings = {"engine": "bptt", "seed": seed, "n_epochs": n_epochs, "seq_len": seq_len, "batch_size": batch_size,
                 "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "val_fraction": val_fraction,
                 "initial_state": initial_state, "loss": loss, "device": str(device), "skip_nonfinite": skip_nonfinite,
-                "lr_backoff": lr_backoff, "fused": bool(fused),
+                "lr_backoff": lr_backoff, "rewinds": rewinds, "rewind_after": rewind_after, "fused": bool(fused),
                 "n_train_windows": len(train), "n_val_windows": 0 if val is None else len(val)}
     loss_fn = make_bptt_loss(loss, initial_state, bool(fused))
     history = train_loop(model, loss_fn=loss_fn, sampler=ShuffledWindows(train, batch_size, dtype, dev),
                          n_epochs=n_epochs, lr=lr, lr_end=lr_end, optimizer="adam", grad_clip=grad_clip, seed=seed,
                          progress=progress, device=dev, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                          resume=resume, on_divergence=on_divergence, skip_nonfinite=skip_nonfinite,
-                         lr_backoff=lr_backoff,
+                         lr_backoff=lr_backoff, rewinds=rewinds, rewind_after=rewind_after,
                          settings=settings,
                          evaluate=_validation(val, loss_fn, batch_size, dtype, dev), eval_every=1, score_name="loss",
                          history_keys=("val_loss",), callback=callback,

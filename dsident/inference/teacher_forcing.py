@@ -489,7 +489,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                         checkpoint: str | os.PathLike | None = None,
                         checkpoint_every: int | None = None, resume: bool = True,
                         on_divergence: str = "warn", skip_nonfinite: int = 0,
-                        lr_backoff: int = 0,
+                        lr_backoff: int = 0, rewinds: int = 0, rewind_after: int = 10,
                         callback: FitCallback | None = None) -> dict[str, Any]:
     """Fit a StateSpaceModel by sparse or generalized teacher forcing (engines ``"teacher-forcing"``, ``"gtf"``).
 
@@ -619,6 +619,13 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         back to the start of the epoch before, with half the learning rate from then on, instead
         of stopping it: an epoch that made the model unstable under the forcing is trained again,
         more gently (``history["lr_backoffs"]``; see :func:`~dsident.inference.training.train_loop`).
+    rewinds : int, default 0
+        Up to this many times, when ``rewind_after`` scored epochs in a row have not beaten the
+        best free run, training goes back to the best state (weights, optimizer, α) and goes on
+        with half the learning rate (``history["rewinds"]``). For fits whose free runs fall onto
+        a wrong attractor mid-training and stay there (docs/teacher_forcing.md "Rewinding").
+    rewind_after : int, default 10
+        Scored epochs (every ``eval_every``-th) without a new best before a rewind.
     callback : callable ``(epoch, record, model) -> bool or None``, optional
         Called after every epoch with its numbers (``train_loss``, ``alpha``, and on a scored
         epoch ``state_space_divergence`` / ``power_spectrum_distance``) and the model in its
@@ -726,12 +733,13 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                 "loss": forcing.loss, "warmup": forcing.warmup, "eval_every": eval_every, "eval_steps": eval_steps,
                 "eval_data": "train" if eval_data is None else "given", "eval_starts": eval_starts,
                 "select_regime": select_regime, "fused": bool(fused), "stateful": forcing.stateful,
-                "skip_nonfinite": skip_nonfinite, "lr_backoff": lr_backoff, "device": str(dev), "optimizer": optimizer}
+                "skip_nonfinite": skip_nonfinite, "lr_backoff": lr_backoff, "rewinds": rewinds,
+                "rewind_after": rewind_after, "device": str(dev), "optimizer": optimizer}
     history = train_loop(model, loss_fn=forcing.loss_fn, sampler=sampler, n_epochs=n_epochs, lr=lr, lr_end=lr_end,
                          optimizer=optimizer, grad_clip=grad_clip, seed=seed, progress=progress, device=dev,
                          checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                          on_divergence=on_divergence, skip_nonfinite=skip_nonfinite, lr_backoff=lr_backoff,
-                         settings=settings,
+                         rewinds=rewinds, rewind_after=rewind_after, settings=settings,
                          penalties=forcing.penalties,
                          on_batch=forcing.on_batch, on_epoch=forcing.on_epoch, evaluate=evaluate,
                          eval_every=eval_every, score_name="state_space_divergence", engine_state=forcing,

@@ -367,6 +367,12 @@ def _record(history: dict[str, Any], values: Mapping[str, Any] | None) -> None:
         history.setdefault(key, []).append(number)
 
 
+def _evaluations_since_best(history: dict[str, Any]) -> int:
+    """Scored epochs after the best one (0 while none is best): what ``rewind_after`` counts."""
+    best = history["best_epoch"]
+    return 0 if best < 0 else sum(e > best for e in history["eval_epoch"])
+
+
 @dataclass
 class _EpochStart:
     """Where training stood at the start of an epoch: what ``lr_backoff`` goes back to."""
@@ -377,15 +383,16 @@ class _EpochStart:
     history_lengths: dict[str, int]
     best: tuple[dict[str, Tensor] | None, float, int]
     n_batches_done: int
+    since_best: int        #: scored epochs since the best (what `rewinds` count)
 
     @classmethod
     def take(cls, model: torch.nn.Module, opt: torch.optim.Optimizer, engine_state: EngineState | None,
              history: dict[str, Any], best_state: dict[str, Tensor] | None, best_key: str,
-             n_batches_done: int) -> "_EpochStart":
+             n_batches_done: int, since_best: int) -> "_EpochStart":
         return cls(state_copy(model), copy.deepcopy(opt.state_dict()),
                    None if engine_state is None else copy.deepcopy(engine_state.state_dict()),
                    {k: len(v) for k, v in history.items() if isinstance(v, list)},
-                   (best_state, history[best_key], history["best_epoch"]), n_batches_done)
+                   (best_state, history[best_key], history["best_epoch"]), n_batches_done, since_best)
 
     def restore(self, model: torch.nn.Module, opt: torch.optim.Optimizer, engine_state: EngineState | None,
                 history: dict[str, Any], best_key: str) -> tuple[dict[str, Tensor] | None, int]:
@@ -395,7 +402,7 @@ class _EpochStart:
         if engine_state is not None:
             engine_state.load_state_dict(copy.deepcopy(self.engine_state))
         for key, value in history.items():
-            if isinstance(value, list) and key != "lr_backoffs":
+            if isinstance(value, list) and key not in ("lr_backoffs", "rewinds"):
                 del value[self.history_lengths.get(key, 0):]
         best_state, history[best_key], history["best_epoch"] = self.best
         return best_state, self.n_batches_done
@@ -406,7 +413,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                lr_end: float | None = None, optimizer: str = "adam", grad_clip: float | None = None,
                seed: int | None = None, progress: bool = True, device: str | torch.device = "auto",
                checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1, resume: bool = True,
-               on_divergence: str = "warn", skip_nonfinite: int = 0, lr_backoff: int = 0, settings: Mapping[str, Any],
+               on_divergence: str = "warn", skip_nonfinite: int = 0, lr_backoff: int = 0, rewinds: int = 0,
+               rewind_after: int = 10, settings: Mapping[str, Any],
                penalties: Callable[[Any], Iterable[Tensor]] | None = None,
                on_batch: Callable[[Any, TrainingProgress, Batch, Any], Mapping[str, float] | None] | None = None,
                on_epoch: Callable[[Any, TrainingProgress], Mapping[str, float] | None] | None = None,
@@ -462,6 +470,17 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         on the same windows. Each step back is listed in ``history["lr_backoffs"]`` (the epoch
         that failed) and reported in a ``RuntimeWarning``; when none is left, the next failure
         stops training as above.
+    rewinds : int, default 0
+        Times a fit may go back to its best scored state when ``rewind_after`` scored epochs in a
+        row have not beaten it: the model, optimizer and hook state return to where they were
+        at the best evaluation, the learning rate is multiplied by :data:`LR_BACKOFF_FACTOR`
+        for the rest of the fit, and training goes on from the current epoch (the schedule and
+        the epochs' windows carry on; only the weights go back). For fits whose free runs can
+        fall, mid-training, onto a wrong attractor they then never leave (a fixed point, tonic
+        spiking) while the learning rate is still high. Each rewind is listed in
+        ``history["rewinds"]`` (the epoch after which it happened). Needs ``evaluate``.
+    rewind_after : int, default 10
+        Scored epochs (evaluations, not epochs) without a new best before a rewind.
     settings : dict
         Recorded in the history; ``settings["engine"]`` names the engine (checkpoints of
         another engine are refused).
@@ -497,7 +516,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         ``regularization``; ``eval_epoch`` per evaluation; the hooks' lists; ``best_epoch``
         (-1: none), ``best_<score_name>``, ``diverged`` (and ``divergence``, the message),
         ``n_epochs_run``, ``n_batches_done``, ``wall_time_s`` (this call), ``settings``,
-        ``package_version``, ``lr_backoffs``; ``resumed_from_epoch`` after a resume and
+        ``package_version``, ``lr_backoffs``, ``rewinds``; ``resumed_from_epoch`` after a resume and
         ``stopped_by_callback`` when the callback stopped it.
     """
     if on_divergence not in ("warn", "raise"):
@@ -509,6 +528,11 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     eval_every = check_int("eval_every", eval_every, minimum=0)
     skip_nonfinite = check_int("skip_nonfinite", skip_nonfinite, minimum=0)
     lr_backoff = check_int("lr_backoff", lr_backoff, minimum=0)
+    rewinds = check_int("rewinds", rewinds, minimum=0)
+    rewind_after = check_int("rewind_after", rewind_after)
+    if rewinds and (evaluate is None or eval_every == 0):
+        raise ValueError(f"`rewinds` ({rewinds}) go back to the best scored state, so they need scored epochs; "
+                         f"got evaluate={'None' if evaluate is None else 'given'}, eval_every={eval_every}.")
     lr = check_number("lr", lr, positive=True)
     lr_end = check_number("lr_end", lr_end, positive=True, allow_none=True)
     grad_clip = check_number("grad_clip", grad_clip, positive=True, allow_none=True)
@@ -521,13 +545,15 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     opt = make_optimizer(optimizer, params, lr)
     gamma = lr_decay_factor(lr, lr_end, n_epochs)
     best_key = f"best_{score_name}"
-    history: dict[str, Any] = {key: [] for key in (*_EPOCH_KEYS, *history_keys, "lr_backoffs")}
+    history: dict[str, Any] = {key: [] for key in (*_EPOCH_KEYS, *history_keys, "lr_backoffs", "rewinds")}
     history.update({"best_epoch": -1, best_key: math.inf, "diverged": False, "settings": dict(settings),
                     "package_version": __version__})
     lr_scale = 1.0
     state = TrainingProgress()
     best_state: dict[str, Tensor] | None = None
-    start_epoch, elapsed_before = 0, 0.0
+    # the optimizer and hook state at the best evaluation, kept for `rewinds`
+    best_rest: tuple[dict[str, Any], Any] | None = None
+    start_epoch, elapsed_before, since_best_saved = 0, 0.0, None
     ckpt_path = None if checkpoint is None else Path(checkpoint)
     if ckpt_path is not None and resume and ckpt_path.exists():
         payload = load_checkpoint(ckpt_path, engine)
@@ -542,6 +568,9 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         if "skipped_batches" not in payload["history"]:    # a checkpoint written before skipping existed
             history["skipped_batches"] = [0] * len(history["epoch"])
         history.setdefault("lr_backoffs", [])
+        history.setdefault("rewinds", [])
+        best_rest = payload.get("best_rest")
+        since_best_saved = payload.get("since_best")
         lr_scale = float(payload.get("lr_scale", 1.0))
         history["best_epoch"] = int(payload["history"]["best_epoch"])
         history[best_key] = float(payload["history"][best_key])
@@ -561,6 +590,8 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             "elapsed_s": time.perf_counter() - t0 + elapsed_before,
             "model_state": cpu_state(model.state_dict()), "optimizer_state": opt.state_dict(),
             "best_state": {} if best_state is None else cpu_state(best_state),
+            # what a rewind restores besides the weights (None unless `rewinds` asked for it)
+            "best_rest": best_rest, "since_best": since_best,
             "engine_state": None if engine_state is None else engine_state.state_dict(),
             "history": {**lists, "best_epoch": history["best_epoch"], best_key: history[best_key]},
             "settings": {k: (v if isinstance(v, (int, float, str, type(None))) else str(v))
@@ -576,6 +607,9 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
     t0 = time.perf_counter()
     bar = tqdm(total=n_epochs, initial=start_epoch, disable=not progress, desc=engine or "train", dynamic_ncols=True)
     in_a_row = 0      # refused batches in a row (skip_nonfinite)
+    # scored epochs since the best one, and the optimizer / hook state at the best (rewinds)
+    # (a rewind restarts the count, so a resumed run takes it from the checkpoint when it is there)
+    since_best = _evaluations_since_best(history) if since_best_saved is None else int(since_best_saved)
     # the states at the start of the last two epochs, for lr_backoff
     starts: dict[int, _EpochStart] = {}
     epoch = start_epoch
@@ -583,7 +617,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         if lr_backoff > len(history["lr_backoffs"]):
             starts = {e: v for e, v in starts.items() if e == epoch - 1}
             starts[epoch] = _EpochStart.take(model, opt, engine_state, history, best_state, best_key,
-                                             state.n_batches_done)
+                                             state.n_batches_done, since_best)
         state.epoch, state.train_loss = epoch, math.nan
         current_lr = lr * gamma ** epoch * lr_scale
         set_learning_rate(opt, current_lr)
@@ -610,9 +644,12 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             if on_batch is not None:
                 _record(history, on_batch(model, state, batch, aux))
         if divergence is not None and lr_backoff > len(history["lr_backoffs"]):
-            back_to = min(starts)
+            back_to, best_before = min(starts), history["best_epoch"]
             best_state, state.n_batches_done = starts[back_to].restore(model, opt, engine_state, history, best_key)
             history["lr_backoffs"].append(epoch)
+            since_best = starts[back_to].since_best
+            if history["best_epoch"] != best_before:
+                best_rest = None       # the optimizer state kept for a rewind belonged to a best now undone
             lr_scale *= LR_BACKOFF_FACTOR
             in_a_row, epoch = 0, back_to
             bar.n = back_to
@@ -645,6 +682,22 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
             if math.isfinite(result.score) and result.score < history[best_key]:
                 history[best_key], history["best_epoch"] = float(result.score), epoch
                 best_state = state_copy(model)
+                since_best = 0
+                if rewinds:
+                    best_rest = (copy.deepcopy(opt.state_dict()),
+                                 None if engine_state is None else copy.deepcopy(engine_state.state_dict()))
+            else:
+                since_best += 1
+            if since_best >= rewind_after and best_state is not None and rewinds > len(history["rewinds"]):
+                model.load_state_dict(best_state)
+                if best_rest is not None:     # None from an older checkpoint: the optimizer carries on
+                    opt.load_state_dict(copy.deepcopy(best_rest[0]))
+                    if engine_state is not None and best_rest[1] is not None:
+                        engine_state.load_state_dict(copy.deepcopy(best_rest[1]))
+                history["rewinds"].append(epoch)
+                lr_scale *= LR_BACKOFF_FACTOR
+                since_best = 0
+                shown["rewound"] = f"to epoch {history['best_epoch']}"
         bar.update(1)
         bar.set_postfix({k: v if isinstance(v, str) else f"{v:.4g}" for k, v in shown.items()})
         stop = callback is not None and callback(epoch, record, model) is True
