@@ -475,7 +475,7 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
         row have not beaten it: the model, optimizer and hook state return to where they were
         at the best evaluation, the learning rate is multiplied by :data:`LR_BACKOFF_FACTOR`
         for the rest of the fit, and training goes on from the current epoch (the schedule and
-        the epochs' windows carry on; only the weights go back). For fits whose free runs can
+        the epochs' windows carry on from there; they are not replayed). For fits whose free runs can
         fall, mid-training, onto a wrong attractor they then never leave (a fixed point, tonic
         spiking) while the learning rate is still high. Each rewind is listed in
         ``history["rewinds"]`` (the epoch after which it happened). Needs ``evaluate``.
