@@ -80,7 +80,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:   bursting neuron: gnODE teacher forcing 1.26 (session 19, stateful windows; 7 of 8 seeds burst)
 #:     and LTC 4.81 (session 20: α 0.35, 10 scoring starts, restarts; 8 seeds, not yet), both bounded; ODE-RFWP teacher forcing 2.13 [1.12, 12.4]
 #:     (session 19, stateful windows, α 0.35; session 20, stuck seeds restarted; 9 seeds, 8
-#:     burst), bounded by construction (Euler,
+#:     burst; session 23, 200 epochs with rewinds: 0.86 over seeds 0-3), bounded by construction (Euler,
 #:     dt ≤ τ); SVI not measured there (its engine defaults cost 10-30 min a fit
 #:     on Lorenz-63, where the ODE-RFWP's ended at a fixed point).
 #:     The rPLRNN stays with Laplace-EM (seeds 0 / 1 on 50 000 samples: 11.3 / 14.1; teacher forcing
