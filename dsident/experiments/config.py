@@ -80,7 +80,7 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:   bursting neuron: gnODE teacher forcing 1.26 (session 19, stateful windows; 7 of 8 seeds burst)
 #:     and LTC 4.81 (session 20: α 0.35, 10 scoring starts, restarts; 8 seeds, not yet), both bounded; ODE-RFWP teacher forcing 2.13 [1.12, 12.4]
 #:     (session 19, stateful windows, α 0.35; session 20, stuck seeds restarted; 9 seeds, 8
-#:     burst; session 23, 200 epochs with rewinds: 0.86 over seeds 0-3), bounded by construction (Euler,
+#:     burst; session 23, 200 epochs with rewinds: 1.03 over seeds 0-5), bounded by construction (Euler,
 #:     dt ≤ τ); SVI not measured there (its engine defaults cost 10-30 min a fit
 #:     on Lorenz-63, where the ODE-RFWP's ended at a fixed point).
 #:     The rPLRNN stays with Laplace-EM (seeds 0 / 1 on 50 000 samples: 11.3 / 14.1; teacher forcing
@@ -333,8 +333,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # half the rate after 8 scored epochs without a better one), seeds 0-3: 0.59 / 0.99 / 2.14 /
     # 0.72, median 0.86 (6.8× the floor; the cell 1.64 on these seeds), D_H 0.051 [0.023, 0.064],
     # all four bursting with 15-17 spikes a burst, chaotic at 2T; better on 3 of 4 seeds (worse on
-    # seed 2: 2.14 against 1.56); 930-1 296 s a fit. Adopted (the cell now). Seeds 4-8 are not
-    # yet run with it. 400 epochs with rewinds, seeds 0 / 1: 0.41 (3.3× the floor, the best
+    # seed 2: 2.14 against 1.56); 930-1 296 s a fit. Adopted (the cell now). Seeds 4 / 5 with the
+    # cell: 2.10 / 1.07 (the 80-epoch cell 2.60 / 1.53); seeds 0-5: 1.03 (8.2× the floor; 80
+    # epochs 1.64), D_H 0.051, better on 5 of 6. Seeds 6-8 not yet run. 400 epochs with rewinds, seeds 0 / 1: 0.41 (3.3× the floor, the best
     # ODE-RFWP run here) / 14.6 (tonic; its best state, epoch 49, was already poor).
     ("bursting_neuron", "rfwp", "teacher-forcing"): {
         "train_length": 100_000,
@@ -701,8 +702,8 @@ MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     # (257-419 s on the faster machine of sessions 19-20)
     ("bursting_neuron", "ltc", "teacher-forcing"): {"seeds": 8, "D_stsp": 4.81, "D_H": 0.237, "fit_time_s": 726},
     # session 20: seed 2 restarted (15.0 → 1.56), the other seeds unchanged; fresh seeds 7 / 8
-    # session 23: 200 epochs with rewinds, seeds 0-3 (the 80-epoch cell: 9 seeds 2.13 / 0.089, 934 s)
-    ("bursting_neuron", "rfwp", "teacher-forcing"): {"seeds": 4, "D_stsp": 0.86, "D_H": 0.051, "fit_time_s": 958},
+    # session 23: 200 epochs with rewinds, seeds 0-5 (the 80-epoch cell: 9 seeds 2.13 / 0.089, 934 s)
+    ("bursting_neuron", "rfwp", "teacher-forcing"): {"seeds": 6, "D_stsp": 1.03, "D_H": 0.051, "fit_time_s": 986},
     # seeds 0-2 and 5-7 by the fused rollout with reused buffers (session 17, two fits at a time on
     # the 2 cores: 86-99 s a fit); session 15's code gave 7.14 / 0.149 on the same seeds (410 s at
     # load 4), the step-by-step route's seeds 0-4 6.78 / 0.090 in 280 s (the seeds the recipe was
