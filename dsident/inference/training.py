@@ -373,13 +373,24 @@ def _evaluations_since_best(history: dict[str, Any]) -> int:
     return 0 if best < 0 else sum(e > best for e in history["eval_epoch"])
 
 
+def _copy_rest(opt: torch.optim.Optimizer, engine_state: EngineState | None) -> tuple[dict[str, Any], Any]:
+    """Copies of the optimizer's and the hooks' state: what training holds besides the weights."""
+    return copy.deepcopy(opt.state_dict()), None if engine_state is None else copy.deepcopy(engine_state.state_dict())
+
+
+def _load_rest(opt: torch.optim.Optimizer, engine_state: EngineState | None, rest: tuple[dict[str, Any], Any]) -> None:
+    """Put back what :func:`_copy_rest` took (copied again, so that it can be put back twice)."""
+    opt.load_state_dict(copy.deepcopy(rest[0]))
+    if engine_state is not None and rest[1] is not None:
+        engine_state.load_state_dict(copy.deepcopy(rest[1]))
+
+
 @dataclass
 class _EpochStart:
     """Where training stood at the start of an epoch: what ``lr_backoff`` goes back to."""
 
     model_state: dict[str, Tensor]
-    optimizer_state: dict[str, Any]
-    engine_state: Any
+    rest: tuple[dict[str, Any], Any]    #: optimizer and hook state (:func:`_copy_rest`)
     history_lengths: dict[str, int]
     best: tuple[dict[str, Tensor] | None, float, int]
     n_batches_done: int
@@ -389,8 +400,7 @@ class _EpochStart:
     def take(cls, model: torch.nn.Module, opt: torch.optim.Optimizer, engine_state: EngineState | None,
              history: dict[str, Any], best_state: dict[str, Tensor] | None, best_key: str,
              n_batches_done: int, since_best: int) -> "_EpochStart":
-        return cls(state_copy(model), copy.deepcopy(opt.state_dict()),
-                   None if engine_state is None else copy.deepcopy(engine_state.state_dict()),
+        return cls(state_copy(model), _copy_rest(opt, engine_state),
                    {k: len(v) for k, v in history.items() if isinstance(v, list)},
                    (best_state, history[best_key], history["best_epoch"]), n_batches_done, since_best)
 
@@ -398,9 +408,7 @@ class _EpochStart:
                 history: dict[str, Any], best_key: str) -> tuple[dict[str, Tensor] | None, int]:
         """Put everything back; returns the best state and the batch count of then."""
         model.load_state_dict(self.model_state)
-        opt.load_state_dict(copy.deepcopy(self.optimizer_state))
-        if engine_state is not None:
-            engine_state.load_state_dict(copy.deepcopy(self.engine_state))
+        _load_rest(opt, engine_state, self.rest)
         for key, value in history.items():
             if isinstance(value, list) and key not in ("lr_backoffs", "rewinds"):
                 del value[self.history_lengths.get(key, 0):]
@@ -684,16 +692,13 @@ def train_loop(model: torch.nn.Module, *, loss_fn: Callable[[Any, Batch], Tensor
                 best_state = state_copy(model)
                 since_best = 0
                 if rewinds:
-                    best_rest = (copy.deepcopy(opt.state_dict()),
-                                 None if engine_state is None else copy.deepcopy(engine_state.state_dict()))
+                    best_rest = _copy_rest(opt, engine_state)
             else:
                 since_best += 1
             if since_best >= rewind_after and best_state is not None and rewinds > len(history["rewinds"]):
                 model.load_state_dict(best_state)
                 if best_rest is not None:     # None from an older checkpoint: the optimizer carries on
-                    opt.load_state_dict(copy.deepcopy(best_rest[0]))
-                    if engine_state is not None and best_rest[1] is not None:
-                        engine_state.load_state_dict(copy.deepcopy(best_rest[1]))
+                    _load_rest(opt, engine_state, best_rest)
                 history["rewinds"].append(epoch)
                 lr_scale *= LR_BACKOFF_FACTOR
                 since_best = 0
