@@ -58,6 +58,22 @@ def test_stuck_watch_stops_only_when_no_scored_run_moved(scored, stop_epoch):
     assert watch.n_scored == 3
 
 
+@pytest.mark.parametrize("scored, above, stop_epoch", [
+    ([14.6, 15.9, 14.7], 10.0, 2),                 # moving, but never near the data: stuck
+    ([14.6, 9.9, 14.7], 10.0, None),               # one run below the bar clears the fit
+    ([14.6, 10.0, 14.7], 10.0, 2),                 # "below" is strict
+    ([14.6, 15.9, 14.7], None, None),              # without the bar, moving is enough
+])
+def test_restart_above_counts_runs_that_stay_far_from_the_data_as_stuck(scored, above, stop_epoch):
+    watch = StuckWatch(restart_after=3, restart_above=above)
+    for epoch, d in enumerate(scored):
+        watch(epoch, record(d), None)
+    assert watch.stuck_at == stop_epoch
+    history = {"state_space_divergence": scored, "free_run_at_rest": [False] * 3}
+    assert any_free_run_moved(history, above) == (stop_epoch is None)
+    assert any_free_run_moved(history)                 # the default bar: none
+
+
 def test_stuck_watch_waits_for_a_scored_epoch_and_passes_the_users_stop_through():
     calls = []
 
@@ -132,6 +148,28 @@ def test_a_fit_whose_free_runs_move_is_not_restarted(method):
     assert h["n_epochs_run"] == FIT["n_epochs"]
 
 
+def test_restart_above_restarts_a_moving_fit_that_never_gets_below_it():
+    data = circle()
+    # every scored run of this fit moves (the test above); no D_stsp is below 1e-6, so with that
+    # bar every attempt counts as stuck, and the last one is kept as a plain fit from its seed
+    est = PLRNN(latent_dim=2, readout="identity", seed=0)
+    messages = quiet_fit(est, data, restarts=2, restart_after=1, restart_above=1e-6)
+    h = est.history_
+    assert [r["seed"] for r in h["restarts"]] == [0, restart_seed(0, 1)]
+    assert h["seed_used"] == restart_seed(0, 2) and h["restart_above"] == 1e-6
+    assert sum("restart_above=1e-06" in m for m in messages) == 2
+    assert any("all 3 attempts" in m for m in messages)
+    assert any_free_run_moved(h) and not any_free_run_moved(h, 1e-6)
+    direct = PLRNN(latent_dim=2, readout="identity", seed=h["seed_used"])
+    quiet_fit(direct, data)
+    for (name, a), (_, b) in zip(est.model_.state_dict().items(), direct.model_.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    # a bar above every score changes nothing
+    high = PLRNN(latent_dim=2, readout="identity", seed=0)
+    quiet_fit(high, data, restarts=2, restart_after=1, restart_above=1e6)
+    assert high.history_["restarts"] == [] and high.history_["seed_used"] == 0
+
+
 def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
     quiet_fit(est, circle(), restarts=1, n_epochs=4)
@@ -145,6 +183,13 @@ def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     ({"restarts": 1, "eval_every": 0}, "needs eval_every > 0"),
     ({"restarts": 1, "method": "bptt"}, "method='bptt'"),
     ({"restarts": 1, "checkpoint": "ck.pt"}, "checkpoint="),
+    ({"restarts": 1, "restart_above": 0}, "`restart_above` must be a finite D_stsp > 0"),
+    ({"restarts": 1, "restart_above": -3.0}, "got restart_above=-3.0"),
+    ({"restarts": 1, "restart_above": math.inf}, "got restart_above=inf"),
+    ({"restarts": 1, "restart_above": math.nan}, "got restart_above=nan"),
+    ({"restarts": 1, "restart_above": "10"}, "got restart_above='10'"),
+    ({"restarts": 1, "restart_above": True}, "got restart_above=True"),
+    ({"restart_above": "10"}, "got restart_above='10'"),        # checked even without restarts
 ])
 def test_restarts_refuse_what_they_cannot_do(options, fragment):
     est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
@@ -161,9 +206,9 @@ def test_restarts_refuse_a_warm_start():
 
 def test_a_benchmark_cell_passes_restarts_to_the_estimator():
     cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing",
-                         overrides={"fit_options": {"restarts": 2, "restart_after": 15}})
+                         overrides={"fit_options": {"restarts": 2, "restart_after": 15, "restart_above": 10.0}})
     _, options, dropped = build_estimator(cfg)
-    assert options["restarts"] == 2 and options["restart_after"] == 15
+    assert options["restarts"] == 2 and options["restart_after"] == 15 and options["restart_above"] == 10.0
     assert not any("restart" in d for d in dropped)
 
 

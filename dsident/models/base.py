@@ -133,7 +133,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
-            restart_after: int | None = None, **engine_options: Any) -> "LatentModelEstimator":
+            restart_after: int | None = None, restart_above: float | None = None,
+            **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -163,6 +164,12 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             ``n_epochs``. Fits that end well can spend many epochs stuck first (the bursting
             neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid through epoch 44
             of 80, then the cell's best score), so a measured cell sets its own.
+        restart_above : float, optional
+            With ``restarts``: a scored free run whose D_stsp is not below this does not count
+            as moved either, so a fit whose runs move but never come near the data (tonic spiking
+            where the data burst: D_stsp ≈ 14-16 on the bursting neuron, against 1-5 for runs
+            that burst) is restarted too. D_stsp's scale is the data's, so the value belongs to a
+            dataset (the bursting cells use 10). Ignored when ``restarts`` is 0.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -182,6 +189,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         channel_names = [str(c) for c in ds["channel"].values]
         restarts, restart_after = self._check_restarts(engine, method, restarts, restart_after, warm_start,
                                                        engine_options)
+        restart_above = self._check_restart_above(restart_above)     # checked even where it is ignored
+        restart_above = restart_above if restarts else None
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -190,7 +199,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history = engine(model, ds, seed=self.seed, **engine_options)
         else:
             model, history = self._fit_with_restarts(engine, ds, arrays, channel_names, input_dim, restarts,
-                                                     restart_after, engine_options)
+                                                     restart_after, restart_above, engine_options)
         self.model_ = model
         self.history_ = history if history is not None else {}
         self.method_ = method
@@ -242,8 +251,19 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             restart_after = max(1, int(n_epochs) // 2)
         return int(restarts), int(restart_after)
 
+    @staticmethod
+    def _check_restart_above(restart_above: Any) -> float | None:
+        """``restart_above`` as a float: None, or a finite number > 0 (a D_stsp)."""
+        if restart_above is None:
+            return None
+        if isinstance(restart_above, bool) or not isinstance(restart_above, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(restart_above)) or float(restart_above) <= 0:
+            raise ValueError(f"`restart_above` must be a finite D_stsp > 0 (e.g. 10 on the bursting neuron) or "
+                             f"None; got restart_above={restart_above!r}.")
+        return float(restart_above)
+
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
-                           input_dim: int, restarts: int, restart_after: int,
+                           input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
                            engine_options: dict[str, Any]) -> tuple[StateSpaceModel, dict[str, Any]]:
         """Build and fit a fresh model; with ``restarts``, start again from the next seed while a
         fit is stuck (:class:`~dsident.models.restarts.StuckWatch`)."""
@@ -258,14 +278,15 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                 options = dict(engine_options)
                 watch = None
                 if attempt < restarts:
-                    watch = StuckWatch(restart_after, engine_options.get("callback"))
+                    watch = StuckWatch(restart_after, engine_options.get("callback"), restart_above)
                     options["callback"] = watch
                 history = engine(model, ds, seed=self.seed, **options)
                 if watch is None or watch.stuck_at is None:
                     break
                 abandoned.append({"seed": self.seed, "stopped_at_epoch": watch.stuck_at, "scored_epochs": watch.n_scored})
+                below = "" if restart_above is None else f", or scored D_stsp >= restart_above={restart_above:g}"
                 warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs moved on "
-                              f"the data's grid (each diverged, left the data's range or came to rest); starting "
+                              f"the data's grid (each diverged, left the data's range or came to rest{below}); starting "
                               f"again from seed {restart_seed(user_seed, attempt + 1)} (restart {attempt + 1} of "
                               f"{restarts}).", RuntimeWarning, stacklevel=3)
             seed_used = self.seed
@@ -274,7 +295,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restarts:
             history["restarts"] = abandoned
             history["seed_used"] = seed_used
-            if len(abandoned) == restarts and not any_free_run_moved(history):
+            if restart_above is not None:
+                history["restart_above"] = restart_above
+            if len(abandoned) == restarts and not any_free_run_moved(history, restart_above):
                 warnings.warn(f"all {restarts + 1} attempts (seeds {[a['seed'] for a in abandoned] + [seed_used]}) "
                               f"were stuck: no scored free run moved on the data's grid; the last one is kept. "
                               f"The model or the method's settings, not the seed, need to change.",

@@ -4,6 +4,9 @@ Some initialisations train into a dead end that no later epoch leaves: every sco
 rests at a fixed point, leaves the data's range, or diverges, while the one-step loss falls
 normally (the bursting neuron's ODE-RFWP, seed 2, was one: all 16 scored runs a fixed point).
 The kept epoch cannot rescue such a fit, and the rest of its epochs are spent for nothing.
+Others move but never come near the data (the bursting neuron's gnODE, seed 5: every scored run
+spiked tonically, D_stsp 14.6-16 against the cell's 1.26), which ``restart_above`` catches: a
+run whose D_stsp is not below it counts as not moved.
 :class:`StuckWatch` watches the scored free runs of a fit as its ``callback`` and stops the fit
 after ``restart_after`` epochs when none of them has moved on the data's grid;
 :meth:`LatentModelEstimator.fit <dsident.models.base.LatentModelEstimator.fit>` then builds the
@@ -39,16 +42,18 @@ def restart_seed(seed: int | None, attempt: int) -> int | None:
     return None if seed is None else int(seed) + attempt * RESTART_SEED_STRIDE
 
 
-def moved(d_stsp: float, at_rest: Any) -> bool:
+def moved(d_stsp: float, at_rest: Any, above: float | None = None) -> bool:
     """Whether one scored free run moved on the data's grid: a finite D_stsp (it neither diverged
-    nor stayed outside the data's range) and not at rest."""
-    return math.isfinite(float(d_stsp)) and not bool(at_rest)
+    nor stayed outside the data's range), not at rest, and, with ``above``, a D_stsp below it."""
+    d = float(d_stsp)
+    return math.isfinite(d) and not bool(at_rest) and (above is None or d < above)
 
 
-def any_free_run_moved(history: dict[str, Any]) -> bool:
-    """Whether any scored free run of a finished fit (its ``history``) moved on the data's grid."""
+def any_free_run_moved(history: dict[str, Any], above: float | None = None) -> bool:
+    """Whether any scored free run of a finished fit (its ``history``) moved on the data's grid
+    (:func:`moved`, with the same ``above``)."""
     at_rest = history.get("free_run_at_rest", [])
-    return any(moved(d, r) for d, r in zip(history.get("state_space_divergence", []), at_rest))
+    return any(moved(d, r, above) for d, r in zip(history.get("state_space_divergence", []), at_rest))
 
 
 class StuckWatch:
@@ -56,8 +61,10 @@ class StuckWatch:
     run has moved on the data's grid.
 
     A scored run has moved when its D_stsp is finite (it did not diverge and it entered the
-    data's range) and it did not come to rest (the engine's ``free_run_at_rest``). One such run
-    at any scored epoch clears the fit for good. The user's own ``callback`` is still called
+    data's range), it did not come to rest (the engine's ``free_run_at_rest``) and, when
+    ``restart_above`` is given, its D_stsp is below that (a run that moves without coming near the
+    data, e.g. tonic spiking where the data burst, does not count). One such run at any scored
+    epoch clears the fit for good. The user's own ``callback`` is still called
     every epoch and may still stop the fit (that stop is not a restart).
 
     Attributes
@@ -70,8 +77,10 @@ class StuckWatch:
         Whether one of them moved (:func:`moved`); once True, the fit is never stopped.
     """
 
-    def __init__(self, restart_after: int, callback: FitCallback | None = None) -> None:
+    def __init__(self, restart_after: int, callback: FitCallback | None = None,
+                 restart_above: float | None = None) -> None:
         self.restart_after = int(restart_after)
+        self.restart_above = None if restart_above is None else float(restart_above)
         self.callback = callback
         self.any_moved = False
         self.n_scored = 0
@@ -81,7 +90,7 @@ class StuckWatch:
         user_stop = self.callback(epoch, record, model) if self.callback is not None else None
         if "state_space_divergence" in record:
             self.n_scored += 1
-            if moved(record["state_space_divergence"], record.get("free_run_at_rest", False)):
+            if moved(record["state_space_divergence"], record.get("free_run_at_rest", False), self.restart_above):
                 self.any_moved = True
         if user_stop is True:
             return True
