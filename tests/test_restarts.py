@@ -12,7 +12,7 @@ from dsident.data.container import as_dataset
 from dsident.experiments.config import resolve_config
 from dsident.experiments.runner import build_estimator
 from dsident.inference.teacher_forcing import AT_REST_FRACTION, _FreeRunScorer
-from dsident.models import PLRNN, ShallowPLRNN
+from dsident.models import LTC, PLRNN, GatedNODE, ShallowPLRNN
 from dsident.models.restarts import RESTART_SEED_STRIDE, StuckWatch, any_free_run_moved, restart_seed
 
 FIT = dict(method="teacher-forcing", n_epochs=3, batches_per_epoch=2, seq_len=20, eval_every=1, eval_steps=200,
@@ -168,6 +168,21 @@ def test_restart_above_restarts_a_moving_fit_that_never_gets_below_it():
     high = PLRNN(latent_dim=2, readout="identity", seed=0)
     quiet_fit(high, data, restarts=2, restart_after=1, restart_above=1e6)
     assert high.history_["restarts"] == [] and high.history_["seed_used"] == 0
+
+
+@pytest.mark.parametrize("cls", [GatedNODE, LTC])
+def test_a_restarted_continuous_model_with_stateful_windows_is_a_plain_fit_from_the_seed_used(cls):
+    # the bursting cells restart these models with stateful windows: nothing of an abandoned
+    # attempt (the carried window states, the window order) may leak into the next
+    options = dict(stateful=True, alpha=0.3)
+    est = cls(latent_dim=4, readout="linear", seed=0)
+    quiet_fit(est, circle(), restarts=1, restart_after=1, restart_above=1e-6, **options)
+    assert est.history_["seed_used"] == restart_seed(0, 1)
+    direct = cls(latent_dim=4, readout="linear", seed=restart_seed(0, 1))
+    quiet_fit(direct, circle(), **options)
+    assert est.history_["state_space_divergence"] == direct.history_["state_space_divergence"]
+    for (name, a), (_, b) in zip(est.model_.state_dict().items(), direct.model_.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
 
 
 def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
