@@ -4,9 +4,9 @@ Some initialisations train into a dead end that no later epoch leaves: every sco
 rests at a fixed point, leaves the data's range, or diverges, while the one-step loss falls
 normally (the bursting neuron's ODE-RFWP, seed 2, was one: all 16 scored runs a fixed point).
 The kept epoch cannot rescue such a fit, and the rest of its epochs are spent for nothing.
-Others move but never come near the data (the bursting neuron's gnODE, seed 5: every scored run
-spiked tonically, D_stsp 14.6-16 against the cell's 1.26), which ``restart_above`` catches: a
-run whose D_stsp is not below it counts as not moved.
+Others move but never come near the data (the bursting neuron's LTC, seed 4: every scored run
+spiked tonically, D_stsp 14.2-16, where runs that burst score 1-7), which ``restart_above``
+catches: a run whose D_stsp is not below it counts as not moved.
 :class:`StuckWatch` watches the scored free runs of a fit as its ``callback`` and stops the fit
 after ``restart_after`` epochs when none of them has moved on the data's grid;
 :meth:`LatentModelEstimator.fit <dsident.models.base.LatentModelEstimator.fit>` then builds the
