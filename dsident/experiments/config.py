@@ -721,13 +721,17 @@ MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     ("bursting_neuron", "shplrnn", "teacher-forcing"): {"seeds": 8, "D_stsp": 0.63, "D_H": 0.039, "fit_time_s": 454},
     # Session 19's bursting gnODE and ODE-RFWP runs took 360-416 / 475-518 s, but on a faster CPU
     # (the quick benchmark ran in 58 s there against ≈ 3½ min before); `stateful` and α do not
-    # change the cost of an update, so these two cells keep the times measured before.
-    ("bursting_neuron", "gnode", "teacher-forcing"): {"seeds": 8, "D_stsp": 1.26, "D_H": 0.112, "fit_time_s": 865},
+    # change the cost of an update, so these two cells keep the times measured before. Session 24
+    # ran gnODE seeds 0 / 1 / 3 / 5 with rewinds, which changed no kept state (the same scores), in
+    # 324-351 s, two at a time.
+    ("bursting_neuron", "gnode", "teacher-forcing"): {"seeds": 8, "D_stsp": 1.26, "D_H": 0.112, "fit_time_s": 345},
     ("bursting_neuron", "gnode", "svi"): {"seeds": 1, "D_stsp": 11.7, "D_H": 0.255, "fit_time_s": 1319},
     # session 20: α 0.35, 10 scoring starts, restarts (seeds 0-7); the time recorded before
     # (257-419 s on the faster machine of sessions 19-20); session 24: restart_above=10 (seed 4
-    # 14.15 → 4.99 after two restarts, 549 s; the other seeds unchanged)
-    ("bursting_neuron", "ltc", "teacher-forcing"): {"seeds": 8, "D_stsp": 4.40, "D_H": 0.164, "fit_time_s": 726},
+    # 14.15 → 4.99 after two restarts, 549 s; the other seeds unchanged). Time: the median of the
+    # four seeds run in session 24 with the cell's code (0 / 1 / 3 / 4: 237 / 235 / 382 with one
+    # restart / 549 with two; seeds 1 and 3 gave 3.80 / 3.48 again), two fits at a time
+    ("bursting_neuron", "ltc", "teacher-forcing"): {"seeds": 8, "D_stsp": 4.40, "D_H": 0.164, "fit_time_s": 310},
     # session 20: seed 2 restarted (15.0 → 1.56), the other seeds unchanged; fresh seeds 7 / 8
     # session 23: 200 epochs with rewinds (the 80-epoch cell: 9 seeds 2.13 / 0.089, 934 s); session
     # 24: seeds 6-8, and restart_above=10 (seeds 6 / 7 restarted: 5.70 / 14.14 → 1.81 / 2.90)
