@@ -188,6 +188,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # Session 22: seeds 0 / 1 re-run give 0.44 / 0.53 again (230 s a fit, two at a time);
     # lr_end 1e-5: 0.58 / 0.85; 600 epochs: 0.51 / 0.54; eval_starts=3: the same epochs kept
     # (0.44 / 0.53). Not adopted.
+    # Session 24: `rewinds=2, rewind_after=6`, seeds 0-7: 0.61 / 0.53 / 1.10 / 0.54 / 0.60 / 0.62 /
+    # 0.65 / 0.68, median 0.61, D_H 0.061 (the cell 0.63 / 0.039): better on 3 seeds, worse on 4;
+    # 219-227 s a fit, two at a time. Not adopted.
     ("bursting_neuron", "shplrnn", "teacher-forcing"): {
         "train_length": 100_000,   # windows are drawn at random: all the data costs the same
         "model_params": {"latent_dim": 6, "hidden_dim": 400, "readout": "identity", "clip": True},
