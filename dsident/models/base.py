@@ -187,10 +187,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
         channel_names = [str(c) for c in ds["channel"].values]
-        restarts, restart_after = self._check_restarts(engine, method, restarts, restart_after, warm_start,
-                                                       engine_options)
-        restart_above = self._check_restart_above(restart_above)     # checked even where it is ignored
-        restart_above = restart_above if restarts else None
+        restarts, restart_after, restart_above = self._check_restarts(engine, method, restarts, restart_after,
+                                                                      restart_above, warm_start, engine_options)
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -221,9 +219,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                                dt=dt, channel_names=channel_names)
 
     @staticmethod
-    def _check_restarts(engine: Any, method: str, restarts: Any, restart_after: Any, warm_start: bool,
-                        engine_options: dict[str, Any]) -> tuple[int, int]:
-        """Validate ``restarts`` / ``restart_after`` against the method and options; both resolved."""
+    def _check_restarts(engine: Any, method: str, restarts: Any, restart_after: Any, restart_above: Any,
+                        warm_start: bool, engine_options: dict[str, Any]) -> tuple[int, int, float | None]:
+        """Validate ``restarts`` / ``restart_after`` / ``restart_above`` against the method and options;
+        all three resolved (``restart_above`` is checked even without restarts, and then None)."""
         import inspect
 
         from .restarts import RESTARTABLE_METHODS, is_restartable
@@ -232,8 +231,13 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             if (value is not None or name == "restarts") and (
                     isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low):
                 raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}.")
+        if restart_above is not None and (
+                isinstance(restart_above, bool) or not isinstance(restart_above, (int, float, np.integer, np.floating))
+                or not math.isfinite(float(restart_above)) or float(restart_above) <= 0):
+            raise ValueError(f"`restart_above` must be a finite D_stsp > 0 (e.g. 10 on the bursting neuron) or "
+                             f"None; got restart_above={restart_above!r}.")
         if restarts == 0:
-            return 0, 0
+            return 0, 0, None
         if not is_restartable(method):
             raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
                              f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
@@ -249,18 +253,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restart_after is None:          # half the fit: the engine's own default when n_epochs is not given
             n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
             restart_after = max(1, int(n_epochs) // 2)
-        return int(restarts), int(restart_after)
-
-    @staticmethod
-    def _check_restart_above(restart_above: Any) -> float | None:
-        """``restart_above`` as a float: None, or a finite number > 0 (a D_stsp)."""
-        if restart_above is None:
-            return None
-        if isinstance(restart_above, bool) or not isinstance(restart_above, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(restart_above)) or float(restart_above) <= 0:
-            raise ValueError(f"`restart_above` must be a finite D_stsp > 0 (e.g. 10 on the bursting neuron) or "
-                             f"None; got restart_above={restart_above!r}.")
-        return float(restart_above)
+        return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
 
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
                            input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
