@@ -520,8 +520,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # evaluation from 3 starts 10.99 / 11.89 / 7.53, and on seeds 3-7 9.71 / 7.32 / 11.02 / 10.02 /
     # 12.15 (seeds 0-7 10.51: worse); 200 epochs 13.89 / 13.63 / 7.44; α 0.2 13.91 / 8.45 / 13.2;
     # α 0.05 11.16 / 9.64 / off grid. Not adopted.
-    # Session 25 (docs/plrnn.md "The ECG by teacher forcing, session 25"), width and latent_reg (the
-    # bursting rPLRNN cell's lesson), seeds 0-2 unless said (the cell then: 10.99 / 13.96 / 7.53):
+    # Session 25 (docs/plrnn.md "Session 25: width, latent_reg and the breathing"), width and
+    # latent_reg (the bursting rPLRNN cell's lesson), seeds 0-2 unless said (the cell then: 10.99 /
+    # 13.96 / 7.53):
     # M = 100 13.54 / 8.47 / 10.86; M = 100 with latent_reg 1e-5 8.83 / 5.19 / 7.69 and seeds 3-7
     # 8.17 / 8.12 / 8.06 / 10.48 / 6.53 (median 8.09); M = 40 with 1e-5 13.87 / 12.00 / 8.79; M =
     # 100 with 1e-4 8.28 / 7.26 / 7.36; M = 200 with 1e-5, seeds 0-7, 6.33 / 4.35 / 13.60 (a fixed
