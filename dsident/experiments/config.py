@@ -298,6 +298,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # every 322 samples; 549 s. Every other seed of 0-7 gets below 10 by epoch 39 (session 20's
     # histories), so its fit is the same. Seeds 0-7: 4.40 (was 4.81; 35× the floor), D_H 0.164
     # (was 0.237). Rewinds (seed 0): see docs/teacher_forcing.md "Session 24".
+    # Session 25: M = 32 (the rPLRNN's lesson: width), seeds 0 / 1: 3.67 / 6.01 (the cell 3.33 /
+    # 3.80); not adopted.
     ("bursting_neuron", "ltc", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 16, "n_substeps": 1, "readout": "linear"},
@@ -486,6 +488,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # Session 24: fresh seeds 3-7 with the cell: 7.62 / 11.0 / 13.98 / off grid / 10.44 (D_H 0.089 /
     # 0.158 / 0.502 / 1.0 / 0.104; seed 5 periodic, seed 6 a fixed point off the data's grid);
     # seeds 0-7: 10.7 [7.62, off grid] (15× the floor), D_H 0.131; 174-184 s a fit, two at a time.
+    # Session 25: the rPLRNN ECG cell's three levers (M = 20, latent_reg 1e-5, the slow channels
+    # with 3 scoring starts), seeds 0-2: 13.97 / 10.74 / 7.99 (the cell 10.19 / 12.72 / 7.79); not
+    # adopted (docs/continuous.md "Session 25").
     ("ecg", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "model_params": {"latent_dim": 5, "readout": "linear", "output_nonlinearity": "tanh"},
@@ -534,8 +539,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # [2.33, 10.96] (4.1× the floor; was 9.80, 13.8×), D_H 0.027 [0.018, 0.183] (was 0.152); R peaks
     # 12-16 per 10 000 samples (test 15) on seven seeds, seed 1 29 (a cycle twice the data's rate);
     # none diverged; seed 7's late run falls to a fixed point after the scored stretch; 160-164 s
-    # a fit, two at a time. The same with latent_reg 1e-4, seeds 0-6: 3.34 / 4.12 / 4.16 / 2.97 /
-    # 4.31 / 2.44 / 12.75 (a fixed point): worse.
+    # a fit, two at a time. The same with latent_reg 1e-4, seeds 0-7: 3.34 / 4.12 / 4.16 / 2.97 /
+    # 4.31 / 2.44 / 12.75 (a fixed point) / 2.53, median 3.73: worse.
     ("ecg", "rplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "slow_channels": {"cutoff": 0.4},
