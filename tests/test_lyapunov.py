@@ -180,3 +180,54 @@ def test_a_models_own_run_is_used_as_the_path_and_any_other_is_stepped_again():
                                    stepped, rtol=1e-12, atol=1e-12)
         assert len(calls) >= 600
     assert lyap._usable_path(model, run[:10], torch.as_tensor(run[:1], dtype=torch.float32), 600) is None
+
+
+def test_model_jacobians_are_evaluated_in_batches_bounded_in_memory(monkeypatch):
+    # the same spectrum whether the Jacobians come one step at a time or all at once, and no batch
+    # the dynamics is asked for exceeds the byte budget (all at once held T·M² doubles: 15 GB for
+    # the 22 000-step late run of an M = 300 PLRNN)
+    from dsident import StateSpaceModel
+    from dsident.analysis import lyapunov as lyap
+    from dsident.dynamics import ShallowPLRNN
+    from dsident.observations import Gaussian
+
+    model = StateSpaceModel(ShallowPLRNN(4, 32, clip=True, seed=1), Gaussian(2, 4, readout="identity"))
+    run = model.generate(700, seed=0)["z"].values[0]
+    sizes = []
+    real_jacobian = model.dynamics.jacobian
+
+    def recording_jacobian(z, u, dt):
+        sizes.append(int(z.shape[0]))
+        return real_jacobian(z, u, dt)
+
+    monkeypatch.setattr(model.dynamics, "jacobian", recording_jacobian)
+    whole = lyapunov_spectrum(model, z0=run[0], n_steps=600, transient=100, path=run)
+    assert sizes == [700]                       # batch_size 4 096 and a budget far above 700·16 doubles
+    sizes.clear()
+    monkeypatch.setattr(lyap, "_JACOBIAN_BATCH_BYTES", 8 * 4 * 4 * 64)   # 64 Jacobians of 4 × 4
+    batched = lyapunov_spectrum(model, z0=run[0], n_steps=600, transient=100, path=run)
+    assert max(sizes) == 64 and sum(sizes) == 700
+    np.testing.assert_allclose(batched, whole, rtol=1e-12, atol=1e-12)
+    sizes.clear()
+    np.testing.assert_allclose(lyapunov_spectrum(model, z0=run[0], n_steps=600, transient=100, path=run,
+                                                 batch_size=50), whole, rtol=1e-12, atol=1e-12)
+    assert max(sizes) == 50
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer; got 0"):
+        lyapunov_spectrum(model, z0=run[0], n_steps=600, batch_size=0)
+
+
+def test_a_non_finite_model_jacobian_is_reported_as_diverged(monkeypatch):
+    import torch
+
+    model = linear_model(np.diag([0.9, 0.5]), dt=1.0)
+    real_jacobian = model.dynamics.jacobian
+
+    def poisoned(z, u, dt):
+        jac = real_jacobian(z, u, dt).clone()
+        jac[-1, 0, 1] = torch.nan                  # the last step of each batch
+        return jac
+
+    monkeypatch.setattr(model.dynamics, "jacobian", poisoned)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        out = lyapunov_spectrum(model, np.ones(2), n_steps=100, transient=10)
+    assert np.isnan(out).all()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 from scipy.linalg.lapack import dgeqrf as _geqrf, dorgqr as _orgqr
@@ -30,6 +30,8 @@ __all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spect
 StepFn = Callable[[np.ndarray], np.ndarray]
 #: time steps whose R diagonals are logged together in the Benettin loop
 _LOG_BLOCK = 1024
+#: the most memory one batch of a model's Jacobians may take (bytes)
+_JACOBIAN_BATCH_BYTES = 64 * 2**20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +78,9 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
     u : array-like of shape (transient + n_steps, K), optional
         External input of a model (held at zero when omitted).
     batch_size : int
-        Jacobians of a model are evaluated in batches of this many time points.
+        Jacobians of a model are evaluated in batches of at most this many time points (and at
+        most 64 MiB of doubles), each consumed before the next is made, so memory does not grow
+        with ``n_steps``.
     path : array-like of shape (transient + n_steps, M), optional
         A model's own latent trajectory from ``z0`` when the caller already has it (e.g. the
         ``z`` of ``model.generate(transient + n_steps, z0=z0)``, which runs without noise by
@@ -104,6 +108,7 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
     array([  0.887,   0.008, -14.56 ])    # true values 0.905, 0, -14.57
     """
     n_steps = _positive_int(n_steps, "n_steps")
+    batch_size = _positive_int(batch_size, "batch_size")
     if isinstance(transient, bool) or not isinstance(transient, (int, np.integer)) or transient < 0:
         raise ValueError(f"`transient` must be a non-negative integer number of steps; got {transient!r}.")
     if hasattr(system, "model_"):
@@ -111,11 +116,12 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
     if _is_state_space_model(system):
         dt = float(system.dt) if dt is None else _positive_float(dt, "dt")
         jacobians, ok = _model_jacobians(system, z0, int(transient) + n_steps, u, batch_size, path)
-        m = jacobians.shape[-1]
+        m = int(system.latent_dim)
         k = _n_exponents(n_exponents, m)
         if not ok:
             return _diverged(k)
-        return _qr_average(iter(jacobians), m, k, int(transient), n_steps, dt)
+        # a non-finite Jacobian makes its step's product non-finite, which _qr reports as diverged
+        return _qr_average(jacobians, m, k, int(transient), n_steps, dt)
     if hasattr(system, "rhs") and hasattr(system, "jacobian"):
         if dt is None:
             raise ValueError("`dt` is required for a continuous System: the exponents are per unit of "
@@ -379,9 +385,11 @@ def _time_aware(jacobian: Callable[..., np.ndarray]) -> Callable[[np.ndarray, fl
 
 
 def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
-                     given_path: Any = None) -> tuple[np.ndarray, bool]:
+                     given_path: Any = None) -> tuple[Iterator[np.ndarray], bool]:
     """Run the deterministic model n_total steps (or take ``given_path`` when it is that run);
-    return its Jacobians along the path (T, M, M)."""
+    return its one-step Jacobians (M, M) along the path, in order, and whether the path stayed
+    finite. The Jacobians are produced a batch at a time as they are consumed: all of them at
+    once would hold T·M² doubles (15 GB for a 22 000-step run of an M = 300 PLRNN)."""
     import torch
 
     p = next(model.parameters())
@@ -406,14 +414,18 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
         else:
             z = model.step(path[-1:])
     if not bool(torch.isfinite(path).all()) or not bool(torch.isfinite(z).all()):
-        return np.empty((0, m, m)), False
-    out = np.empty((n_total, m, m))
-    for start in range(0, n_total, batch_size):
-        stop = min(start + batch_size, n_total)
+        return iter(()), False
+    # a batch is at most _JACOBIAN_BATCH_BYTES of doubles, whatever batch_size asks for
+    batch = max(1, min(batch_size, _JACOBIAN_BATCH_BYTES // (8 * m * m)))
+    return _jacobian_batches(model, path, uu, batch), True
+
+
+def _jacobian_batches(model: Any, path: Any, uu: Any, batch: int) -> Iterator[np.ndarray]:
+    """The model's Jacobians (M, M) at each state of ``path`` (T, M), evaluated ``batch`` at a time."""
+    for start in range(0, int(path.shape[0]), batch):
+        stop = start + batch
         ub = None if uu is None else uu[start:stop]
-        jac = model.dynamics.jacobian(path[start:stop], ub, model.dt)
-        out[start:stop] = jac.detach().cpu().double().numpy()
-    return out, bool(np.isfinite(out).all())
+        yield from model.dynamics.jacobian(path[start:stop], ub, model.dt).detach().cpu().double().numpy()
 
 
 def _usable_path(model: Any, path: Any, z: Any, n_total: int) -> Any:
