@@ -531,6 +531,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # on every seed (seed 6: 13.93 → 2.93); every free run beats 14-16 times per 10 000 samples
     # (test 15), chaotic or periodic at 2T; kept epochs 247-295; 553-647 s a fit. 400 epochs
     # (seed 0): 2.67 / 0.016 against 2.49, kept epoch 314; 740 s. Kept at 300.
+    # Session 27: H = 600, seeds 0-5: 2.72 / 2.04 / 2.87 / 2.19 / 3.07 / 2.83, median 2.78 against
+    # the cell's 2.52 on those seeds (lower on three, higher on three); 643-681 s. Kept at 400.
     ("ecg", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "slow_channels": {"cutoff": 0.4},
@@ -582,10 +584,12 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # none diverged; seed 7's late run falls to a fixed point after the scored stretch; 160-164 s
     # a fit, two at a time. The same with latent_reg 1e-4, seeds 0-7: 3.34 / 4.12 / 4.16 / 2.97 /
     # 4.31 / 2.44 / 12.75 (a fixed point) / 2.53, median 3.73: worse. That setting with 200 epochs
-    # (the cell now; the shallow PLRNN's ECG cell has 200 too), seeds 0-7: 2.13 / 2.04 / 2.51 / 2.34 /
+    # (the cell now; the shallow PLRNN's ECG cell had 200 then), seeds 0-7: 2.13 / 2.04 / 2.51 / 2.34 /
     # 3.07 / 2.44 / 2.57 / 2.51, median 2.47 [2.04, 3.07] (3.5× the floor; 100 epochs 2.90), D_H
     # 0.020 [0.016, 0.067]; lower on 6 of 8 seeds (seed 1: 10.96 → 2.04), higher on seeds 4 and 6;
     # every run beats 13-15 times per 10 000 samples (test 15); 331-358 s a fit, two at a time.
+    # Session 27, seeds 0 / 1 (the cell: 2.13 / 2.04): 300 epochs 2.25 / 2.23; M = 300: seed 1
+    # 2.18 (seed 0 was killed for memory by the late run's Lyapunov Jacobians, now streamed).
     ("ecg", "rplrnn", "teacher-forcing"): {
         "train_length": 100_000,
         "slow_channels": {"cutoff": 0.4},
