@@ -389,7 +389,7 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
     """Run the deterministic model n_total steps (or take ``given_path`` when it is that run);
     return its one-step Jacobians (M, M) along the path, in order, and whether the path stayed
     finite. The Jacobians are produced a batch at a time as they are consumed: all of them at
-    once would hold T·M² doubles (15 GB for a 22 000-step run of an M = 300 PLRNN)."""
+    once would hold T·M² doubles (16 GB for a 22 000-step run of an M = 300 PLRNN)."""
     import torch
 
     p = next(model.parameters())
