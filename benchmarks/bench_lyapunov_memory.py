@@ -2,13 +2,13 @@
 
 Until session 27 the spectrum of a model held every one-step Jacobian at once, T·M² doubles: the
 late free-run analysis of an ECG rPLRNN cell (M = 200, 22 000 steps) took 7 GB, and at M = 300
-(15 GB) a fit running beside another was killed for memory. Now the Jacobians are evaluated a
+(16 GB) a fit running beside another was killed for memory. Now the Jacobians are evaluated a
 batch of at most 64 MiB at a time, as the QR loop consumes them.
 
 Each route runs in a fresh process, on the same rPLRNN (``PLRNN(M)``, no inputs) and the same
 run of ``--steps`` steps (its own path, ``path=``). Printed: the peak resident memory each
 route adds over the process before the call, their ratio, the wall time, and the largest
-difference between the two spectra (the same arithmetic in another order: round-off).
+difference between the two spectra (the same arithmetic, so zero or round-off).
 
 Run: ``python benchmarks/bench_lyapunov_memory.py`` (``--latent-dim``, ``--steps``).
 """

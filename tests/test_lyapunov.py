@@ -183,7 +183,7 @@ def test_a_models_own_run_is_used_as_the_path_and_any_other_is_stepped_again():
 
 
 def test_model_jacobians_are_evaluated_in_batches_bounded_in_memory(monkeypatch):
-    # the same spectrum whether the Jacobians come one step at a time or all at once, and no batch
+    # the same spectrum whether the Jacobians come in batches of 64 or 50 steps or all at once, and no batch
     # the dynamics is asked for exceeds the byte budget (all at once held T·M² doubles: 16 GB for
     # the 22 000-step late run of an M = 300 PLRNN)
     from dsident import StateSpaceModel
