@@ -533,6 +533,7 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # (seed 0): 2.67 / 0.016 against 2.49, kept epoch 314; 740 s. Kept at 300.
     # Session 27: H = 600, seeds 0-5: 2.72 / 2.04 / 2.87 / 2.19 / 3.07 / 2.83, median 2.78 against
     # the cell's 2.52 on those seeds (lower on three, higher on three); 643-681 s. Kept at 400.
+    # latent_reg 1e-5 (seeds 0 / 1): 2.62 / 2.98 against 2.49 / 2.54. Not adopted.
     ("ecg", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "slow_channels": {"cutoff": 0.4},
