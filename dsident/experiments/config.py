@@ -238,8 +238,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # readout) and the shallow PLRNN's breathing channels (0.4 Hz, 3 scoring starts) are the levers,
     # each needing the others; 200 epochs. Session 28: α 0.07 instead of 0.1 (lower on 6 of 8
     # seeds; 0.05 and 0.15 were worse): 2.14, 3.01× the floor. Session 29: M = 300 instead of 200
-    # (width again; lower on 5 of 8 seeds). Reconstructed: 8 seeds D_stsp 2.04 [1.80, 2.32] (2.87×
-    # the floor, 5 of 8 seeds within 3×), D_H 0.023; 888 s a fit (M = 200: 332 s).
+    # (width again; lower on 5 of 8 seeds). Reconstructed, at the bar: 8 seeds D_stsp 2.04 [1.80,
+    # 2.32] (2.87× the floor, 5 of 8 seeds within 3×; over seeds 0-11 2.16, 3.04×, against M = 200's
+    # 2.29), D_H 0.023; 888 s a fit (M = 200: 332 s).
     # History: docs/plrnn.md "The ECG by teacher forcing", "Session 28: softer forcing (α 0.07)",
     # "Session 29: M = 300".
     ("ecg", "rplrnn", "teacher-forcing"): {
