@@ -90,3 +90,19 @@ def test_rfwp_tau_fast_reaches_the_dynamics_and_survives_save_and_load(lorenz_wi
     default = RecurrentFWP(4, n_heads=2, hidden_dim=8, seed=0).fit(lorenz_window, method="bptt",
                                                                    **{**OPTIONS, "n_epochs": 1})
     assert default.model_.dynamics.tau == 0.01 and default.model_.dynamics.tau_fast is None
+
+
+def test_organics_can_read_its_modulators(lorenz_window):
+    org = ORGaNICs(3, rate_readout=False, read_modulators=True, seed=0).fit(
+        lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
+    obs = org.model_.observation
+    assert obs.n_read == obs.latent_dim == 6
+    z = torch.randn(4, 6)
+    z2 = z.clone()
+    z2[:, 3:] += 1.0                                   # the modulators now move the prediction
+    assert not torch.allclose(obs.mean(z), obs.mean(z2))
+    torch.testing.assert_close(obs.mean(z), obs.inner.mean(z))
+    with pytest.raises(ValueError, match="read_modulators.*rate_readout=False"):
+        ORGaNICs(3, read_modulators=True).fit(lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
+    with pytest.raises(ValueError, match="read_modulators"):
+        ORGaNICs(3, rate_readout=False, read_modulators="yes").fit(lorenz_window, method="bptt", **OPTIONS)

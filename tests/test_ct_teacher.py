@@ -75,3 +75,22 @@ def test_one_projector_forces_every_sample_as_a_per_sample_projection_does():
     (g,) = torch.autograd.grad(forced.sum(), z)
     eye = torch.eye(6, dtype=torch.float64)
     torch.testing.assert_close(g, (eye - 0.3 * teacher.projector[0]).sum(0).expand(3, 6), rtol=1e-12, atol=1e-12)
+
+
+def test_a_readout_of_every_unit_forces_only_its_row_space():
+    # ORGaNICs with read_modulators=True: the likelihood reads all 2n units through a linear
+    # readout of fewer channels, so the teacher pins only B's row space, not the whole state
+    torch.manual_seed(3)
+    obs = LatentFeatureObservation(3, 8, 8, "identity", "gaussian", {"readout": "linear"}, fill_value=1.0)
+    x = torch.randn(2, 4, 3)
+    teacher = make_teacher(obs, x, torch.ones(2, 4, 3, dtype=torch.bool))
+    z = torch.randn(2, 8)
+    B = obs.inner.B.detach().double().numpy()
+    row_space = torch.as_tensor(np.linalg.pinv(B) @ B, dtype=z.dtype)
+    forced = teacher.force(z, 1, 0.5)
+    expected = z + 0.5 * (teacher.z_hat[:, 1] - z) @ row_space.T
+    torch.testing.assert_close(forced, expected, atol=1e-5, rtol=1e-5)
+    null = torch.eye(8) - row_space
+    full = teacher.force(z, 1, 1.0)
+    torch.testing.assert_close(full @ null.T, z @ null.T, atol=1e-5, rtol=1e-5)   # 5 directions stay free
+    torch.testing.assert_close(obs.mean(full), x[:, 1], atol=1e-4, rtol=1e-4)

@@ -369,6 +369,12 @@ class ORGaNICs(_ContinuousTimeEstimator):
         ``0.1 / dt`` (modulators slower than principal cells, as the paper recommends).
     learn_tau : bool, default True
     rate_readout : bool, default True
+    read_modulators : bool, default False
+        Let the observations read the modulators ``a`` as well as the potentials ``y`` (the
+        whole ``2 n`` state; needs ``rate_readout=False``). The modulators follow ``y**2``, so
+        they are even under ``y -> -y`` where the potentials are odd: a channel that is even
+        under a symmetry of the data (Lorenz-63's z under (x, y) -> (-x, -y)) can then be read
+        from ``a`` instead of being built from the potentials' drive offsets.
     solver : str, default "euler"
         Forward Euler as in the paper's training (eq. 135).
     n_substeps : int, default 1
@@ -384,8 +390,8 @@ class ORGaNICs(_ContinuousTimeEstimator):
 
     def __init__(self, latent_dim: int = 16, *, recurrence: str = "free", rectified: bool = False,
                  max_rate_y: float | None = None, max_rate_a: float | None = None, learn_tau: bool = True,
-                 rate_readout: bool = True, solver: str = "euler", n_substeps: int = 1,
-                 norm_weight_scale: float = 1.0, observation: Any = "gaussian", readout: str = "linear",
+                 rate_readout: bool = True, read_modulators: bool = False, solver: str = "euler",
+                 n_substeps: int = 1, norm_weight_scale: float = 1.0, observation: Any = "gaussian", readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
@@ -395,6 +401,7 @@ class ORGaNICs(_ContinuousTimeEstimator):
         self.max_rate_a = max_rate_a
         self.learn_tau = learn_tau
         self.rate_readout = rate_readout
+        self.read_modulators = read_modulators
         self.solver = solver
         self.n_substeps = n_substeps
         self.norm_weight_scale = norm_weight_scale
@@ -411,6 +418,15 @@ class ORGaNICs(_ContinuousTimeEstimator):
 
     def _full_latent_dim(self) -> int:
         return 2 * int(self.latent_dim)
+
+    def _n_observed_units(self) -> int:
+        if not isinstance(self.read_modulators, bool):
+            raise ValueError(f"`read_modulators` must be True or False; got {self.read_modulators!r}.")
+        if self.read_modulators and self.rate_readout:
+            raise ValueError("`read_modulators=True` reads the modulator potentials `a` directly and needs "
+                             "`rate_readout=False`; got rate_readout=True (the firing-rate map floor(.)**2 is "
+                             "for the principal cells).")
+        return 2 * int(self.latent_dim) if self.read_modulators else int(self.latent_dim)
 
     def _build_dynamics(self, input_dim: int) -> LatentDynamics:
         dt = self._data_dt
