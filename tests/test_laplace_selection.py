@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import dsident
-from dsident.inference.laplace_em import PLRNNParams, params_from_model
+from dsident.inference.laplace_em import PLRNNParams
 from dsident.inference.laplace_em.selection import DataBox, data_box, free_run_exit
 
 

@@ -1,6 +1,4 @@
 """The public names of DESIGN.md exist and resolve."""
-import importlib
-
 import pytest
 
 import dsident
