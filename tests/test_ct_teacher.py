@@ -79,4 +79,3 @@ def test_one_projector_forces_every_sample_as_a_per_sample_projection_does():
     (g,) = torch.autograd.grad(forced.sum(), z)
     eye = torch.eye(6, dtype=torch.float64)
     torch.testing.assert_close(g, (eye - 0.3 * teacher.projector[0]).sum(0).expand(3, 6), rtol=1e-12, atol=1e-12)
-

@@ -127,12 +127,12 @@ def _forcing_rule(observation: Any, z_hat: Tensor, mask: Tensor) -> TeacherSigna
     """The teacher of :func:`make_teacher` for given teacher states ``z_hat`` (B, L, M)."""
     m, dtype = z_hat.shape[-1], z_hat.dtype
     n_read = getattr(observation, "n_read", None)
-    if isinstance(n_read, int) and n_read <= m:
-        # the likelihood reads only the leading n_read units (ODE-RFWP's vector state, ORGaNICs'
-        # principal neurons): the data say nothing about the rest (fast weights, modulators),
-        # whose invert() entries are mere fill values, so those units run freely. With n_read = m
-        # (ORGaNICs reading its modulators too) the inner readout's rule still applies: forcing
-        # every unit to its pseudo-inverse teacher would pin the state to the readout's row space
+    if isinstance(n_read, int):
+        # the likelihood reads only the leading n_read <= m units (ODE-RFWP's vector state,
+        # ORGaNICs' principal neurons): the data say nothing about the rest (fast weights,
+        # modulators), whose invert() entries are mere fill values, so those units run freely. With
+        # n_read = m (ORGaNICs reading its modulators too) the inner readout's rule still applies:
+        # forcing every unit to its pseudo-inverse teacher would pin the state to the row space
         inner = getattr(observation, "inner", None)
         if inner is not None and getattr(observation, "transfer", None) == "identity":
             # the read units are the inner likelihood's latent: force only what its readout

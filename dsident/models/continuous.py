@@ -391,7 +391,8 @@ class ORGaNICs(_ContinuousTimeEstimator):
     def __init__(self, latent_dim: int = 16, *, recurrence: str = "free", rectified: bool = False,
                  max_rate_y: float | None = None, max_rate_a: float | None = None, learn_tau: bool = True,
                  rate_readout: bool = True, read_modulators: bool = False, solver: str = "euler",
-                 n_substeps: int = 1, norm_weight_scale: float = 1.0, observation: Any = "gaussian", readout: str = "linear",
+                 n_substeps: int = 1, norm_weight_scale: float = 1.0, observation: Any = "gaussian",
+                 readout: str = "linear",
                  observation_options: dict[str, Any] | None = None, process_noise: float = 0.01,
                  initial_var: float = 1.0, seed: int | None = None) -> None:
         self.latent_dim = latent_dim
