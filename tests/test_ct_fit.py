@@ -104,5 +104,5 @@ def test_organics_can_read_its_modulators(lorenz_window):
     torch.testing.assert_close(obs.mean(z), obs.inner.mean(z))
     with pytest.raises(ValueError, match="read_modulators.*rate_readout=False"):
         ORGaNICs(3, read_modulators=True).fit(lorenz_window, method="bptt", **{**OPTIONS, "n_epochs": 1})
-    with pytest.raises(ValueError, match="read_modulators"):
+    with pytest.raises(TypeError, match="read_modulators"):
         ORGaNICs(3, rate_readout=False, read_modulators="yes").fit(lorenz_window, method="bptt", **OPTIONS)

@@ -25,6 +25,7 @@ from ..dynamics.gnode import GatedNODE as GatedNODEDynamics
 from ..dynamics.ltc import LTC as LTCDynamics
 from ..dynamics.organics import ORGaNICs as ORGaNICsDynamics
 from ..dynamics.rfwp import RecurrentFWP as RecurrentFWPDynamics
+from ..inference.training import check_bool
 from ..observations import ObservationModel, make_observation
 from .base import LatentModelEstimator
 
@@ -421,9 +422,7 @@ class ORGaNICs(_ContinuousTimeEstimator):
         return 2 * int(self.latent_dim)
 
     def _n_observed_units(self) -> int:
-        if not isinstance(self.read_modulators, bool):
-            raise ValueError(f"`read_modulators` must be True or False; got {self.read_modulators!r}.")
-        if self.read_modulators and self.rate_readout:
+        if check_bool("read_modulators", self.read_modulators) and self.rate_readout:
             raise ValueError("`read_modulators=True` reads the modulator potentials `a` directly and needs "
                              "`rate_readout=False`; got rate_readout=True (the firing-rate map floor(.)**2 is "
                              "for the principal cells).")
