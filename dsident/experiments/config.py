@@ -227,7 +227,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # gave 7.60 / 10.22 on seeds 0 / 1) is what made it beat, and 300 epochs let every seed find
     # the beats. Not yet, but close: 8 seeds D_stsp 2.72 [2.26, 3.08] (3.8× the floor), D_H 0.016;
     # 566 s a fit. History: docs/continuous.md "The ECG", "The ECG, continued", "Session 26",
-    # "Session 27" (and "Session 20", "Session 24", "Session 25" for what did not help).
+    # "Session 27" (and "Session 20", "Session 24", "Session 25", "Session 28"-"Session 31" for
+    # what did not help).
     ("ecg", "gnode", "teacher-forcing"): {
         "train_length": 100_000,
         "slow_channels": {"cutoff": 0.4},
