@@ -31,10 +31,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     x0 = start_raw = None
     if s.get("start"):
         from .experiments.late_run import first_observation
-        from .experiments.inputs import in_fit_units, load_data
+        from .experiments.inputs import load_data, load_test
 
         start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
-        start_data = in_fit_units(start_raw, cfg)
+        start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"))
         x0 = first_observation(start_data)
         if x0 is None:
             raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")

@@ -140,7 +140,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import cut, in_fit_units, is_path_like, load_data, slow_channels_for_fit, zscore_for_fit
+    from .experiments.inputs import (cut, in_fit_units, is_path_like, load_data, load_test, slow_channels_for_fit,
+                                     zscore_for_fit)
     from .experiments.runner import _write_netcdf, fit_point
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
@@ -177,6 +178,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
         train, held_out = split_in_time(load_data(data, split="train", dt=cfg.get("dt")), s["test_fraction"],
                                         argname="--test-fraction")
+        recorded_before = train     # the held-out end continues this (slow channels filter across)
         cfg["test_fraction"] = s["test_fraction"]
         if cfg.get("train_length"):
             train = cut(train, int(cfg["train_length"]))
@@ -223,11 +225,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if held_out is not None:
         lines.append(f"- test: the last {s['test_fraction']:g} of every trial ({held_out.sizes['time']} samples "
                      "in the longest), never seen in training")
-        test = held_out if not cfg.get("eval_length") else cut(held_out, int(cfg["eval_length"]))
+        test = in_fit_units(held_out, cfg, before=recorded_before)
+        test = test if not cfg.get("eval_length") else cut(test, int(cfg["eval_length"]))
     elif test_spec is not None:
-        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
+        test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"))
     if test is not None:
-        lines += _evaluate_and_draw(est, in_fit_units(test, cfg), out, cfg, label=f"{model} × {cfg['method']}")
+        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
     else:
         gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
         _write_netcdf(gen, out / "generated.nc")
@@ -381,7 +384,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
-    from .experiments.inputs import in_fit_units, load_data
+    from .experiments.inputs import load_test
 
     s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress"])
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
@@ -391,13 +394,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
-    test = load_data(args.test_data, split="test", length=cfg.get("eval_length"), dt=s.get("dt") or cfg.get("dt"))
-    test = in_fit_units(test, cfg)
+    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=s.get("dt") or cfg.get("dt"))
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
     if s.get("starts") is not None:
-        full = in_fit_units(load_data(args.test_data, split="test", dt=s.get("dt") or cfg.get("dt")), cfg)
+        full = load_test(args.test_data, cfg, dt=s.get("dt") or cfg.get("dt"))
         lines += _starts_table(est, full, int(s["starts"]), cfg.get("eval_length"), int(cfg.get("seed", 0)), out,
                                progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")

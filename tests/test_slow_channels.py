@@ -202,3 +202,93 @@ def test_the_ecg_cell_breathes_through_slow_channels_and_false_turns_them_off():
     assert "slow_channels" not in resolve_config("ecg", "shplrnn", "teacher-forcing",
                                                  overrides={"slow_channels": False})
     assert "slow_channels" not in resolve_config("lorenz63", "shplrnn", "teacher-forcing")
+
+
+def test_before_filters_across_the_start_as_the_concatenated_recording_does():
+    x, t = _two_tone(30_000)
+    head, tail = as_dataset(x[:20_000], dt=DT), as_dataset(x[20_000:], dt=DT)
+    whole, settings = add_slow_channels(as_dataset(x, dt=DT), 0.5)
+    joined, _ = add_slow_channels(tail, 0.5, scale=settings["scale"], before=head)
+    # independent route: the whole recording filtered at once, then cut
+    np.testing.assert_allclose(joined["x"].values[0, :, 2:], whole["x"].values[0, 20_000:, 2:], atol=1e-12)
+    alone, _ = add_slow_channels(tail, 0.5, scale=settings["scale"])
+    # at the first sample the quadrature is the analytic -amp cos(2π f t) only when filtered across the edge
+    truth = -0.7 * np.cos(2 * np.pi * F_SLOW * t[20_000]) / settings["scale"]
+    assert abs(joined["x"].values[0, 0, 3] - truth) < 0.05
+    assert abs(alone["x"].values[0, 0, 3] - truth) > 0.2
+
+
+def test_before_must_have_the_datas_channels_and_trials():
+    x, _ = _two_tone(5_000)
+    data = as_dataset(x, dt=DT)
+    with pytest.raises(ValueError, match="`before` must hold .* expected \\['x0', 'x1'\\] × 1"):
+        add_slow_channels(data, 0.5, before=as_dataset(x[:, :1], dt=DT))
+    with pytest.raises(ValueError, match="`before` must hold"):
+        add_slow_channels(data, 0.5, before=as_dataset(np.stack([x, x]), dt=DT))
+    gappy = x.copy()
+    gappy[:3, 0] = np.nan
+    with pytest.raises(ValueError, match="`before` or the data\\) has 3 missing"):
+        add_slow_channels(data, 0.5, before=as_dataset(gappy, dt=DT))
+
+
+def test_load_test_filters_the_ecg_test_split_across_the_training_split():
+    from dsident.experiments.inputs import continues, in_fit_units, load_data, load_test, slow_channels_for_fit
+
+    train, test = load_data("ecg", split="train"), load_data("ecg", split="test")
+    assert continues(test, train) and not continues(train, test)
+    _, slow = slow_channels_for_fit(train, {"cutoff": 0.4})
+    cfg = {"dataset": "ecg", "slow_channels": slow}
+    cut = load_test("ecg", cfg, length=3_000)
+    full = load_test("ecg", cfg)
+    # the first samples do not depend on how much of the split is kept
+    np.testing.assert_array_equal(cut["x"].values, full["x"].values[:, :3_000])
+    # independent route: both splits joined into one series and filtered at once
+    joined = as_dataset(np.concatenate([train["x"].values, test["x"].values], axis=1), dt=train.attrs["dt"],
+                        channel_names=[str(c) for c in train["channel"].values])
+    ref = in_fit_units(joined, cfg)["x"].values[0, train.sizes["time"]:train.sizes["time"] + 3_000, 5:]
+    np.testing.assert_allclose(cut["x"].values[0, :, 5:], ref, atol=1e-9)
+    # inside the training range at the start; the test split filtered alone is not
+    inner = np.abs(full["x"].values[0, 2_000:-2_000, 5:]).max()
+    assert np.abs(cut["x"].values[0, 0, 5:]).max() <= inner
+    alone = in_fit_units(load_data("ecg", split="test", length=10_000), cfg)
+    assert np.abs(alone["x"].values[0, 0, 5:]).max() > 2 * inner
+    # the scored channels are the data's own, unchanged
+    np.testing.assert_array_equal(cut["x"].values[0, :, :5], test["x"].values[0, :3_000])
+
+
+def test_load_test_without_a_known_preceding_stretch_filters_the_test_alone(tmp_path):
+    from dsident.experiments.inputs import in_fit_units, load_data, load_test, slow_channels_for_fit
+
+    x, _ = _two_tone(12_000)
+    path = tmp_path / "rec.npy"
+    np.save(path, x)
+    train = load_data(str(path), dt=DT)
+    _, slow = slow_channels_for_fit(train, {"cutoff": 0.5})
+    cfg = {"dataset": str(path), "slow_channels": slow}
+    got = load_test(str(path), cfg, dt=DT, length=5_000)     # no split bounds: nothing to join
+    np.testing.assert_array_equal(got["x"].values, in_fit_units(train, cfg)["x"].values[:, :5_000])
+
+
+def test_cli_test_fraction_filters_the_held_out_end_across_the_training_part(tmp_path):
+    import xarray as xr
+
+    from dsident import metrics
+    from dsident.cli import main
+    from dsident.cli_main_job import load_fitted
+
+    x, _ = _two_tone(4_000)
+    np.save(tmp_path / "rec.npy", x)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", str(DT), "--test-fraction", "0.25", "--slow-channels", "0.5",
+                 "--model", "shplrnn", "--method", "bptt", "--latent-dim", "4", "--param", "hidden_dim=8",
+                 "--param", "readout=identity", "--option", "n_epochs=1", "--option", "seq_len=20",
+                 "--out", str(out), "--no-progress"]) == 0
+    est, cfg = load_fitted(out)
+    scale = cfg["slow_channels"]["scale"]
+    head, tail = as_dataset(x[:3_000], dt=DT), as_dataset(x[3_000:], dt=DT)
+    joined, _ = add_slow_channels(tail, 0.5, scale=scale, before=head)
+    alone, _ = add_slow_channels(tail, 0.5, scale=scale)
+    with xr.open_dataset(out / "metrics.nc", engine="h5netcdf") as saved:
+        pe = float(saved["prediction_error"])
+    assert pe == pytest.approx(metrics.prediction_error(est, joined, n=20, channels=[0, 1]), rel=1e-9)
+    assert pe != pytest.approx(metrics.prediction_error(est, alone, n=20, channels=[0, 1]), rel=1e-6)

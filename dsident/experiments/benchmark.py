@@ -479,7 +479,7 @@ def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float])
 def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dict[str, dict[str, Any]],
              out: Path, say: Any) -> None:
     from .. import plotting
-    from .inputs import in_fit_units, load_data
+    from .inputs import load_test
 
     try:
         if results.sizes.get("point", 0):
@@ -494,7 +494,7 @@ def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dic
         try:
             cfg = rec["config"]
             # the channels the model saw (slow channels, if any, with the fit's scale)
-            test = in_fit_units(load_data(dataset, split="test", length=cfg.get("eval_length")), cfg)
+            test = load_test(dataset, cfg, length=cfg.get("eval_length"))
             with xr.open_dataset(gen_path, engine="h5netcdf") as g:
                 gen = g.load()
             title = f"{dataset}: {cfg['model']} × {cfg['method']}, seed {cfg['seed']}"

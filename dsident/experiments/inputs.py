@@ -145,22 +145,42 @@ def check_slow_channels(spec: Any) -> None:
         raise ValueError(f"`slow_channels.cutoff` must be a positive frequency; got {cutoff!r}.")
 
 
-def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any]) -> tuple[xr.Dataset, dict[str, Any]]:
+def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
+                          before: xr.Dataset | None = None) -> tuple[xr.Dataset, dict[str, Any]]:
     """``train`` with the slow channels of ``spec`` (:func:`dsident.data.add_slow_channels`), and
     ``spec`` completed with the training data's ``scale``, which every later dataset reuses
-    (:func:`in_fit_units`); stored in the fit's config under ``slow_channels``."""
+    (:func:`in_fit_units`); stored in the fit's config under ``slow_channels``. ``before``: the
+    recording just before ``train``, filtered across (see ``add_slow_channels``)."""
     from ..data.slow_channels import add_slow_channels
 
     check_slow_channels(spec)
     options = {k: spec[k] for k in ("channel", "order") if k in spec}
-    return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), **options)
+    return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), before=before, **options)
 
 
-def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
+def _zscored(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
+    """``ds`` z-scored with the fit's constants (``cfg["zscore"]``); unchanged without them."""
+    scaling = cfg.get("zscore")
+    if not isinstance(scaling, dict):
+        return ds
+    from ..data.preprocessing import zscore
+
+    channels = [str(c) for c in ds["channel"].values]
+    if len(channels) != len(scaling["channel"]):
+        raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
+                         f"{len(scaling['channel'])} {scaling['channel']}.")
+    return zscore(ds, mean=scaling["mean"], std=scaling["std"])
+
+
+def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any], *, before: xr.Dataset | None = None) -> xr.Dataset:
     """``ds`` in the units and channels the fit of ``cfg`` saw: z-scored with the training data's
     constants when it was fitted with ``zscore`` (``cfg["zscore"]``), and with the fit's slow
     channels added (``cfg["slow_channels"]``, with the training data's ``scale``); unchanged
     otherwise.
+
+    ``before`` (raw units, like ``ds``): the recording just before ``ds``; the slow channels are
+    filtered across it, so that ``ds``'s first samples carry no edge effect
+    (:func:`dsident.data.add_slow_channels`). :func:`load_test` finds it for a test set.
 
     Raises
     ------
@@ -168,22 +188,77 @@ def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
         ``ds`` has other channels than the training data, or ``slow_channels`` has no ``scale``
         (a configuration that was never fitted).
     """
-    scaling = cfg.get("zscore")
-    if isinstance(scaling, dict):
-        from ..data.preprocessing import zscore
-
-        channels = [str(c) for c in ds["channel"].values]
-        if len(channels) != len(scaling["channel"]):
-            raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
-                             f"{len(scaling['channel'])} {scaling['channel']}.")
-        ds = zscore(ds, mean=scaling["mean"], std=scaling["std"])
+    ds = _zscored(ds, cfg)
     slow = cfg.get("slow_channels")
     if isinstance(slow, dict):
         if "scale" not in slow:
             raise ValueError("`slow_channels` has no `scale`: the training data's scale is set by the fit "
                              "(slow_channels_for_fit); evaluate with the configuration a fit saved.")
-        ds, _ = slow_channels_for_fit(ds, slow)
+        ds, _ = slow_channels_for_fit(ds, slow, before=None if before is None else _zscored(before, cfg))
     return ds
+
+
+def split_bounds(ds: xr.Dataset) -> tuple[int, int] | None:
+    """``(start, stop)`` sample indices of a split in its recording (``attrs["split"]``, as the
+    shipped sets and :func:`dsident.data.ecg.split_contiguous` write it); None when unknown."""
+    import json
+
+    raw = ds.attrs.get("split")
+    try:
+        info = json.loads(raw) if isinstance(raw, str) else raw
+        return int(info["start"]), int(info["stop"])
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def continues(test: xr.Dataset, train: xr.Dataset) -> bool:
+    """True when ``test`` is the stretch of the recording right after ``train`` (their
+    ``attrs["split"]`` bounds meet) with the same channels and trials."""
+    a, b = split_bounds(train), split_bounds(test)
+    return (a is not None and b is not None and a[1] == b[0]
+            and [str(c) for c in train["channel"].values] == [str(c) for c in test["channel"].values]
+            and train.sizes["trial"] == test.sizes["trial"])
+
+
+def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: float | None = None,
+              before: xr.Dataset | None = None) -> xr.Dataset:
+    """The test data ``spec`` in the fit's units and channels (:func:`in_fit_units`), cut to its
+    first ``length`` samples.
+
+    With slow channels, the filter runs across the start of the test stretch whenever the
+    recording before it is known: ``before`` if given (e.g. the training part of a recording
+    whose end was held out), else the fit's training data (``cfg["dataset"]``, whole split)
+    when the test set continues it (:func:`continues`: the shipped sets' test splits do).
+    The channels are computed on the whole test series and then cut, so the first ``length``
+    samples are the same whatever ``length`` is. Without a known preceding stretch the test
+    series is filtered alone, and its first samples carry the filter's edge effect.
+
+    Parameters
+    ----------
+    spec : str, pathlib.Path or xarray.Dataset
+        As :func:`load_data`; a shipped set's ``"test"`` split.
+    cfg : dict
+        A fitted run's configuration (``zscore``, ``slow_channels``, ``dataset``).
+    length : int, optional
+        Keep the first ``length`` samples of every trial.
+    dt : float, optional
+        Sampling step of plain array files.
+    before : xarray.Dataset, optional
+        The recording just before the test data, in raw units.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``x(trial, time, channel)`` as the model saw its training data.
+    """
+    test = load_data(spec, split="test", dt=dt)
+    source = cfg.get("dataset")
+    if (before is None and isinstance(cfg.get("slow_channels"), dict) and isinstance(source, (str, Path))
+            and (not is_path_like(str(source)) or Path(source).is_file())):
+        train = load_data(source, split="train", dt=dt)
+        before = train if continues(test, train) else None
+    out = in_fit_units(test, cfg, before=before)
+    return out if length is None else cut(out, int(length))
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:

@@ -117,17 +117,21 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
 
     With ``slow_channels`` (:func:`dsident.data.add_slow_channels`) both splits get the slow
     channels, scaled by the training split's ``scale``, which the returned configuration records
-    so that ``dsident evaluate`` and the figures can add the same channels to other data.
+    so that ``dsident evaluate`` and the figures can add the same channels to other data. The
+    test split's are filtered across the training split it continues (:func:`.inputs.load_test`),
+    so the free runs do not start on the filter's edge effect.
     """
-    from .inputs import in_fit_units, load_data, slow_channels_for_fit
+    from .inputs import load_data, load_test, slow_channels_for_fit
 
     cfg = dict(cfg)
     train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
-    test = load_data(cfg.get("test_data") or cfg["dataset"], split="test", length=cfg.get("eval_length"),
-                     dt=cfg.get("dt"))
+    test_spec = cfg.get("test_data") or cfg["dataset"]
     if cfg.get("slow_channels") is not None:
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
-        test = in_fit_units(test, {"slow_channels": cfg["slow_channels"]})
+        test = load_test(test_spec, {"slow_channels": cfg["slow_channels"], "dataset": cfg["dataset"]},
+                         length=cfg.get("eval_length"), dt=cfg.get("dt"))
+    else:
+        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
     return train, test, cfg
 
 
