@@ -238,8 +238,12 @@ def test_load_test_filters_the_ecg_test_split_across_the_training_split():
     assert continues(test, train) and not continues(train, test)
     _, slow = slow_channels_for_fit(train, {"cutoff": 0.4})
     cfg = {"dataset": "ecg", "slow_channels": slow}
-    cut = load_test("ecg", cfg, length=3_000)
-    full = load_test("ecg", cfg)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the preceding stretch is known: no edge warning
+        cut = load_test("ecg", cfg, length=3_000)
+        full = load_test("ecg", cfg)
     # the first samples do not depend on how much of the split is kept
     np.testing.assert_array_equal(cut["x"].values, full["x"].values[:, :3_000])
     # independent route: both splits joined into one series and filtered at once
@@ -265,7 +269,8 @@ def test_load_test_without_a_known_preceding_stretch_filters_the_test_alone(tmp_
     train = load_data(str(path), dt=DT)
     _, slow = slow_channels_for_fit(train, {"cutoff": 0.5})
     cfg = {"dataset": str(path), "slow_channels": slow}
-    got = load_test(str(path), cfg, dt=DT, length=5_000)     # no split bounds: nothing to join
+    with pytest.warns(UserWarning, match="edge effect"):
+        got = load_test(str(path), cfg, dt=DT, length=5_000)     # no split bounds: nothing to join
     np.testing.assert_array_equal(got["x"].values, in_fit_units(train, cfg)["x"].values[:, :5_000])
 
 

@@ -231,7 +231,8 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
     when the test set continues it (:func:`continues`: the shipped sets' test splits do).
     The channels are computed on the whole test series and then cut, so the first ``length``
     samples are the same whatever ``length`` is. Without a known preceding stretch the test
-    series is filtered alone, and its first samples carry the filter's edge effect.
+    series is filtered alone, and its first samples carry the filter's edge effect; a
+    UserWarning says so.
 
     Parameters
     ----------
@@ -257,6 +258,13 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
             and (not is_path_like(str(source)) or Path(source).is_file())):
         train = load_data(source, split="train", dt=dt)
         before = train if continues(test, train) else None
+    if before is None and isinstance(cfg.get("slow_channels"), dict):
+        import warnings
+
+        warnings.warn("the test data's slow channels are filtered without the recording before them (no "
+                      "`before`, and the test data do not carry split bounds that continue the training data's), "
+                      "so their first samples, where the free run starts, carry the filter's edge effect; pass "
+                      "`before=` (the preceding stretch) to avoid it.", UserWarning, stacklevel=2)
     out = in_fit_units(test, cfg, before=before)
     return out if length is None else cut(out, int(length))
 
