@@ -384,9 +384,9 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
-    from .experiments.inputs import load_test
+    from .experiments.inputs import load_data, load_test
 
-    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress"])
+    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before"])
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
                                         or s["starts"] < 1):
         raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
@@ -394,12 +394,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
-    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=s.get("dt") or cfg.get("dt"))
+    dt = s.get("dt") or cfg.get("dt")
+    before = load_data(s["before"], split="train", dt=dt) if s.get("before") else None
+    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
     if s.get("starts") is not None:
-        full = load_test(args.test_data, cfg, dt=s.get("dt") or cfg.get("dt"))
+        full = load_test(args.test_data, cfg, dt=dt, before=before)
         lines += _starts_table(est, full, int(s["starts"]), cfg.get("eval_length"), int(cfg.get("seed", 0)), out,
                                progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
@@ -573,6 +575,10 @@ def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--starts", type=int, metavar="K",
                    help="also score free runs from K starts spread over the whole test data, each on a window "
                         "of the evaluation length (starts.nc and a table; finds models that settle from some states)")
+    p.add_argument("--before", metavar="DATA",
+                   help="the recording just before TEST_DATA (a file, or a shipped set's train split): a model "
+                        "fitted with slow channels gets them filtered across it, so the free run's start is not "
+                        "the filter's edge (shipped test splits find theirs)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/evaluation)")
     _add_common(p)
 

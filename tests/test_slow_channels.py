@@ -297,3 +297,36 @@ def test_cli_test_fraction_filters_the_held_out_end_across_the_training_part(tmp
         pe = float(saved["prediction_error"])
     assert pe == pytest.approx(metrics.prediction_error(est, joined, n=20, channels=[0, 1]), rel=1e-9)
     assert pe != pytest.approx(metrics.prediction_error(est, alone, n=20, channels=[0, 1]), rel=1e-6)
+
+
+def test_cli_evaluate_before_filters_a_test_file_across_the_preceding_recording(tmp_path):
+    import warnings
+
+    import xarray as xr
+
+    from dsident import metrics
+    from dsident.cli import main
+    from dsident.cli_main_job import load_fitted
+
+    x, _ = _two_tone(4_000)
+    np.save(tmp_path / "head.npy", x[:3_000])
+    np.save(tmp_path / "tail.npy", x[3_000:])
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "head.npy"), "--dt", str(DT), "--slow-channels", "0.5", "--model", "shplrnn",
+                 "--method", "bptt", "--latent-dim", "4", "--param", "hidden_dim=8", "--param", "readout=identity",
+                 "--option", "n_epochs=1", "--option", "seq_len=20", "--out", str(out), "--no-progress"]) == 0
+    est, cfg = load_fitted(out)
+    scale = cfg["slow_channels"]["scale"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # the preceding stretch is given: no edge warning
+        assert main(["evaluate", str(out), str(tmp_path / "tail.npy"), "--dt", str(DT),
+                     "--before", str(tmp_path / "head.npy"), "--out", str(tmp_path / "ev")]) == 0
+    joined, _ = add_slow_channels(as_dataset(x[3_000:], dt=DT), 0.5, scale=scale, before=as_dataset(x[:3_000], dt=DT))
+    with xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf") as saved:
+        pe = float(saved["prediction_error"])
+    assert pe == pytest.approx(metrics.prediction_error(est, joined, n=20, channels=[0, 1]), rel=1e-9)
+    with pytest.warns(UserWarning, match="--before DATA"):
+        assert main(["evaluate", str(out), str(tmp_path / "tail.npy"), "--dt", str(DT),
+                     "--out", str(tmp_path / "ev2")]) == 0
+    with xr.open_dataset(tmp_path / "ev2" / "metrics.nc", engine="h5netcdf") as saved:
+        assert float(saved["prediction_error"]) != pytest.approx(pe, rel=1e-6)

@@ -264,7 +264,8 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
         warnings.warn("the test data's slow channels are filtered without the recording before them (no "
                       "`before`, and the test data do not carry split bounds that continue the training data's), "
                       "so their first samples, where the free run starts, carry the filter's edge effect; pass "
-                      "`before=` (the preceding stretch) to avoid it.", UserWarning, stacklevel=2)
+                      "`before=` (`dsident evaluate --before DATA`: the preceding stretch) to avoid it.", UserWarning,
+                      stacklevel=2)
     out = in_fit_units(test, cfg, before=before)
     return out if length is None else cut(out, int(length))
 
