@@ -54,16 +54,33 @@ def _key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
-def _settings(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
-    """Merge ``--config FILE`` and the explicit flags ``names`` (flags win); None = not given."""
+#: config-file keys every command reads besides its flags (``--no-progress``, ``--threads``)
+_COMMON_FILE_KEYS = ("progress", "threads")
+#: config-file keys of the commands that take the run options (``fit``, ``benchmark``)
+_RUN_FILE_KEYS = ("model_params", "fit_options", "slow_channels", "slow_cutoff", *_FLAG_TO_KEY)
+
+
+def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """Merge ``--config FILE`` and the explicit flags ``names`` (flags win); None = not given.
+
+    The file may hold ``names``, :data:`_COMMON_FILE_KEYS` and ``file_keys`` (what only a file
+    gives, e.g. ``fit``'s ``data``); any other key is refused, since a misspelt one would
+    otherwise be dropped without a word.
+    """
     from .experiments.config import load_config_file
 
     merged: dict[str, Any] = {}
     if getattr(args, "config", None):
         try:
-            merged.update(load_config_file(args.config))
+            from_file = load_config_file(args.config)
         except ValueError as err:
             raise SystemExit(f"dsident: {err}") from err
+        accepted = sorted(set(names) | set(_COMMON_FILE_KEYS) | set(file_keys))
+        unknown = sorted(set(from_file) - set(accepted))
+        if unknown:
+            raise SystemExit(f"dsident {getattr(args, 'command', '')}: the config file {args.config!r} has the unknown key(s) "
+                             f"{unknown}; this command accepts {accepted}.")
+        merged.update(from_file)
     for name in names:
         value = getattr(args, name, None)
         if value is not None:
@@ -107,6 +124,13 @@ def _threads(args: argparse.Namespace) -> None:
     from .experiments.runner import THREADS_ENV, apply_thread_limit
 
     n = getattr(args, "threads", None)
+    if n is None and getattr(args, "config", None):
+        from .experiments.config import load_config_file
+
+        try:
+            n = load_config_file(args.config).get("threads")
+        except ValueError:
+            n = None                   # _settings reports the unreadable file
     n = 1 if n is None else int(n)
     if n < 1:
         raise SystemExit(f"dsident: --threads must be >= 1; got {n}.")
@@ -124,7 +148,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
     p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
                    help="add channel 0's band below HZ and its quadrature as two observed, unscored channels "
-                        "(the ECG's breathing: 0.6); a `slow_channels` table in --config sets the channel too")
+                        "(the ECG's breathing: 0.4); a `slow_channels` table in --config sets the channel too")
 
 
 def _say(text: str) -> None:
@@ -145,7 +169,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf, fit_point
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
-                         "slow_cutoff", *_FLAG_TO_KEY])
+                         "slow_cutoff", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -419,7 +443,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf
 
     s = _settings(args, ["out", "steps", "seed", "trials"])
-    steps = int(s.get("steps") or 10_000)
+    steps = int(s["steps"]) if s.get("steps") is not None else 10_000
     if steps < 2:
         raise SystemExit(f"dsident generate: --steps must be ≥ 2; got {steps}.")
     est, cfg = load_fitted(args.model_dir)
@@ -466,7 +490,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from .experiments.sweep import close_executor, make_executor
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
-                         "engine", "progress", "slow_cutoff", *_FLAG_TO_KEY])
+                         "engine", "progress", "slow_cutoff", *_FLAG_TO_KEY], file_keys=("slurm", *_RUN_FILE_KEYS))
     overrides = _run_overrides(s)
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))

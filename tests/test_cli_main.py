@@ -390,3 +390,54 @@ def test_fit_init_keeps_the_saved_zscore(tmp_path, capsys):
     cfg_b = json.loads((second / "config.json").read_text())
     assert cfg_b["zscore"] == cfg_a["zscore"]
     capsys.readouterr()
+
+
+def test_a_config_file_key_no_command_reads_is_refused_before_anything_runs(tmp_path):
+    conf = tmp_path / "fit.toml"
+    conf.write_text('model = "shplrnn"\nlatent_dims = 4\n')          # misspelt: latent_dim
+    out = tmp_path / "o"
+    with pytest.raises(SystemExit, match=r"unknown key\(s\) \['latent_dims'\].*'latent_dim'"):
+        main(["fit", "lorenz63", *TINY, "--config", str(conf), "--out", str(out)])
+    assert not out.exists()
+    # generate reads no run options: a file written for fit is refused there too, by name
+    conf.write_text('steps = 40\n[fit_options]\nn_epochs = 1\n')
+    with pytest.raises(SystemExit, match=r"generate.*\['fit_options'\]"):
+        main(["generate", str(tmp_path), "--config", str(conf)])
+
+
+def test_threads_in_a_config_file_count_as_the_flag(tmp_path, fitted, monkeypatch):
+    import torch
+
+    from dsident.experiments.runner import THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "1")
+    before = torch.get_num_threads()
+    conf = tmp_path / "gen.toml"
+    conf.write_text("threads = 2\nsteps = 30\n")
+    try:
+        assert main(["generate", str(fitted), "--config", str(conf), "--out", str(tmp_path / "g")]) == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_generate_refuses_zero_steps_instead_of_taking_the_default(fitted, tmp_path):
+    with pytest.raises(SystemExit, match="--steps must be ≥ 2; got 0"):
+        main(["generate", str(fitted), "--steps", "0", "--out", str(tmp_path / "g")])
+    assert not (tmp_path / "g").exists()
+
+
+def test_benchmark_refuses_an_unknown_dataset_name_up_front(tmp_path, capsys):
+    assert main(["benchmark", "--datasets", "lorenz64", "--models", "shplrnn", "--seeds", "1", "--dry-run",
+                 "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "'lorenz64'" in err and "lorenz63" in err
+
+
+def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_path, capsys):
+    from dsident import datasets
+
+    x = datasets.load("lorenz63", split="test")["x"].values[0, :300, :2]
+    np.save(tmp_path / "two.npy", x)
+    assert main(["evaluate", str(fitted), str(tmp_path / "two.npy"), "--dt", "0.01", "--out", str(tmp_path / "e")]) == 2
+    assert "`test` has 2 channel(s) but the model observes 3" in capsys.readouterr().err

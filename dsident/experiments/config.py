@@ -547,6 +547,18 @@ def parse_overrides(items: list[str] | None, flag: str = "--set") -> dict[str, A
     return out
 
 
+def _check_dataset_spec(dataset: Any) -> None:
+    """Refuse a dataset that is neither a shipped set's name nor a file path, before anything runs
+    (a misspelt name would otherwise fail only when its first point loads the data)."""
+    from .inputs import is_path_like, shipped_names
+
+    if not isinstance(dataset, (str, Path)) or not str(dataset):
+        raise ValueError(f"`dataset` must be a shipped set's name or a file path; got {dataset!r}.")
+    if not is_path_like(str(dataset)) and str(dataset) not in shipped_names():
+        raise ValueError(f"`dataset` {str(dataset)!r} is neither a shipped set ({', '.join(shipped_names())}) "
+                         "nor a file (a path with a suffix such as .nc, .npy or .csv).")
+
+
 def resolve_config(dataset: str, model: str, method: str | None = None, *,
                    overrides: Mapping[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
     """The full run configuration for one (dataset, model, method) cell.
@@ -573,6 +585,7 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     unknown = sorted(set(overrides) - set(RUN_KEYS))
     if unknown:
         raise ValueError(f"unknown configuration key(s) {unknown}; expected some of {list(RUN_KEYS)}.")
+    _check_dataset_spec(dataset)
     method = method or overrides.get("method") or default_method(model, dataset)
     if preset is not None and preset not in PRESETS:
         raise ValueError(f"`preset` must be one of {sorted(PRESETS)} or None; got {preset!r}.")

@@ -115,6 +115,10 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     lengths = np.asarray(ds["length"].values, dtype=int) if "length" in ds else np.full(x.shape[0], x.shape[1])
     u = ds["u"].values if "u" in ds else None
     n_trials, n_time, n_channels = x.shape
+    obs_dim = getattr(fitted, "obs_dim", None)
+    if obs_dim is not None and n_channels != int(obs_dim):
+        raise ValueError(f"`test` has {n_channels} channel(s) but the model observes {int(obs_dim)} (obs_dim): "
+                         "score it on data with the channels it was fitted to, in the same order.")
 
     # channels derived from the others (dsident.data.slow_channels) start and drive the free run
     # but are not scored: the scores compare the data's own channels
