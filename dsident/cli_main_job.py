@@ -491,6 +491,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
                          "engine", "progress", "slow_cutoff", *_FLAG_TO_KEY], file_keys=("slurm", *_RUN_FILE_KEYS))
+    _check_workers(s.get("workers"))
     overrides = _run_overrides(s)
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
@@ -527,6 +528,12 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_workers(workers: Any) -> None:
+    """Refuse a worker count below 1 (0 used to mean one process without a word)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SystemExit(f"dsident: --workers must be a positive number of processes; got {workers!r}.")
+
+
 def _as_list(value: Any) -> list[str] | None:
     if value is None:
         return None
@@ -548,6 +555,7 @@ def _slurm_options(args: argparse.Namespace, from_file: Any) -> dict[str, Any]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``dsident sweep CONFIG [--engine process|dask|slurm] [--scheduler ADDRESS]``."""
     _threads(args)
+    _check_workers(args.workers)
     from .experiments.sweep import run_sweep
 
     try:

@@ -441,3 +441,13 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
     np.save(tmp_path / "two.npy", x)
     assert main(["evaluate", str(fitted), str(tmp_path / "two.npy"), "--dt", "0.01", "--out", str(tmp_path / "e")]) == 2
     assert "`test` has 2 channel(s) but the model observes 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["benchmark", "sweep"])
+def test_a_worker_count_below_one_is_refused(verb, tmp_path):
+    conf = tmp_path / "grid.toml"
+    conf.write_text('dataset = "lorenz63"\nmodel = "shplrnn"\nseeds = [0]\n')
+    args = ["benchmark", "--dry-run"] if verb == "benchmark" else ["sweep", str(conf)]
+    with pytest.raises(SystemExit, match="--workers must be a positive number of processes; got 0"):
+        main([*args, "--workers", "0", "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
