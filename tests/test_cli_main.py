@@ -446,7 +446,7 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])
 def test_a_worker_count_below_one_is_refused(verb, tmp_path):
     conf = tmp_path / "grid.toml"
-    conf.write_text('dataset = "lorenz63"\nmodel = "shplrnn"\nseeds = [0]\n')
+    conf.write_text('dataset = "lorenz63"\nmodel = "shplrnn"\n[grid]\nseed = [0]\n')
     args = ["benchmark", "--dry-run"] if verb == "benchmark" else ["sweep", str(conf)]
     with pytest.raises(SystemExit, match="--workers must be a positive number of processes; got 0"):
         main([*args, "--workers", "0", "--out", str(tmp_path / "o")])

@@ -66,17 +66,15 @@ def _engine_option_names(method: str) -> set[str] | None:
     """Keyword names the engine for ``method`` accepts (None = anything / unknown)."""
     import inspect
 
-    from ..inference import get_engine
-
+    from ..inference import engine_option_names, get_engine
     from ..models.base import LatentModelEstimator
 
-    func = get_engine(method)
-    params = inspect.signature(func).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    names = engine_option_names(get_engine(method))
+    if names is None:
         return None
     # the estimator's own fit options (e.g. `restarts`) travel in fit_options too
     own = {n for n, p in inspect.signature(LatentModelEstimator.fit).parameters.items() if p.kind is p.KEYWORD_ONLY}
-    return own | {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY or n not in ("model", "data")}
+    return (own | names) - {"seed"}      # the estimator passes its own seed
 
 
 def build_estimator(cfg: Mapping[str, Any]) -> tuple[Any, dict[str, Any], list[str]]:

@@ -10,7 +10,8 @@ itself in :data:`ENGINES` under its method name(s). Estimators in :mod:`dsident.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+import inspect
+from typing import Any, Callable, Mapping
 
 #: method name -> "module:function"; imported lazily so a missing optional engine costs nothing.
 ENGINES: dict[str, str] = {
@@ -31,3 +32,33 @@ def get_engine(method: str) -> Callable:
         return getattr(importlib.import_module(module), func)
     except (ImportError, AttributeError) as err:  # an engine not built yet must say so plainly
         raise ValueError(f"Inference method {method!r} is not available in this build of dsident: {err}") from err
+
+
+def engine_option_names(engine: Callable) -> set[str] | None:
+    """Keyword options ``engine`` accepts besides the model and the data (None: any keyword)."""
+    params = inspect.signature(engine).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    return {n for n, p in params.items() if n not in ("model", "data")
+            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+def check_engine_options(method: str, options: Mapping[str, Any], *, reserved: tuple[str, ...] = (),
+                         also: tuple[str, ...] = ()) -> None:
+    """Refuse options the engine for ``method`` does not take, naming the ones it does.
+
+    ``reserved`` are options the caller sets itself (the estimator passes its own ``seed``);
+    ``also`` are options the caller takes besides the engine's (listed as accepted).
+    """
+    taken = sorted(set(options) & set(reserved))
+    if taken:
+        raise ValueError(f"{taken} cannot be given as inference option(s): the estimator sets them "
+                         f"(give `seed` to the estimator, e.g. ShallowPLRNN(seed=3)).")
+    names = engine_option_names(get_engine(method))
+    if names is None:
+        return
+    unknown = sorted(set(options) - names)
+    if unknown:
+        accepted = sorted((names | set(also)) - set(reserved))
+        raise ValueError(f"inference method {method!r} does not accept the option(s) {unknown}; "
+                         f"it accepts {accepted}.")

@@ -177,7 +177,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         -------
         self
         """
-        from ..inference import get_engine
+        from ..inference import check_engine_options, get_engine
 
         method = self.default_method if method is None else method
         engine = get_engine(method)                      # an unknown method fails before any work
@@ -189,6 +189,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         channel_names = [str(c) for c in ds["channel"].values]
         restarts, restart_after, restart_above = self._check_restarts(engine, method, restarts, restart_after,
                                                                       restart_above, warm_start, engine_options)
+        check_engine_options(method, engine_options, reserved=("seed",),
+                             also=("warm_start", "restarts", "restart_after", "restart_above"))
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
