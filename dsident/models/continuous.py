@@ -324,7 +324,19 @@ class RecurrentFWP(_ContinuousTimeEstimator):
         self.seed = seed
 
     def _head_dim(self) -> int:
+        self._check_heads()
         return int(self.head_dim) if self.head_dim is not None else max(1, int(self.latent_dim) // int(self.n_heads))
+
+    def _check_heads(self) -> None:
+        """``n_heads`` and ``head_dim`` size the fast-weight state, so they are checked before it is built."""
+        def positive_int(value: Any) -> bool:
+            return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+
+        if not positive_int(self.n_heads):
+            raise ValueError(f"`n_heads` must be an integer >= 1; got n_heads={self.n_heads!r}.")
+        if self.head_dim is not None and not positive_int(self.head_dim):
+            raise ValueError(f"`head_dim` must be an integer >= 1 or None (latent_dim // n_heads); "
+                             f"got head_dim={self.head_dim!r}.")
 
     def _full_latent_dim(self) -> int:
         return int(self.latent_dim) + int(self.n_heads) * self._head_dim() ** 2
