@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from dsident.data import save_dataset, to_arrays
+from dsident.data import as_dataset, save_dataset, to_arrays
 from dsident.data.importers import from_mne, from_neo, from_nwb, load_any, load_array
 
 RNG = np.random.default_rng(0)
@@ -346,3 +346,25 @@ def test_neo_spike_trains_binned_per_segment(neo_block):
     assert json.loads(ds.attrs["provenance"])["spikes_at_stop"] == 2
     np.testing.assert_array_equal(x[:, :2, 1], [[0, 1]] * 2)
     assert np.isnan(x[:, 2:, 1]).all()                                      # past u1's t_stop
+
+
+def test_a_ragged_csv_is_refused_with_the_file_and_the_row(tmp_path):
+    path = tmp_path / "ragged.csv"
+    path.write_text("1,2\n3\n5,6\n")
+    with pytest.raises(ValueError, match=r"'ragged.csv' is not a table with the same number of columns.*Line #2"):
+        load_any(path, dt=0.1)
+
+
+def test_a_file_that_is_not_netcdf_is_named_when_read_as_one(tmp_path):
+    from dsident.data import load_dataset
+    from dsident.experiments.inputs import load_data
+
+    path = tmp_path / "notes.nc"
+    path.write_text("not a NetCDF file\n")
+    for read in (lambda: load_dataset(path), lambda: load_data(str(path))):
+        with pytest.raises(ValueError, match=r"notes.nc' is not a readable NetCDF file"):
+            read()
+    # the same reader still takes a real file (the CLI's route and the library's are one)
+    ds = as_dataset(np.arange(12.0).reshape(6, 2), dt=0.5)
+    save_dataset(ds, tmp_path / "real.nc")
+    assert np.array_equal(load_data(str(tmp_path / "real.nc"))["x"].values, ds["x"].values)

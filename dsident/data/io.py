@@ -122,7 +122,13 @@ def load_dataset(path: str | os.PathLike, *, validate: bool = True) -> xr.Datase
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no NetCDF file at {str(path)!r}.")
-    with xr.open_dataset(path, engine=_read_engine(path)) as handle:
+    try:
+        handle = xr.open_dataset(path, engine=_read_engine(path))
+    except (ValueError, OSError) as err:
+        reason = str(err).splitlines()[0].split(". ")[0]
+        raise ValueError(f"{str(path)!r} is not a readable NetCDF file (xarray: {reason}); "
+                         "write one with dsident.data.save_dataset, or give the data as .npy/.csv with dt.") from err
+    with handle:
         ds = handle.load()
     for key in list(ds.data_vars):
         if ds[key].dtype.kind == "f" and ds[key].dtype != np.float64:

@@ -94,8 +94,9 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
         # every time constant a continuous-time model learns
         raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
     if suffix in (".nc", ".nc4", ".netcdf"):
-        with xr.open_dataset(path) as raw:
-            raw = raw.load()
+        from ..data.io import load_dataset
+
+        raw = load_dataset(path, validate=False)
         if "x" not in raw:
             if len(raw.data_vars) != 1:
                 raise ValueError(f"NetCDF file {str(path)!r} has no variable 'x' and several variables "

@@ -163,8 +163,15 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
         first = fh.readline().strip()
     fields = [f.strip().strip('"') for f in (first.split(delimiter) if delimiter else first.split())]
     header = [] if all(_is_number(f) for f in fields) else fields
-    table = np.genfromtxt(path, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
-                          missing_values="", filling_values=np.nan, ndmin=2)
+    try:
+        table = np.genfromtxt(path, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
+                              missing_values="", filling_values=np.nan, ndmin=2)
+    except ValueError as err:
+        # numpy's own message ("Some errors were detected !") names neither the file nor what to do
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:]) or str(err)
+        raise ValueError(f"{path.name!r} is not a table with the same number of columns on every row "
+                         f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
+                         "column.") from err
     sample_time = None
     if time_column is not None:
         if isinstance(time_column, str):
