@@ -42,7 +42,7 @@ def test_a_given_scale_is_reused_and_ragged_trials_stay_padded():
     ds = as_dataset(trials, dt=DT)
     ds["length"] = ("trial", np.array([12_000, 9_000]))
     out, settings = add_slow_channels(ds, 0.5, channel="x0", scale=0.25)
-    assert settings == {"cutoff": 0.5, "channel": "x0", "scale": 0.25, "order": 4}
+    assert settings == {"cutoff": 0.5, "channel": "x0", "scale": 0.25, "order": 4, "edges": "predict"}
     first, _ = add_slow_channels(as_dataset(x, dt=DT), 0.5, scale=0.25)
     np.testing.assert_allclose(out["x"].values[0, :, 2:], first["x"].values[0, :, 2:])
     assert np.isnan(out["x"].values[1, 9_000:, 2:]).all() and np.isfinite(out["x"].values[1, :9_000, 2:]).all()
@@ -198,7 +198,7 @@ def test_the_ecg_cell_breathes_through_slow_channels_and_false_turns_them_off():
     from dsident.experiments.config import resolve_config
 
     cell = resolve_config("ecg", "shplrnn", "teacher-forcing")
-    assert cell["slow_channels"] == {"cutoff": 0.4} and cell["model_params"]["latent_dim"] == 7
+    assert cell["slow_channels"] == {"cutoff": 0.4, "edges": "plain"} and cell["model_params"]["latent_dim"] == 7
     assert "slow_channels" not in resolve_config("ecg", "shplrnn", "teacher-forcing",
                                                  overrides={"slow_channels": False})
     assert "slow_channels" not in resolve_config("lorenz63", "shplrnn", "teacher-forcing")
@@ -211,7 +211,7 @@ def test_before_filters_across_the_start_as_the_concatenated_recording_does():
     joined, _ = add_slow_channels(tail, 0.5, scale=settings["scale"], before=head)
     # independent route: the whole recording filtered at once, then cut
     np.testing.assert_allclose(joined["x"].values[0, :, 2:], whole["x"].values[0, 20_000:, 2:], atol=1e-12)
-    alone, _ = add_slow_channels(tail, 0.5, scale=settings["scale"])
+    alone, _ = add_slow_channels(tail, 0.5, scale=settings["scale"], edges="plain")
     # at the first sample the quadrature is the analytic -amp cos(2π f t) only when filtered across the edge
     truth = -0.7 * np.cos(2 * np.pi * F_SLOW * t[20_000]) / settings["scale"]
     assert abs(joined["x"].values[0, 0, 3] - truth) < 0.05
@@ -254,7 +254,8 @@ def test_load_test_filters_the_ecg_test_split_across_the_training_split():
     # inside the training range at the start; the test split filtered alone is not
     inner = np.abs(full["x"].values[0, 2_000:-2_000, 5:]).max()
     assert np.abs(cut["x"].values[0, 0, 5:]).max() <= inner
-    alone = in_fit_units(load_data("ecg", split="test", length=10_000), cfg)
+    plain = {"dataset": "ecg", "slow_channels": {**slow, "edges": "plain"}}
+    alone = in_fit_units(load_data("ecg", split="test", length=10_000), plain)
     assert np.abs(alone["x"].values[0, 0, 5:]).max() > 2 * inner
     # the scored channels are the data's own, unchanged
     np.testing.assert_array_equal(cut["x"].values[0, :, :5], test["x"].values[0, :3_000])
@@ -267,11 +268,20 @@ def test_load_test_without_a_known_preceding_stretch_filters_the_test_alone(tmp_
     path = tmp_path / "rec.npy"
     np.save(path, x)
     train = load_data(str(path), dt=DT)
-    _, slow = slow_channels_for_fit(train, {"cutoff": 0.5})
+    _, slow = slow_channels_for_fit(train, {"cutoff": 0.5, "edges": "plain"})
     cfg = {"dataset": str(path), "slow_channels": slow}
     with pytest.warns(UserWarning, match="edge effect"):
         got = load_test(str(path), cfg, dt=DT, length=5_000)     # no split bounds: nothing to join
     np.testing.assert_array_equal(got["x"].values, in_fit_units(train, cfg)["x"].values[:, :5_000])
+    # with the ends forecast (the default) there is no edge to warn about
+    predicted = {"dataset": str(path), "slow_channels": slow_channels_for_fit(train, {"cutoff": 0.5})[1]}
+    assert predicted["slow_channels"]["edges"] == "predict"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = load_test(str(path), predicted, dt=DT, length=5_000)
+    np.testing.assert_array_equal(got["x"].values, in_fit_units(train, predicted)["x"].values[:, :5_000])
 
 
 def test_cli_test_fraction_filters_the_held_out_end_across_the_training_part(tmp_path):
@@ -325,8 +335,76 @@ def test_cli_evaluate_before_filters_a_test_file_across_the_preceding_recording(
     with xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf") as saved:
         pe = float(saved["prediction_error"])
     assert pe == pytest.approx(metrics.prediction_error(est, joined, n=20, channels=[0, 1]), rel=1e-9)
-    with pytest.warns(UserWarning, match="--before DATA"):
+    assert cfg["slow_channels"]["edges"] == "predict"          # the CLI's default: no edge warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         assert main(["evaluate", str(out), str(tmp_path / "tail.npy"), "--dt", str(DT),
                      "--out", str(tmp_path / "ev2")]) == 0
     with xr.open_dataset(tmp_path / "ev2" / "metrics.nc", engine="h5netcdf") as saved:
         assert float(saved["prediction_error"]) != pytest.approx(pe, rel=1e-6)
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.3, 0.55, 0.8])
+def test_predicted_ends_match_the_analytic_components_where_plain_ones_do_not(phase):
+    # a slow tone cut at an arbitrary phase: its band and quadrature are known at every sample
+    t = (np.arange(12_000) + phase / (F_SLOW * DT)) * DT
+    x = np.stack([0.7 * np.sin(2 * np.pi * F_SLOW * t) + 0.3 * np.sin(2 * np.pi * F_FAST * t),
+                  np.cos(2 * np.pi * 1.3 * t)], axis=1)
+    truth = np.stack([0.7 * np.sin(2 * np.pi * F_SLOW * t), -0.7 * np.cos(2 * np.pi * F_SLOW * t)], axis=1)
+    errors = {}
+    for edges in ("predict", "plain"):
+        out, settings = add_slow_channels(as_dataset(x, dt=DT), 0.5, edges=edges)
+        assert settings["edges"] == edges
+        got = out["x"].values[0, :, 2:] * settings["scale"]
+        got[:, 0] += truth[:, 0].mean()             # the channels have their mean removed
+        errors[edges] = np.abs(got - truth)[[0, -1]].max()
+        # away from the ends both agree with the tone
+        np.testing.assert_allclose(got[2_000:-2_000], truth[2_000:-2_000], atol=0.03)
+    assert errors["predict"] < 0.25 * 0.7
+    assert errors["predict"] < errors["plain"] or errors["plain"] < 0.1 * 0.7
+
+
+def test_predicted_ends_of_the_ecg_training_split_agree_with_the_whole_recording():
+    from dsident.experiments.inputs import load_data
+
+    train, test = load_data("ecg", split="train"), load_data("ecg", split="test")
+    n = train.sizes["time"]
+    whole = as_dataset(np.concatenate([train["x"].values, test["x"].values], axis=1), dt=train.attrs["dt"])
+    # independent route: the training split's last sample lies inside the whole recording
+    ref, settings = add_slow_channels(whole, 0.4, edges="plain")
+    scale = settings["scale"]
+    end = {e: add_slow_channels(train, 0.4, scale=scale, edges=e)[0]["x"].values[0, -1, 5:] for e in ("predict", "plain")}
+    truth = ref["x"].values[0, n - 1, 5:]
+    # the band is compared up to each series' own mean (it is removed per series)
+    assert abs(end["predict"][1] - truth[1]) < 0.1 * np.abs(ref["x"].values[0, :, 6]).max()
+    assert abs(end["plain"][1] - truth[1]) > 5 * abs(end["predict"][1] - truth[1])
+
+
+def test_forecast_band_continues_a_tone_and_stays_bounded():
+    from dsident.data.slow_channels import burg_ar, forecast_band
+
+    t = np.arange(4_000) * DT
+    tone = np.sin(2 * np.pi * F_SLOW * t + 0.4)
+    ahead = forecast_band(tone, 1_000, step=25, lags=16)
+    future = np.sin(2 * np.pi * F_SLOW * (4_000 + np.arange(1, 1_001)) * DT + 0.4)
+    np.testing.assert_allclose(ahead, future, atol=0.02)
+    # an AR(2) process: Burg recovers its coefficients, and a long forecast stays within the data's range
+    rng = np.random.default_rng(0)
+    a = np.array([1.6, -0.8])
+    y = np.zeros(20_000)
+    for i in range(2, y.size):
+        y[i] = a @ y[i - 2:i][::-1] + rng.standard_normal()
+    np.testing.assert_allclose(burg_ar(y - y.mean(), 2), a, atol=0.02)
+    far = forecast_band(y, 50_000, step=1, lags=2)
+    assert np.all(np.isfinite(far)) and np.abs(far).max() <= np.abs(y).max()
+    assert np.array_equal(forecast_band(np.full(300, 2.5), 10, step=5, lags=4), np.full(10, 2.5))
+
+
+def test_an_unknown_edge_mode_is_named():
+    from dsident.experiments.inputs import check_slow_channels
+
+    x, _ = _two_tone(5_000)
+    with pytest.raises(ValueError, match=r"`edges` must be one of \['predict', 'plain'\]; got edges='mirror'"):
+        add_slow_channels(as_dataset(x, dt=DT), 0.5, edges="mirror")
+    with pytest.raises(ValueError, match=r"`slow_channels.edges` must be one of .*got 'mirror'"):
+        check_slow_channels({"cutoff": 0.5, "edges": "mirror"})

@@ -27,6 +27,22 @@ recording just before the data, e.g. the training split a test split continues) 
 filter run across that edge: the slow channels are then computed on ``before`` + data and only
 the data's samples are kept (:func:`dsident.experiments.inputs.load_test` passes it whenever a
 test set continues its training data).
+
+Where no neighbouring recording exists (a training split's two ends, a test file given alone,
+the far end of any series), ``edges="predict"`` (the default) extends the series by a forecast
+of its slow band before filtering: an autoregressive model (Burg's method, which gives stable
+models, so the forecast cannot run away), fitted to the band sampled at eight points per cutoff
+period, continues it for three cutoff periods on each side (backwards in time at the start),
+and the filter and the Hilbert transform then run over the extended series, whose far ends
+fall outside the samples kept. The forecast starts a cutoff period inside each end, where the
+low-pass is not yet biased by the edge, and a second round forecasts again from the
+once-extended series. ``python benchmarks/bench_slow_edges.py`` measures it against the whole
+ECG recording filtered at once: at the end samples the quadrature's error falls from 8.7
+training-scale units to 0.08 and the band's from 1.1 to 0.19 (on a slow tone cut at eight
+phases, against the analytic components: 1.14 to 0.21 and 0.46 to 0.03 of its amplitude),
+for 0.3 s instead of 0.2 s on 100 000 samples. ``edges="plain"`` filters the series as it is
+(how every slow-channel fit before session 33 was made, and what the ECG cells recorded then
+still use).
 """
 from __future__ import annotations
 
@@ -37,12 +53,24 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["add_slow_channels", "auxiliary_channels", "scored_channels", "SLOW_FILTER_ORDER"]
+__all__ = ["add_slow_channels", "auxiliary_channels", "scored_channels", "SLOW_FILTER_ORDER", "EDGE_MODES"]
 
 #: order of the Butterworth low-pass (applied forward and backward: twice the roll-off)
 SLOW_FILTER_ORDER = 4
 #: a trial must span at least this many periods of the cutoff frequency
 MIN_CUTOFF_PERIODS = 3
+#: how a series' ends are treated: forecast beyond them ("predict") or filtered as they are ("plain")
+EDGE_MODES = ("predict", "plain")
+#: forecast length beyond each end, in periods of the cutoff frequency
+FORECAST_PERIODS = 3
+#: the forecast's autoregressive model sees the band at this many samples per cutoff period ...
+AR_SAMPLES_PER_PERIOD = 8
+#: ... and this many periods of it back (its order)
+AR_PERIODS = 2
+#: the forecast starts this many cutoff periods inside each end, where the low-pass is unbiased
+GUARD_PERIODS = 1.0
+#: rounds of forecast-and-refilter
+FORECAST_ROUNDS = 2
 
 
 def auxiliary_channels(data: xr.Dataset) -> list[str]:
@@ -84,8 +112,108 @@ def _preceding(before: Any, ds: xr.Dataset, names: list[str]) -> tuple[np.ndarra
     return prior["x"].values, _lengths(prior)
 
 
+def burg_ar(series: np.ndarray, order: int) -> np.ndarray:
+    """Autoregressive coefficients of ``series`` by Burg's method.
+
+    Burg's reflection coefficients each lie in [-1, 1] (Cauchy-Schwarz), so the model is stable
+    and a forecast from it decays or keeps its amplitude instead of growing; unlike Yule-Walker
+    it does not taper the record's ends, which matters for the short, tone-like slow bands it
+    is used on.
+
+    Parameters
+    ----------
+    series : (n,) float
+        Zero-mean samples.
+    order : int
+        Number of lags, < n.
+
+    Returns
+    -------
+    (order,) float
+        ``a`` with ``series[t] ≈ sum_j a[j] * series[t - 1 - j]``.
+    """
+    fwd = np.asarray(series, dtype=float).copy()
+    bwd = fwd.copy()
+    coef = np.zeros(0)
+    for m in range(order):
+        f, b = fwd[m + 1:], bwd[m:-1]
+        denom = f @ f + b @ b
+        k = 2.0 * (f @ b) / denom if denom > 0 else 0.0
+        coef = np.concatenate([coef - k * coef[::-1], [k]])
+        fwd[m + 1:], bwd[m + 1:] = f - k * b, b - k * f
+    return coef
+
+
+def forecast_band(band: np.ndarray, n_ahead: int, step: int, lags: int) -> np.ndarray:
+    """Continue a slow series past its last sample with an autoregressive model (Burg).
+
+    Parameters
+    ----------
+    band : (n,) float
+        The series (a low-passed signal), finite.
+    n_ahead : int
+        Samples to forecast after ``band[-1]``.
+    step : int
+        The model sees every ``step``-th sample, counted back from the last one (the band is
+        smooth, so a coarse grid holds it and keeps the order small); the forecast is
+        interpolated back to the series' own grid by a cubic spline.
+    lags : int
+        The model's order on the coarse grid; lowered to a third of the coarse samples when the
+        series is short.
+
+    Returns
+    -------
+    (n_ahead,) float
+        The forecast; the series' mean when the series is flat (no dynamics to continue).
+    """
+    from scipy.interpolate import CubicSpline
+
+    coarse = band[::-1][::step][::-1]                   # ends on the last sample
+    mean = float(coarse.mean())
+    centred = coarse - mean
+    lags = max(1, min(int(lags), centred.size // 3))
+    if not np.any(centred):
+        return np.full(n_ahead, mean)
+    coef = burg_ar(centred, lags)                       # coef[j] multiplies lag j + 1
+    history = list(centred[-lags:])
+    for _ in range(int(math.ceil(n_ahead / step)) + 1):
+        history.append(float(np.dot(coef, history[:-lags - 1:-1])))
+    path = np.array(history[lags - 1:]) + mean          # the last real sample, then the forecast
+    return CubicSpline(np.arange(path.size) * step, path)(np.arange(1, n_ahead + 1))
+
+
+def _extended(src: np.ndarray, sos: np.ndarray, cutoff: float, dt: float) -> tuple[np.ndarray, int]:
+    """``src`` with a forecast of its slow band prepended and appended, and the length of each.
+
+    The low-pass is itself biased within about a cutoff period of each end, so the forecast
+    starts one period inside (``guard``) and only its part beyond the end is used; a second
+    round forecasts again from the band of the once-extended series, whose ends are then
+    nearly right (two rounds halved the worst error of one on a tone and on the ECG).
+    """
+    from scipy.signal import sosfiltfilt
+
+    period = 1.0 / (cutoff * dt)                                  # samples per cutoff period
+    step = max(1, int(period / AR_SAMPLES_PER_PERIOD))
+    lags = int(math.ceil(AR_PERIODS * period / step))
+    n_ahead = int(math.ceil(FORECAST_PERIODS * period))
+    guard = int(period * GUARD_PERIODS)
+    band, pad = sosfiltfilt(sos, src), 0
+    for _ in range(FORECAST_ROUNDS):
+        core = band[pad:band.size - pad]
+        inner = core[guard:core.size - guard]
+        if inner.size < 3 * step:               # too short to skip the biased ends
+            inner = core
+        shift = (core.size - inner.size) // 2
+        after = forecast_band(inner, n_ahead + shift, step, lags)[shift:]
+        ahead_of = forecast_band(inner[::-1], n_ahead + shift, step, lags)[shift:][::-1]  # a stationary AR runs backwards alike
+        extended, pad = np.concatenate([ahead_of, src, after]), n_ahead
+        band = sosfiltfilt(sos, extended)
+    return extended, pad
+
+
 def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale: float | None = None,
-                      order: int = SLOW_FILTER_ORDER, before: Any = None) -> tuple[xr.Dataset, dict[str, Any]]:
+                      order: int = SLOW_FILTER_ORDER, before: Any = None,
+                      edges: str = "predict") -> tuple[xr.Dataset, dict[str, Any]]:
     """Append the slow band of one channel and its quadrature as two auxiliary channels.
 
     Parameters
@@ -110,13 +238,17 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
         quadrature run over ``before`` followed by ``data`` (mean removed over both), and only
         ``data``'s samples are returned, so that its first samples carry no edge effect. None:
         ``data`` alone.
+    edges : {"predict", "plain"}
+        "predict": extend each end of the (``before`` +) data by an autoregressive forecast of
+        its slow band before filtering (module docstring), so that the ends carry little edge
+        effect. "plain": filter the series as it is.
 
     Returns
     -------
     (xarray.Dataset, dict)
         The data with channels ``slow(name)`` and ``slow_q(name)`` appended (NaN beyond each
         trial's length) and ``attrs["auxiliary_channels"]`` naming them, and the settings to
-        reuse on other data: ``{"cutoff", "channel", "scale", "order"}``.
+        reuse on other data: ``{"cutoff", "channel", "scale", "order", "edges"}``.
 
     Raises
     ------
@@ -124,8 +256,8 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
         An unknown channel, a cutoff that is not a positive frequency below Nyquist, a trial
         shorter than ``MIN_CUTOFF_PERIODS`` periods of the cutoff, missing samples (NaN) in the
         source channel (the filter cannot skip them: fill or cut the gaps first), a flat source
-        channel (no slow band to scale), a non-positive ``scale``, or a ``before`` whose channels
-        or trials differ from ``data``'s.
+        channel (no slow band to scale), a non-positive ``scale``, a ``before`` whose channels
+        or trials differ from ``data``'s, or an unknown ``edges``.
     """
     from scipy.signal import butter, hilbert, sosfiltfilt
 
@@ -151,6 +283,8 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
                               or not math.isfinite(scale) or scale <= 0):
         raise ValueError(f"`scale` must be a positive number (the training data's); got scale={scale!r}.")
+    if edges not in EDGE_MODES:
+        raise ValueError(f"`edges` must be one of {list(EDGE_MODES)}; got edges={edges!r}.")
     clash = [n for n in (f"slow({names[index]})", f"slow_q({names[index]})") if n in names]
     if clash:
         raise ValueError(f"the data already have the channels {clash}: slow channels were added before.")
@@ -172,10 +306,14 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
             raise ValueError(f"channel {names[index]!r} of trial {i} ({where}) has {int((~np.isfinite(src)).sum())} "
                              "missing or non-finite samples; the slow band cannot be filtered across gaps: fill or "
                              "cut them first.")
+        pad = 0
+        if edges == "predict":
+            src, pad = _extended(src, sos, float(cutoff), dt)
         band = sosfiltfilt(sos, src)
-        band = band - band.mean()
-        slow[i, :n, 0] = band[head.size:]
-        slow[i, :n, 1] = np.imag(hilbert(band))[head.size:]
+        band = band - band[pad:band.size - pad].mean()
+        keep = slice(pad + head.size, band.size - pad)
+        slow[i, :n, 0] = band[keep]
+        slow[i, :n, 1] = np.imag(hilbert(band))[keep]
     if scale is None:
         scale = float(np.nanstd(slow[..., 0]))
         if not scale > 0:
@@ -189,5 +327,6 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
         coords={"trial": ds["trial"].values, "time": ds["time"].values, "channel": names + new_names},
         attrs=dict(ds.attrs))
     out.attrs["auxiliary_channels"] = json.dumps(auxiliary_channels(ds) + new_names)
-    settings = {"cutoff": float(cutoff), "channel": names[index], "scale": float(scale), "order": int(order)}
+    settings = {"cutoff": float(cutoff), "channel": names[index], "scale": float(scale), "order": int(order),
+                "edges": edges}
     return out, settings

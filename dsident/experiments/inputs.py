@@ -129,7 +129,7 @@ def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
 
 
 #: keys of a run configuration's ``slow_channels`` table (``scale`` is filled in by the fit)
-SLOW_CHANNEL_KEYS = ("cutoff", "channel", "order", "scale")
+SLOW_CHANNEL_KEYS = ("cutoff", "channel", "order", "scale", "edges")
 
 
 def check_slow_channels(spec: Any) -> None:
@@ -144,6 +144,10 @@ def check_slow_channels(spec: Any) -> None:
     cutoff = spec["cutoff"]
     if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not cutoff > 0:
         raise ValueError(f"`slow_channels.cutoff` must be a positive frequency; got {cutoff!r}.")
+    from ..data.slow_channels import EDGE_MODES
+
+    if spec.get("edges", EDGE_MODES[0]) not in EDGE_MODES:
+        raise ValueError(f"`slow_channels.edges` must be one of {list(EDGE_MODES)}; got {spec['edges']!r}.")
 
 
 def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
@@ -155,7 +159,7 @@ def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
     from ..data.slow_channels import add_slow_channels
 
     check_slow_channels(spec)
-    options = {k: spec[k] for k in ("channel", "order") if k in spec}
+    options = {k: spec[k] for k in ("channel", "order", "edges") if k in spec}
     return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), before=before, **options)
 
 
@@ -232,8 +236,9 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
     when the test set continues it (:func:`continues`: the shipped sets' test splits do).
     The channels are computed on the whole test series and then cut, so the first ``length``
     samples are the same whatever ``length`` is. Without a known preceding stretch the test
-    series is filtered alone, and its first samples carry the filter's edge effect; a
-    UserWarning says so.
+    series is filtered alone: with ``edges="predict"`` (the default) its start is extended by a
+    forecast of the slow band, run backwards; with ``edges="plain"`` its first samples carry the
+    filter's edge effect, and a UserWarning says so.
 
     Parameters
     ----------
@@ -259,13 +264,14 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
             and (not is_path_like(str(source)) or Path(source).is_file())):
         train = load_data(source, split="train", dt=dt)
         before = train if continues(test, train) else None
-    if before is None and isinstance(cfg.get("slow_channels"), dict):
+    if before is None and isinstance(cfg.get("slow_channels"), dict) and cfg["slow_channels"].get("edges") == "plain":
         import warnings
 
         warnings.warn("the test data's slow channels are filtered without the recording before them (no "
                       "`before`, and the test data do not carry split bounds that continue the training data's), "
                       "so their first samples, where the free run starts, carry the filter's edge effect; pass "
-                      "`before=` (`dsident evaluate --before DATA`: the preceding stretch) to avoid it.", UserWarning,
+                      "`before=` (`dsident evaluate --before DATA`: the preceding stretch) or fit with "
+                      "slow_channels.edges = \"predict\" to avoid it.", UserWarning,
                       stacklevel=2)
     out = in_fit_units(test, cfg, before=before)
     return out if length is None else cut(out, int(length))
