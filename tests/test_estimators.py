@@ -328,3 +328,18 @@ def test_warm_start_refuses_an_unfitted_model_and_other_data(dummy_engine, tiny_
     with pytest.raises(ValueError, match="1 input"):
         est.fit(dsident.as_dataset(x, dt=0.1, channel_names=["a", "b", "c"], u=np.zeros(x.shape[:2] + (1,))),
                 method=dummy_engine, warm_start=True)
+
+
+def test_a_series_too_short_to_show_dynamics_is_refused_before_any_work(dummy_engine):
+    from dsident.models.base import MIN_FIT_SAMPLES
+
+    x = np.random.default_rng(0).standard_normal((2, MIN_FIT_SAMPLES - 1, 2))
+    est = PLRNN(latent_dim=2)
+    with pytest.raises(ValueError, match=rf"`data` is too short to fit: its longest trial has {MIN_FIT_SAMPLES - 1} "
+                                         rf"sample\(s\), and a fit needs at least {MIN_FIT_SAMPLES}"):
+        est.fit(dsident.as_dataset(x, dt=0.1), method=dummy_engine, n_iter=1)
+    assert not hasattr(est, "model_")
+    # one trial long enough is enough (ragged trials: the others may be short)
+    long_trial = np.random.default_rng(1).standard_normal((MIN_FIT_SAMPLES, 2))
+    est.fit(dsident.as_dataset([long_trial, x[1, :3]], dt=0.1), method=dummy_engine, n_iter=1, progress=False)
+    assert hasattr(est, "model_")

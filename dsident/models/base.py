@@ -32,6 +32,9 @@ from ..model import StateSpaceModel, read_saved_config
 from ..observations import ObservationModel, make_observation
 from ..observations.gaussian import reads_gaussian
 
+#: a fit needs a trial of at least this many samples: fewer show no dynamics to learn from
+MIN_FIT_SAMPLES = 10
+
 def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observation: ObservationModel) -> None:
     """Refuse training channels a likelihood cannot use, before any work is done.
 
@@ -183,6 +186,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         engine = get_engine(method)                      # an unknown method fails before any work
         ds = as_dataset(data)
         arrays = to_arrays(ds)
+        longest = int(np.max(arrays.length))
+        if longest < MIN_FIT_SAMPLES:
+            raise ValueError(f"`data` is too short to fit: its longest trial has {longest} sample(s), and a fit needs "
+                             f"at least {MIN_FIT_SAMPLES} successive samples in one trial.")
         self._check_hyperparameters()
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
