@@ -17,7 +17,7 @@ from dsident.inference.forcing_alpha import (AlphaSchedule, alpha_from_norm, est
 from dsident.inference.teacher_forcing import (TrainingDivergedError, _FreeRunScorer, condition_penalty,
                                                fit_teacher_forcing, teacher_forcing_loss)
 from dsident.inference.training import TrainingProgress
-from dsident.inference.windows import RandomWindows
+from dsident.inference.windows import RandomWindows, make_windows
 from dsident.observations import Gaussian
 
 
@@ -719,6 +719,23 @@ def test_windows_of_irregular_data_carry_their_sampling_steps():
         trial = next(i for i in range(2) if np.any(np.all(np.isclose(trials[i], x[b, 0].numpy()), -1)))
         start = int(np.argmin(np.abs(trials[trial] - x[b, 0].numpy()).sum(-1)))
         np.testing.assert_allclose(dt[b, 1:].numpy(), np.diff(times[trial][start:start + 10]))
+
+
+def test_windows_longer_than_every_trial_are_shortened_aloud():
+    from dsident.data import as_dataset
+    ds = as_dataset([np.random.default_rng(0).normal(size=(n, 2)) for n in (40, 25)], dt=0.1)
+    with pytest.warns(UserWarning, match=r"seq_len=100 is longer than the longest trial \(40 samples\)"):
+        sampler = RandomWindows(ds, 100, 4, 1, torch.float64, torch.device("cpu"))
+    assert sampler.seq_len == 40
+    assert sampler.sample(4, np.random.default_rng(1)).x.shape == (4, 40, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # a window that fits says nothing
+        assert RandomWindows(ds, 40, 4, 1, torch.float64, torch.device("cpu")).seq_len == 40
+    with pytest.warns(UserWarning, match=r"seq_len=100 is longer than the longest trial \(40 samples\)"):
+        windows = make_windows(ds, 100)             # BPTT's consecutive windows
+    assert windows.x.shape == (2, 40, 2) and windows.mask[1, :25].all() and not windows.mask[1, 25:].any()
+    with pytest.raises(ValueError, match=r"seq_len=1\.5"):
+        make_windows(ds, 1.5)
 
 
 def test_continuous_time_dynamics_train_on_irregular_samples():

@@ -20,6 +20,7 @@ Shape legend: ``W`` windows, ``B`` batch, ``L`` window length (time), ``N`` obs_
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -90,7 +91,8 @@ def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
     """Cut every trial into consecutive, non-overlapping windows of ``seq_len`` steps.
 
     A trial shorter than ``seq_len`` (or every trial when ``seq_len`` is None) gives one window
-    as long as the longest trial, padded with missing samples. A remainder shorter than
+    as long as the longest trial, padded with missing samples (a ``seq_len`` longer than every
+    trial warns). A remainder shorter than
     ``seq_len`` at the end of a trial is kept when it has at least 2 steps (padded likewise).
 
     Parameters
@@ -105,11 +107,15 @@ def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
     """
     arrays = to_arrays(data)
     n_trials, n_time, _ = arrays.x.shape
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer))
+                                or seq_len < 2):
+        raise ValueError(f"`seq_len` must be an integer >= 2 or None; got seq_len={seq_len!r}.")
     if seq_len is None or seq_len >= n_time:
+        if seq_len is not None and seq_len > n_time:
+            warnings.warn(f"seq_len={int(seq_len)} is longer than the longest trial ({n_time} samples); "
+                          f"training windows are {n_time} steps.", UserWarning, stacklevel=3)
         length = n_time
     else:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 2:
-            raise ValueError(f"`seq_len` must be an integer >= 2 or None; got seq_len={seq_len!r}.")
         length = int(seq_len)
     xs, us = [], []
     for i in range(n_trials):
@@ -186,7 +192,7 @@ class RandomWindows:
     ds : xarray.Dataset
         The canonical container; an irregular ``sample_time`` gives each batch its ``dt``.
     seq_len : int
-        Window length L (shortened to the longest trial).
+        Window length L (shortened to the longest trial, with a UserWarning).
     batch_size, batches_per_epoch : int
     dtype, device
         Of the batches' tensors (the data are held on ``device`` once).
@@ -200,6 +206,10 @@ class RandomWindows:
         arrays = to_arrays(ds)
         lengths = arrays.length.astype(int)
         self.seq_len = int(min(seq_len, int(lengths.max())))
+        if self.seq_len < int(seq_len):
+            # said aloud: a window length tuned for long recordings would otherwise be changed unseen
+            warnings.warn(f"seq_len={int(seq_len)} is longer than the longest trial ({int(lengths.max())} samples); "
+                          f"training windows are {self.seq_len} steps.", UserWarning, stacklevel=3)
         if self.seq_len < 2:
             raise ValueError(f"training windows need at least 2 steps; the longest trial has {int(lengths.max())}.")
         self.batch_size, self.batches_per_epoch, self.noise_std = int(batch_size), int(batches_per_epoch), noise_std
