@@ -198,7 +198,7 @@ def test_the_ecg_cell_breathes_through_slow_channels_and_false_turns_them_off():
     from dsident.experiments.config import resolve_config
 
     cell = resolve_config("ecg", "shplrnn", "teacher-forcing")
-    assert cell["slow_channels"] == {"cutoff": 0.4, "edges": "plain"} and cell["model_params"]["latent_dim"] == 7
+    assert cell["slow_channels"] == {"cutoff": 0.4, "edges": "predict"} and cell["model_params"]["latent_dim"] == 7
     assert "slow_channels" not in resolve_config("ecg", "shplrnn", "teacher-forcing",
                                                  overrides={"slow_channels": False})
     assert "slow_channels" not in resolve_config("lorenz63", "shplrnn", "teacher-forcing")
