@@ -87,6 +87,16 @@ class Batch:
     continues: bool = False
 
 
+def _window_length(seq_len: int, longest: int) -> int:
+    """``seq_len`` shortened to the longest trial (``longest`` samples), with a UserWarning if it was."""
+    if seq_len > longest:
+        # said aloud: a window length tuned for long recordings would otherwise be changed unseen
+        warnings.warn(f"seq_len={int(seq_len)} is longer than the longest trial ({longest} samples); "
+                      f"training windows are {longest} steps.", UserWarning, stacklevel=4)
+        return int(longest)
+    return int(seq_len)
+
+
 def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
     """Cut every trial into consecutive, non-overlapping windows of ``seq_len`` steps.
 
@@ -110,13 +120,7 @@ def make_windows(data: xr.Dataset, seq_len: int | None) -> Windows:
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer))
                                 or seq_len < 2):
         raise ValueError(f"`seq_len` must be an integer >= 2 or None; got seq_len={seq_len!r}.")
-    if seq_len is None or seq_len >= n_time:
-        if seq_len is not None and seq_len > n_time:
-            warnings.warn(f"seq_len={int(seq_len)} is longer than the longest trial ({n_time} samples); "
-                          f"training windows are {n_time} steps.", UserWarning, stacklevel=3)
-        length = n_time
-    else:
-        length = int(seq_len)
+    length = n_time if seq_len is None else _window_length(seq_len, n_time)
     xs, us = [], []
     for i in range(n_trials):
         n_valid = int(arrays.length[i])
@@ -205,11 +209,7 @@ class RandomWindows:
                  device: torch.device, noise_std: float = 0.0) -> None:
         arrays = to_arrays(ds)
         lengths = arrays.length.astype(int)
-        self.seq_len = int(min(seq_len, int(lengths.max())))
-        if self.seq_len < int(seq_len):
-            # said aloud: a window length tuned for long recordings would otherwise be changed unseen
-            warnings.warn(f"seq_len={int(seq_len)} is longer than the longest trial ({int(lengths.max())} samples); "
-                          f"training windows are {self.seq_len} steps.", UserWarning, stacklevel=3)
+        self.seq_len = _window_length(seq_len, int(lengths.max()))
         if self.seq_len < 2:
             raise ValueError(f"training windows need at least 2 steps; the longest trial has {int(lengths.max())}.")
         self.batch_size, self.batches_per_epoch, self.noise_std = int(batch_size), int(batches_per_epoch), noise_std
