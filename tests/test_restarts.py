@@ -243,3 +243,113 @@ def test_a_grid_point_records_its_restarts_beside_the_saved_history(tmp_path):
     saved = read_saved_config(next((tmp_path / "points").iterdir()) / "model")["metadata"]["estimator"]["history"]
     assert rec["restarts"] == {"abandoned": saved["restarts"], "seed_used": saved["seed_used"]}
     assert rec["restarts"]["seed_used"] == restart_seed(0, len(saved["restarts"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# best_of: several fits, the one with the lowest training score kept
+# ---------------------------------------------------------------------------------------------
+def test_best_of_keeps_the_candidate_with_the_lowest_training_score_as_a_direct_fit_gives_it():
+    data = circle()
+    est = PLRNN(latent_dim=2, readout="identity", seed=3)
+    quiet_fit(est, data, best_of=3)
+    cands = est.history_["best_of"]
+    assert [c["seed"] for c in cands] == [restart_seed(3, k) for k in range(3)]
+    # each candidate's score is what a plain fit from its seed reports: an independent route
+    for c in cands:
+        alone = PLRNN(latent_dim=2, readout="identity", seed=c["seed"])
+        quiet_fit(alone, data)
+        assert c["best_state_space_divergence"] == alone.history_["best_state_space_divergence"]
+        assert c["best_epoch"] == alone.history_["best_epoch"]
+        assert c["moved"] == any_free_run_moved(alone.history_)
+        if c["seed"] == est.history_["seed_used"]:
+            for (name, a), (_, b) in zip(est.model_.state_dict().items(), alone.model_.state_dict().items()):
+                torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    scores = [c["best_state_space_divergence"] for c in cands]
+    assert len(set(scores)) == 3                                  # distinct seeds, distinct fits
+    assert est.history_["seed_used"] == cands[int(np.argmin(scores))]["seed"]
+    assert est.history_["best_state_space_divergence"] == min(scores)
+    assert est.seed == 3
+
+
+def test_best_of_one_is_a_plain_fit():
+    a = PLRNN(latent_dim=2, readout="identity", seed=0)
+    quiet_fit(a, circle(), best_of=1)
+    b = PLRNN(latent_dim=2, readout="identity", seed=0)
+    quiet_fit(b, circle())
+    assert "best_of" not in a.history_ and "seed_used" not in a.history_
+    for (name, x), (_, y) in zip(a.model_.state_dict().items(), b.model_.state_dict().items()):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, msg=name)
+
+
+def test_best_of_with_restarts_replaces_a_stuck_candidate_by_the_next_seed():
+    # restart_above=1e-6: every attempt counts as stuck (see the restart_above test), so the one
+    # restart goes to the first candidate, and the second candidate runs to the end
+    est = PLRNN(latent_dim=2, readout="identity", seed=0)
+    messages = quiet_fit(est, circle(), best_of=2, restarts=1, restart_after=1, restart_above=1e-6)
+    h = est.history_
+    assert [r["seed"] for r in h["restarts"]] == [0]
+    assert [c["seed"] for c in h["best_of"]] == [restart_seed(0, 1), restart_seed(0, 2)]
+    assert not any(c["moved"] for c in h["best_of"])
+    assert any("none of the 2 candidates" in m for m in messages)
+
+
+def test_candidate_score_ranks_fits_without_a_finite_score_last():
+    from dsident.models.restarts import candidate_score
+
+    assert candidate_score({"best_state_space_divergence": 0.7}) == 0.7
+    assert candidate_score({"best_state_space_divergence": math.nan}) == math.inf
+    assert candidate_score({}) == math.inf
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"best_of": 0}, "`best_of` must be an integer >= 1"),
+    ({"best_of": 2.0}, "got best_of=2.0"),
+    ({"best_of": True}, "got best_of=True"),
+    ({"best_of": 2, "eval_every": 0}, "needs eval_every > 0"),
+    ({"best_of": 2, "method": "bptt"}, "method='bptt'"),
+    ({"best_of": 2, "checkpoint": "ck.pt"}, "checkpoint="),
+])
+def test_best_of_refuses_what_it_cannot_do(options, fragment):
+    est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
+    with pytest.raises(ValueError, match=fragment):
+        est.fit(circle(), **{**FIT, **options})
+
+
+def test_best_of_refuses_a_warm_start():
+    est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
+    quiet_fit(est, circle(), n_epochs=1)
+    with pytest.raises(ValueError, match="`best_of` builds each model afresh"):
+        est.fit(circle(), warm_start=True, **{**FIT, "best_of": 2})
+
+
+def test_a_grid_point_records_its_candidates_beside_the_saved_history(tmp_path):
+    from dsident.experiments.runner import run_point
+    from dsident.model import read_saved_config
+
+    cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides={
+        "seed": 1, "train_length": 600, "eval_length": 300,
+        "model_params": {"latent_dim": 3, "hidden_dim": 10, "readout": "identity"},
+        "fit_options": {"n_epochs": 2, "batches_per_epoch": 2, "seq_len": 20, "eval_every": 1, "eval_steps": 200,
+                        "best_of": 2}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = run_point(cfg, tmp_path)
+    assert rec["status"] == "done", rec["error"]
+    saved = read_saved_config(next((tmp_path / "points").iterdir()) / "model")["metadata"]["estimator"]["history"]
+    assert rec["best_of"] == {"candidates": saved["best_of"], "seed_used": saved["seed_used"]}
+    assert [c["seed"] for c in saved["best_of"]] == [1, restart_seed(1, 1)]
+
+
+def test_the_benchmark_verdict_names_the_kept_candidate_and_judges_it_by_the_bar():
+    from dsident.experiments.benchmark import _verdict
+
+    rec = {"config": {"model": "shplrnn", "method": "teacher-forcing", "seed": 0},
+           "scores": {"D_stsp": 0.9, "D_H": 0.04},
+           "best_of": {"candidates": [{"seed": 0}, {"seed": 10_000}, {"seed": 20_000}], "seed_used": 10_000}}
+    line = _verdict("lorenz63", rec, {"D_stsp": 0.45})
+    assert "seed 10000 kept of 3 trained" in line and "(2.00× the floor 0.45)" in line
+    assert "a real reconstruction" in line
+    rec["scores"]["D_stsp"] = 1.4                                   # 3.11× the floor: not one
+    assert "NOT yet a reconstruction" in _verdict("lorenz63", rec, {"D_stsp": 0.45})
+    del rec["best_of"]
+    assert "kept of" not in _verdict("lorenz63", rec, {"D_stsp": 0.45})

@@ -470,7 +470,12 @@ def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float])
     ok = is_reconstruction(s["D_stsp"], s["D_H"], f)
     cfg = best["config"]
     rule = f"D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× floor, D_H ≤ {RECONSTRUCTION_MAX_DH:g}"
-    return (f"**{dataset}: best {cfg['model']} × {cfg['method']} (seed {cfg['seed']}): "
+    seed = f"seed {cfg['seed']}"
+    if "best_of" in best:          # fit(best_of=k): which of the k models the training data chose
+        chosen = best["best_of"]
+        seed += (f"; the model from seed {chosen['seed_used']} kept of {len(chosen['candidates'])} trained, "
+                 f"chosen on the training data")
+    return (f"**{dataset}: best {cfg['model']} × {cfg['method']} ({seed}): "
             f"D_stsp = {s['D_stsp']:.3g} ({ratio:.2f}× the floor {f:.3g}), D_H = {s['D_H']:.3g} — "
             + (f"a real reconstruction ({rule}).**" if ok else
                f"NOT yet a reconstruction by the criterion {rule.replace(', ', ' and ')}.**"))

@@ -174,7 +174,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
         ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
-        and the kept attempt's seed), and ``late`` (:func:`.late_run.point_regime`: the verdict,
+        and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
+        training score and the seed kept), and ``late`` (:func:`.late_run.point_regime`: the verdict,
         largest exponent and late-stretch scores of a free run twice the evaluation length).
     """
     apply_thread_limit()
@@ -196,6 +197,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         history = getattr(est, "history_", None) or {}
         if "restarts" in history:          # fit(restarts=...): what was abandoned, which seed was kept
             record["restarts"] = {"abandoned": history["restarts"], "seed_used": history["seed_used"]}
+        if "best_of" in history:           # fit(best_of=...): every candidate's training score, the seed kept
+            record["best_of"] = {"candidates": history["best_of"], "seed_used": history["seed_used"]}
         from .late_run import late_run_record
         from .scoring import evaluate_model
 

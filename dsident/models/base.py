@@ -136,7 +136,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
-            restart_after: int | None = None, restart_above: float | None = None,
+            restart_after: int | None = None, restart_above: float | None = None, best_of: int = 1,
             **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
@@ -173,6 +173,17 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             where the data burst: D_stsp ≈ 14-16 on the bursting neuron, against 1-5 for runs
             that burst) is restarted too. D_stsp's scale is the data's, so the value belongs to a
             dataset (the bursting cells use 10). Ignored when ``restarts`` is 0.
+        best_of : int, default 1
+            Train this many models, from seeds ``seed + k * 10 000`` (k = 0, 1, ...: the sequence
+            restarts draw from), and keep the one whose kept epoch's free run scored the lowest
+            D_stsp against the *training* data (``history_["best_state_space_divergence"]``); the
+            test data play no part. Each candidate costs a full fit. The choice is only as good
+            as that score, so give an ``eval_steps`` that covers much of the training data (the
+            quick Lorenz-63 cell scores against all 20 000 samples; docs/teacher_forcing.md
+            "Choosing among several fits"). Needs the methods and options ``restarts`` needs.
+            With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
+            of the same budget. ``history_["best_of"]`` lists every candidate (seed, score, kept
+            epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -196,8 +207,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         channel_names = [str(c) for c in ds["channel"].values]
         restarts, restart_after, restart_above = self._check_restarts(engine, method, restarts, restart_after,
                                                                       restart_above, warm_start, engine_options)
+        best_of = self._check_best_of(method, best_of, warm_start, engine_options)
         check_engine_options(method, engine_options, reserved=("seed",),
-                             also=("warm_start", "restarts", "restart_after", "restart_above"))
+                             also=("warm_start", "restarts", "restart_after", "restart_above", "best_of"))
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -206,7 +218,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history = engine(model, ds, seed=self.seed, **engine_options)
         else:
             model, history = self._fit_with_restarts(engine, ds, arrays, channel_names, input_dim, restarts,
-                                                     restart_after, restart_above, engine_options)
+                                                     restart_after, restart_above, engine_options, best_of)
         self.model_ = model
         self.history_ = history if history is not None else {}
         self.method_ = method
@@ -264,46 +276,90 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             restart_after = max(1, int(n_epochs) // 2)
         return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
 
+    @staticmethod
+    def _check_best_of(method: str, best_of: Any, warm_start: bool, engine_options: dict[str, Any]) -> int:
+        """Validate ``best_of`` against the method and options (what ``restarts`` needs, for the
+        same reason: both decide on the scored free runs)."""
+        from .restarts import RESTARTABLE_METHODS, is_restartable
+
+        if isinstance(best_of, bool) or not isinstance(best_of, (int, np.integer)) or best_of < 1:
+            raise ValueError(f"`best_of` must be an integer >= 1 (the number of models to train and choose "
+                             f"from); got best_of={best_of!r}.")
+        if best_of == 1:
+            return 1
+        if not is_restartable(method):
+            raise ValueError(f"`best_of` chooses by the free runs scored while a fit trains, so it needs "
+                             f"{', '.join(RESTARTABLE_METHODS)}; got best_of={best_of} with method={method!r}.")
+        if engine_options.get("eval_every", 1) == 0:
+            raise ValueError(f"`best_of` chooses by the scored free runs, so it needs eval_every > 0; got "
+                             f"best_of={best_of} with eval_every=0.")
+        if warm_start:
+            raise ValueError(f"`best_of` builds each model afresh, which `warm_start` does not; got best_of={best_of} "
+                             f"with warm_start=True.")
+        if engine_options.get("checkpoint") is not None:
+            raise ValueError(f"`best_of` cannot resume one checkpoint for several models; got best_of={best_of} with "
+                             f"checkpoint={engine_options['checkpoint']!r}.")
+        return int(best_of)
+
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
                            input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
-                           engine_options: dict[str, Any]) -> tuple[StateSpaceModel, dict[str, Any]]:
-        """Build and fit a fresh model; with ``restarts``, start again from the next seed while a
-        fit is stuck (:class:`~dsident.models.restarts.StuckWatch`)."""
-        from .restarts import StuckWatch, any_free_run_moved, restart_seed
+                           engine_options: dict[str, Any],
+                           best_of: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
+        """Build and fit ``best_of`` fresh models and keep the one with the lowest training score;
+        with ``restarts``, a fit that is stuck (:class:`~dsident.models.restarts.StuckWatch`) gives
+        way to the next seed, ``restarts`` times in all."""
+        from .restarts import StuckWatch, any_free_run_moved, candidate_score, restart_seed
 
-        user_seed, abandoned = self.seed, []
+        user_seed, abandoned, candidates = self.seed, [], []
+        attempt, kept = 0, None
         try:
-            for attempt in range(restarts + 1):
-                # the builders read `seed`; each attempt gets its own for this fit only
-                self.seed = restart_seed(user_seed, attempt)
-                model = self._new_model(arrays, channel_names, input_dim, float(ds.attrs["dt"]))
-                options = dict(engine_options)
-                watch = None
-                if attempt < restarts:
-                    watch = StuckWatch(restart_after, engine_options.get("callback"), restart_above)
-                    options["callback"] = watch
-                history = engine(model, ds, seed=self.seed, **options)
-                if watch is None or watch.stuck_at is None:
-                    break
-                abandoned.append({"seed": self.seed, "stopped_at_epoch": watch.stuck_at, "scored_epochs": watch.n_scored})
-                below = "" if restart_above is None else f", or scored D_stsp >= restart_above={restart_above:g}"
-                warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs moved on "
-                              f"the data's grid (each diverged, left the data's range or came to rest{below}); starting "
-                              f"again from seed {restart_seed(user_seed, attempt + 1)} (restart {attempt + 1} of "
-                              f"{restarts}).", RuntimeWarning, stacklevel=3)
-            seed_used = self.seed
+            for _ in range(best_of):
+                while True:
+                    # the builders read `seed`; each attempt gets its own for this fit only
+                    self.seed = restart_seed(user_seed, attempt)
+                    attempt += 1
+                    model = self._new_model(arrays, channel_names, input_dim, float(ds.attrs["dt"]))
+                    options = dict(engine_options)
+                    watch = None
+                    if len(abandoned) < restarts:
+                        watch = StuckWatch(restart_after, engine_options.get("callback"), restart_above)
+                        options["callback"] = watch
+                    history = engine(model, ds, seed=self.seed, **options)
+                    if watch is None or watch.stuck_at is None:
+                        break
+                    abandoned.append({"seed": self.seed, "stopped_at_epoch": watch.stuck_at,
+                                      "scored_epochs": watch.n_scored})
+                    below = "" if restart_above is None else f", or scored D_stsp >= restart_above={restart_above:g}"
+                    warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs moved "
+                                  f"on the data's grid (each diverged, left the data's range or came to rest{below}); "
+                                  f"starting again from seed {restart_seed(user_seed, attempt)} (restart "
+                                  f"{len(abandoned)} of {restarts}).", RuntimeWarning, stacklevel=3)
+                score = candidate_score(history)
+                candidates.append({"seed": self.seed, "best_state_space_divergence": score,
+                                   "best_epoch": history.get("best_epoch"),
+                                   "moved": any_free_run_moved(history, restart_above)})
+                if kept is None or score < kept[0]:        # ties keep the earlier seed
+                    kept = (score, model, history, self.seed)
         finally:
             self.seed = user_seed
+        _, model, history, seed_used = kept
+        if restarts or best_of > 1:
+            history["seed_used"] = seed_used
+        if best_of > 1:
+            history["best_of"] = candidates
         if restarts:
             history["restarts"] = abandoned
-            history["seed_used"] = seed_used
             if restart_above is not None:
                 history["restart_above"] = restart_above
-            if len(abandoned) == restarts and not any_free_run_moved(history, restart_above):
-                warnings.warn(f"all {restarts + 1} attempts (seeds {[a['seed'] for a in abandoned] + [seed_used]}) "
-                              f"were stuck: no scored free run moved on the data's grid; the last one is kept. "
-                              f"The model or the method's settings, not the seed, need to change.",
-                              RuntimeWarning, stacklevel=3)
+            if best_of == 1 and len(abandoned) == restarts and not candidates[0]["moved"]:
+                tried = [a["seed"] for a in abandoned] + [seed_used]
+                warnings.warn(f"all {len(tried)} attempts (seeds {tried}) were stuck: no scored free run moved on the "
+                              f"data's grid; the last one is kept. The model or the method's settings, not the seed, "
+                              f"need to change.", RuntimeWarning, stacklevel=3)
+        if best_of > 1 and not any(c["moved"] for c in candidates):
+            warnings.warn(f"none of the {best_of} candidates (seeds {[c['seed'] for c in candidates]}) has a scored "
+                          f"free run that moved on the data's grid; seed {seed_used} is kept. The model or the "
+                          f"method's settings, not the seed, need to change.", RuntimeWarning, stacklevel=3)
         return model, history
 
     def _warm_model(self, channel_names: list[str], input_dim: int, dt: float) -> StateSpaceModel:

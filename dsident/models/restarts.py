@@ -10,7 +10,8 @@ catches: a run whose D_stsp is not below it counts as not moved.
 :class:`StuckWatch` watches the scored free runs of a fit as its ``callback`` and stops the fit
 after ``restart_after`` epochs when none of them has moved on the data's grid;
 :meth:`LatentModelEstimator.fit <dsident.models.base.LatentModelEstimator.fit>` then builds the
-model afresh from the next seed (:func:`restart_seed`) and trains again.
+model afresh from the next seed (:func:`restart_seed`) and trains again. ``best_of`` trains
+several models from the same seed sequence and keeps the one :func:`candidate_score` ranks first.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "is_restartable", "restart_seed", "RESTART_SEED_STRIDE",
-           "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "candidate_score", "is_restartable", "restart_seed",
+           "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
@@ -54,6 +55,14 @@ def any_free_run_moved(history: dict[str, Any], above: float | None = None) -> b
     (:func:`moved`, with the same ``above``)."""
     at_rest = history.get("free_run_at_rest", [])
     return any(moved(d, r, above) for d, r in zip(history.get("state_space_divergence", []), at_rest))
+
+
+def candidate_score(history: dict[str, Any]) -> float:
+    """What ``best_of`` ranks a finished fit by: the training D_stsp of its kept epoch's free run
+    (``best_state_space_divergence``); inf when it has none or it is not finite (a fit whose every
+    scored run diverged or missed the data's grid ranks last)."""
+    d = history.get("best_state_space_divergence")
+    return float(d) if d is not None and math.isfinite(float(d)) else math.inf
 
 
 class StuckWatch:
