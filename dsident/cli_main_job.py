@@ -241,6 +241,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
                      "figures here are in z-units)")
+    lines += _best_of_lines(getattr(est, "history_", None) or {})
     if history is not None:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
@@ -266,6 +267,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
     (out / "fit.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+def _best_of_lines(history: dict[str, Any]) -> list[str]:
+    """fit.md's account of ``best_of``: every candidate's training score and the one kept."""
+    if "best_of" not in history:
+        return []
+    scores = ", ".join(f"seed {c['seed']}: " + ("–" if c["best_state_space_divergence"] is None
+                                                or not math.isfinite(c["best_state_space_divergence"])
+                                                else f"{c['best_state_space_divergence']:.3g}")
+                       for c in history["best_of"])
+    return [f"- best of {len(history['best_of'])} fits, chosen by the training D_stsp of each kept free run "
+            f"({scores}): the model from seed {history['seed_used']} is kept"]
 
 
 def _history_dataset(history: Any):

@@ -205,18 +205,25 @@ def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     ({"restarts": 1, "restart_above": "10"}, "got restart_above='10'"),
     ({"restarts": 1, "restart_above": True}, "got restart_above=True"),
     ({"restart_above": "10"}, "got restart_above='10'"),        # checked even without restarts
+    ({"best_of": 0}, "`best_of` must be an integer >= 1"),
+    ({"best_of": 2.0}, "got best_of=2.0"),
+    ({"best_of": True}, "got best_of=True"),
+    ({"best_of": 2, "eval_every": 0}, "got best_of=2 with eval_every=0"),
+    ({"best_of": 2, "method": "bptt"}, "got best_of=2 with method='bptt'"),
+    ({"best_of": 2, "checkpoint": "ck.pt"}, "got best_of=2 with checkpoint="),
 ])
-def test_restarts_refuse_what_they_cannot_do(options, fragment):
+def test_restarts_and_best_of_refuse_what_they_cannot_do(options, fragment):
     est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
     with pytest.raises(ValueError, match=fragment.replace("(", r"\(").replace("[", r"\[")):
         est.fit(circle(), **{**FIT, **options})
 
 
-def test_restarts_refuse_a_warm_start():
+@pytest.mark.parametrize("option", ["restarts", "best_of"])
+def test_restarts_and_best_of_refuse_a_warm_start(option):
     est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
     quiet_fit(est, circle(), n_epochs=1)
-    with pytest.raises(ValueError, match="warm_start=True"):
-        est.fit(circle(), warm_start=True, **{**FIT, "restarts": 1})
+    with pytest.raises(ValueError, match=f"`{option}` builds the model afresh.*warm_start=True"):
+        est.fit(circle(), warm_start=True, **{**FIT, option: 2})
 
 
 def test_a_benchmark_cell_passes_restarts_to_the_estimator():
@@ -227,20 +234,27 @@ def test_a_benchmark_cell_passes_restarts_to_the_estimator():
     assert not any("restart" in d for d in dropped)
 
 
-def test_a_grid_point_records_its_restarts_beside_the_saved_history(tmp_path):
-    from dsident.experiments.runner import run_point
+def run_tiny_point(tmp_path, seed, **fit_options):
+    """A Lorenz-63 grid point of a tiny shallow PLRNN with ``fit_options``: its record as written
+    to result.json and the history its saved model carries (both write a non-finite score as null)."""
+    from dsident.experiments.runner import read_record, run_point
     from dsident.model import read_saved_config
 
     cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides={
-        "seed": 0, "train_length": 600, "eval_length": 300,
+        "seed": seed, "train_length": 600, "eval_length": 300,
         "model_params": {"latent_dim": 3, "hidden_dim": 10, "readout": "identity", "clip": False},
         "fit_options": {"n_epochs": 2, "batches_per_epoch": 2, "seq_len": 20, "eval_every": 1, "eval_steps": 200,
-                        "restarts": 1, "restart_after": 1}})
+                        **fit_options}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec = run_point(cfg, tmp_path)
     assert rec["status"] == "done", rec["error"]
-    saved = read_saved_config(next((tmp_path / "points").iterdir()) / "model")["metadata"]["estimator"]["history"]
+    folder = next((tmp_path / "points").iterdir())
+    return read_record(folder), read_saved_config(folder / "model")["metadata"]["estimator"]["history"]
+
+
+def test_a_grid_point_records_its_restarts_beside_the_saved_history(tmp_path):
+    rec, saved = run_tiny_point(tmp_path, 0, restarts=1, restart_after=1)
     assert rec["restarts"] == {"abandoned": saved["restarts"], "seed_used": saved["seed_used"]}
     assert rec["restarts"]["seed_used"] == restart_seed(0, len(saved["restarts"]))
 
@@ -301,41 +315,8 @@ def test_candidate_score_ranks_fits_without_a_finite_score_last():
     assert candidate_score({}) == math.inf
 
 
-@pytest.mark.parametrize("options, fragment", [
-    ({"best_of": 0}, "`best_of` must be an integer >= 1"),
-    ({"best_of": 2.0}, "got best_of=2.0"),
-    ({"best_of": True}, "got best_of=True"),
-    ({"best_of": 2, "eval_every": 0}, "needs eval_every > 0"),
-    ({"best_of": 2, "method": "bptt"}, "method='bptt'"),
-    ({"best_of": 2, "checkpoint": "ck.pt"}, "checkpoint="),
-])
-def test_best_of_refuses_what_it_cannot_do(options, fragment):
-    est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
-    with pytest.raises(ValueError, match=fragment):
-        est.fit(circle(), **{**FIT, **options})
-
-
-def test_best_of_refuses_a_warm_start():
-    est = ShallowPLRNN(latent_dim=2, hidden_dim=10, readout="identity", seed=0)
-    quiet_fit(est, circle(), n_epochs=1)
-    with pytest.raises(ValueError, match="`best_of` builds each model afresh"):
-        est.fit(circle(), warm_start=True, **{**FIT, "best_of": 2})
-
-
 def test_a_grid_point_records_its_candidates_beside_the_saved_history(tmp_path):
-    from dsident.experiments.runner import run_point
-    from dsident.model import read_saved_config
-
-    cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides={
-        "seed": 1, "train_length": 600, "eval_length": 300,
-        "model_params": {"latent_dim": 3, "hidden_dim": 10, "readout": "identity"},
-        "fit_options": {"n_epochs": 2, "batches_per_epoch": 2, "seq_len": 20, "eval_every": 1, "eval_steps": 200,
-                        "best_of": 2}})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rec = run_point(cfg, tmp_path)
-    assert rec["status"] == "done", rec["error"]
-    saved = read_saved_config(next((tmp_path / "points").iterdir()) / "model")["metadata"]["estimator"]["history"]
+    rec, saved = run_tiny_point(tmp_path, 1, best_of=2)
     assert rec["best_of"] == {"candidates": saved["best_of"], "seed_used": saved["seed_used"]}
     assert [c["seed"] for c in saved["best_of"]] == [1, restart_seed(1, 1)]
 
@@ -353,3 +334,15 @@ def test_the_benchmark_verdict_names_the_kept_candidate_and_judges_it_by_the_bar
     assert "NOT yet a reconstruction" in _verdict("lorenz63", rec, {"D_stsp": 0.45})
     del rec["best_of"]
     assert "kept of" not in _verdict("lorenz63", rec, {"D_stsp": 0.45})
+
+
+def test_fit_md_lists_every_candidate_and_the_one_kept():
+    from dsident.cli_main_job import _best_of_lines
+
+    history = {"best_of": [{"seed": 0, "best_state_space_divergence": 0.528}, {"seed": 10_000,
+               "best_state_space_divergence": 0.381}, {"seed": 20_000, "best_state_space_divergence": math.inf}],
+               "seed_used": 10_000}
+    (line,) = _best_of_lines(history)
+    assert "best of 3 fits" in line and "seed 0: 0.528, seed 10000: 0.381, seed 20000: –" in line
+    assert line.endswith("the model from seed 10000 is kept")
+    assert _best_of_lines({"seed_used": 3}) == []

@@ -246,7 +246,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         all three resolved (``restart_above`` is checked even without restarts, and then None)."""
         import inspect
 
-        from .restarts import RESTARTABLE_METHODS, is_restartable
+        from .restarts import check_scored_refit
 
         for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
             if (value is not None or name == "restarts") and (
@@ -259,18 +259,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                              f"None; got restart_above={restart_above!r}.")
         if restarts == 0:
             return 0, 0, None
-        if not is_restartable(method):
-            raise ValueError(f"`restarts` needs a method that scores free runs while it trains "
-                             f"({', '.join(RESTARTABLE_METHODS)}); got restarts={restarts} with method={method!r}.")
-        if engine_options.get("eval_every", 1) == 0:
-            raise ValueError(f"`restarts` decides on the scored free runs, so it needs eval_every > 0; got "
-                             f"restarts={restarts} with eval_every=0.")
-        if warm_start:
-            raise ValueError(f"`restarts` builds the model afresh, which `warm_start` does not; got restarts={restarts} "
-                             f"with warm_start=True.")
-        if engine_options.get("checkpoint") is not None:
-            raise ValueError(f"`restarts` cannot resume a checkpoint written by another attempt; got "
-                             f"restarts={restarts} with checkpoint={engine_options['checkpoint']!r}.")
+        check_scored_refit(method, "restarts", restarts, warm_start, engine_options)
         if restart_after is None:          # half the fit: the engine's own default when n_epochs is not given
             n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
             restart_after = max(1, int(n_epochs) // 2)
@@ -280,25 +269,14 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
     def _check_best_of(method: str, best_of: Any, warm_start: bool, engine_options: dict[str, Any]) -> int:
         """Validate ``best_of`` against the method and options (what ``restarts`` needs, for the
         same reason: both decide on the scored free runs)."""
-        from .restarts import RESTARTABLE_METHODS, is_restartable
+        from .restarts import check_scored_refit
 
         if isinstance(best_of, bool) or not isinstance(best_of, (int, np.integer)) or best_of < 1:
             raise ValueError(f"`best_of` must be an integer >= 1 (the number of models to train and choose "
                              f"from); got best_of={best_of!r}.")
         if best_of == 1:
             return 1
-        if not is_restartable(method):
-            raise ValueError(f"`best_of` chooses by the free runs scored while a fit trains, so it needs "
-                             f"{', '.join(RESTARTABLE_METHODS)}; got best_of={best_of} with method={method!r}.")
-        if engine_options.get("eval_every", 1) == 0:
-            raise ValueError(f"`best_of` chooses by the scored free runs, so it needs eval_every > 0; got "
-                             f"best_of={best_of} with eval_every=0.")
-        if warm_start:
-            raise ValueError(f"`best_of` builds each model afresh, which `warm_start` does not; got best_of={best_of} "
-                             f"with warm_start=True.")
-        if engine_options.get("checkpoint") is not None:
-            raise ValueError(f"`best_of` cannot resume one checkpoint for several models; got best_of={best_of} with "
-                             f"checkpoint={engine_options['checkpoint']!r}.")
+        check_scored_refit(method, "best_of", best_of, warm_start, engine_options)
         return int(best_of)
 
     def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "candidate_score", "is_restartable", "restart_seed",
-           "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "candidate_score", "check_scored_refit", "is_restartable",
+           "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
@@ -35,6 +35,26 @@ def is_restartable(method: str) -> bool:
     from ..inference import ENGINES
 
     return method in ENGINES and ENGINES[method] in {ENGINES[m] for m in RESTARTABLE_METHODS}
+
+
+def check_scored_refit(method: str, name: str, value: int, warm_start: bool, engine_options: dict[str, Any]) -> None:
+    """Refuse a fit option that builds models afresh and decides on their scored free runs
+    (``restarts``, ``best_of``; ``name`` and ``value`` are the option's) where the fit cannot
+    give it that: a method that scores no free runs, ``eval_every=0``, ``warm_start`` or a
+    ``checkpoint`` (which one fit would resume for all)."""
+    if not is_restartable(method):
+        raise ValueError(f"`{name}` decides on the free runs a fit scores while it trains, so it needs a method "
+                         f"that scores them ({', '.join(RESTARTABLE_METHODS)}); got {name}={value} with "
+                         f"method={method!r}.")
+    if engine_options.get("eval_every", 1) == 0:
+        raise ValueError(f"`{name}` decides on the scored free runs, so it needs eval_every > 0; got "
+                         f"{name}={value} with eval_every=0.")
+    if warm_start:
+        raise ValueError(f"`{name}` builds the model afresh, which `warm_start` does not; got {name}={value} "
+                         f"with warm_start=True.")
+    if engine_options.get("checkpoint") is not None:
+        raise ValueError(f"`{name}` cannot resume a checkpoint written by another fit; got {name}={value} with "
+                         f"checkpoint={engine_options['checkpoint']!r}.")
 
 
 def restart_seed(seed: int | None, attempt: int) -> int | None:
