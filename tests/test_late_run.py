@@ -129,3 +129,59 @@ def test_regime_table_gives_counts_median_exponent_and_late_score_with_the_true_
 def test_regime_table_is_empty_when_no_point_was_analysed():
     results = _records().isel(point=[3])
     assert tables.regime_table(results) == ""
+
+
+class Decay(LatentDynamics):
+    """z' = diag(rates) z (test-local): exponents log(rates) per step, in the given order."""
+
+    def __init__(self, rates) -> None:
+        super().__init__()
+        self.latent_dim, self.rates = len(rates), torch.tensor(rates, dtype=torch.float64)
+
+    def step(self, z, u=None, dt=None):
+        return z * self.rates.to(z.dtype)
+
+
+def test_the_leading_exponent_alone_gives_the_verdict_and_lambda_max_of_the_whole_spectrum():
+    # distinct rates, the largest not first: the QR's first column must find it by itself
+    rates = [0.9, 0.9995, 0.8, 0.95]
+    model = StateSpaceModel(Decay(rates), Gaussian(4, 4, readout="identity"), dt=0.5).double()
+    x0 = np.array([1.0, 1.0, 1.0, 1.0])
+    full = free_run_regime(model, n_steps=2000, transient=500, x0=x0, seed=0)
+    lead = free_run_regime(model, n_steps=2000, transient=500, x0=x0, seed=0, n_exponents=1)
+    assert lead.lyapunov.shape == (1,) and full.lyapunov.shape == (4,)
+    assert lead.verdict == full.verdict == "periodic or quasi-periodic"    # |log 0.9995| < 20 / 2000
+    assert lead.max_lyapunov == pytest.approx(full.max_lyapunov, rel=1e-3)
+    assert lead.max_lyapunov == pytest.approx(math.log(0.9995) / 0.5, rel=1e-2)
+    np.testing.assert_allclose(full.lyapunov, np.sort(np.log(rates))[::-1] / 0.5, rtol=1e-2)
+
+
+def test_a_random_plrnn_has_the_same_leading_exponent_by_one_column_or_all():
+    from dsident.dynamics.plrnn import PLRNN
+
+    torch.manual_seed(2)
+    dyn = PLRNN(latent_dim=12)
+    with torch.no_grad():
+        dyn.W.mul_(2.0)                     # livelier than the initialisation, still bounded
+    model = StateSpaceModel(dyn, Gaussian(12, 12, readout="identity"), dt=1.0).double()
+    x0 = np.random.default_rng(0).normal(size=12)
+    full = free_run_regime(model, n_steps=3000, transient=500, x0=x0, seed=0)
+    lead = free_run_regime(model, n_steps=3000, transient=500, x0=x0, seed=0, n_exponents=1)
+    assert np.isfinite(full.lyapunov).all() and full.lyapunov[0] > full.lyapunov[-1]
+    assert lead.verdict == full.verdict
+    assert lead.max_lyapunov == pytest.approx(full.max_lyapunov, rel=1e-6, abs=1e-9)
+
+
+def test_the_benchmark_late_run_asks_for_the_leading_exponent_only(monkeypatch):
+    import dsident.analysis as analysis
+
+    seen = {}
+    real = analysis.free_run_regime
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "free_run_regime", spy)
+    late = point_regime(_spiral(r=0.999), _circle(), seed=0)
+    assert seen["n_exponents"] == 1 and late["regime"] == "periodic or quasi-periodic"
