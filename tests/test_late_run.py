@@ -185,3 +185,8 @@ def test_the_benchmark_late_run_asks_for_the_leading_exponent_only(monkeypatch):
     monkeypatch.setattr(analysis, "free_run_regime", spy)
     late = point_regime(_spiral(r=0.999), _circle(), seed=0)
     assert seen["n_exponents"] == 1 and late["regime"] == "periodic or quasi-periodic"
+
+
+def test_n_exponents_is_checked_before_the_run():
+    with pytest.raises(ValueError, match=r"`n_exponents` must be an integer in \[1, 2\]"):
+        free_run_regime(_spiral(), n_steps=200, transient=0, x0=np.array([1.0, 0.0]), n_exponents=3)

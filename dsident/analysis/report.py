@@ -22,7 +22,7 @@ from ..dynamics.plrnn import PLRNN
 from ..inference.training import check_int
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
-from .lyapunov import kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
+from .lyapunov import _n_exponents, kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
 
 __all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
            "dominant_period"]
@@ -268,6 +268,8 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
     if not hasattr(ssm, "generate") or not hasattr(ssm, "dynamics"):
         raise TypeError(f"`model` must be a fitted estimator or a StateSpaceModel; got {type(model).__name__}.")
     dyn, _ = resolve_dynamics(ssm)
+    # resolved (and checked) before the run, so a diverged run's NaNs have the asked-for length too
+    n_exponents = _n_exponents(n_exponents, int(dyn.latent_dim))
     dt = float(ssm.dt)
     if run is None:
         run = ssm.generate(transient + n_steps, z0=z0, x0=x0, seed=seed)
@@ -279,7 +281,7 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
     z = z_all[transient:]
     diverged = not np.isfinite(z_all).all() or bool(run.attrs.get("diverged", 0))
     if diverged:
-        lam = np.full(int(dyn.latent_dim) if n_exponents is None else int(n_exponents), np.nan)
+        lam = np.full(n_exponents, np.nan)
     else:
         # the Jacobians along the run itself (not stepped again when its steps are the model's own);
         # the transient also lets the QR tangent vectors align before averaging starts

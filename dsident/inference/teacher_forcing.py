@@ -317,8 +317,8 @@ class _FreeRunScorer:
             run = None                     # a reference under 100 samples: the verdict runs longer
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            return free_run_regime(model, n_steps=n_steps, transient=self.burn_in,
-                                   x0=self.x0s[0] if x0 is None else x0, seed=seed, run=run, n_exponents=1).verdict
+            return free_run_regime(model, n_steps=n_steps, transient=self.burn_in, x0=self.x0s[0] if x0 is None else x0,
+                                   seed=seed, run=run, n_exponents=1).verdict
 
     def free_runs(self, model: Any, seed: int) -> list[xr.Dataset]:
         """The scored free runs from every start, as :meth:`free_run` gives them one by one, but

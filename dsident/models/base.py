@@ -217,7 +217,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                 engine_options.setdefault("lds_init", False)
             history = engine(model, ds, seed=self.seed, **engine_options)
         else:
-            model, history = self._fit_with_restarts(engine, ds, arrays, channel_names, input_dim, restarts,
+            model, history = self._fit_fresh(engine, ds, arrays, channel_names, input_dim, restarts,
                                                      restart_after, restart_above, engine_options, best_of)
         self.model_ = model
         self.history_ = history if history is not None else {}
@@ -279,7 +279,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         check_scored_refit(method, "best_of", best_of, warm_start, engine_options)
         return int(best_of)
 
-    def _fit_with_restarts(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
+    def _fit_fresh(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
                            input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
                            engine_options: dict[str, Any],
                            best_of: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
@@ -308,10 +308,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                     abandoned.append({"seed": self.seed, "stopped_at_epoch": watch.stuck_at,
                                       "scored_epochs": watch.n_scored})
                     below = "" if restart_above is None else f", or scored D_stsp >= restart_above={restart_above:g}"
-                    warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs moved "
-                                  f"on the data's grid (each diverged, left the data's range or came to rest{below}); "
-                                  f"starting again from seed {restart_seed(user_seed, attempt)} (restart "
-                                  f"{len(abandoned)} of {restarts}).", RuntimeWarning, stacklevel=3)
+                    warnings.warn(f"seed {self.seed}: no scored free run of the first {watch.stuck_at + 1} epochs "
+                                  f"moved on the data's grid (each diverged, left the data's range or came to "
+                                  f"rest{below}); starting again from seed {restart_seed(user_seed, attempt)} "
+                                  f"(restart {len(abandoned)} of {restarts}).", RuntimeWarning, stacklevel=3)
                 score = candidate_score(history)
                 candidates.append({"seed": self.seed, "best_state_space_divergence": score,
                                    "best_epoch": history.get("best_epoch"),
