@@ -99,6 +99,14 @@ def test_exact_manifold_attractor_is_reported_as_singular():
     assert len(res) == 0 and res.info["n_singular"] == 16
 
 
+def test_search_survives_a_round_in_which_every_region_is_singular():
+    # the search's first round solves only singular systems, so it has no regions to propose next
+    f = PLRNN(20, seed=0, penalty="iplrnn")       # 2^20 regions: "auto" searches
+    res = analysis.fixed_points(f, n_trajectories=5, n_steps=20, n_random=30, seed=0)
+    assert res.method == "search"
+    assert len(res) == 0 and res.info["n_singular"] == res.info["n_candidates"] > 0
+
+
 def test_newton_works_for_non_piecewise_linear_dynamics_and_callables():
     f = ShallowPLRNN(2, hidden_dim=6, seed=3).double()
     res = analysis.fixed_points(f, n_starts=30, init_scale=3.0, seed=0)

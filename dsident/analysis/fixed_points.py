@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from .._threads import one_blas_thread
 from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
@@ -299,7 +300,8 @@ def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_s
         n_tried += len(candidates)
         # inconsistent solutions propose the regions their points actually lie in
         proposals = sol["proposal"][sol["regular"]]
-        fresh = [q for q in np.unique(proposals.reshape(len(proposals), -1), axis=0).reshape(-1, period, m)
+        # (n, period * m) spelt out: with every solve singular there are no proposals, and -1 is undefined
+        fresh = [q for q in np.unique(proposals.reshape(len(proposals), period * m), axis=0).reshape(-1, period, m)
                  if q.tobytes() not in seen]
         seen.update(q.tobytes() for q in fresh)
         candidates = np.stack(fresh) if fresh else np.zeros((0, period, m), dtype=bool)
@@ -361,19 +363,21 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
     n_tuples = 2.0 ** (m * period)
     if method == "auto":
         method = "enumerate" if n_tuples <= max_enumerate else "search"
-    if method == "enumerate":
-        if n_tuples > 2 ** 26:
-            raise ValueError(f"enumerating 2^(M k) = 2^{m * period} region tuples is too many; "
-                             "use method='search'.")
-        found, n_singular, n_tried = _enumerate(p, int(period), tol)
-        truncated = False
-    else:
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        found, n_singular, n_tried, truncated = _search(
-            p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
-            max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale)
-    sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
-    points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
+    # many small batched solves and eigen-decompositions: one BLAS thread (dsident._threads)
+    with one_blas_thread():
+        if method == "enumerate":
+            if n_tuples > 2 ** 26:
+                raise ValueError(f"enumerating 2^(M k) = 2^{m * period} region tuples is too many; "
+                                 "use method='search'.")
+            found, n_singular, n_tried = _enumerate(p, int(period), tol)
+            truncated = False
+        else:
+            rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+            found, n_singular, n_tried, truncated = _search(
+                p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
+                max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale)
+        sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
+        points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
     stable, kind = classify_eigenvalues(eig)
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,

@@ -24,6 +24,8 @@ import numpy as np
 from scipy.linalg.lapack import dgeqrf as _geqrf, dorgqr as _orgqr
 from scipy.spatial import cKDTree
 
+from .._threads import one_blas_thread
+
 __all__ = ["lyapunov_spectrum", "kaplan_yorke_dimension", "system_lyapunov_spectrum", "spectrum_verdict",
            "max_lyapunov_rosenstein", "RosensteinResult"]
 
@@ -129,7 +131,8 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         dt = _positive_float(dt, "dt")
         x = np.asarray(system.default_x0 if z0 is None else z0, dtype=float).ravel()
         k = _n_exponents(n_exponents, x.size)
-        return _qr_continuous(system, x, k, int(transient), n_steps, dt)
+        with one_blas_thread():
+            return _qr_continuous(system, x, k, int(transient), n_steps, dt)
     if callable(system):
         if z0 is None:
             raise ValueError("`z0` is required when `system` is a step function.")
@@ -279,7 +282,8 @@ def _qr_average(jacobians: Any, m: int, k: int, transient: int, n_steps: int, dt
     total = np.zeros(k)
     # the diagonals are logged a block at a time (a zero on the diagonal gives -inf: diverged below)
     block, filled = np.ones((_LOG_BLOCK, k)), 0
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+    # one small QR per step: BLAS threads only wait for each other (dsident._threads)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), one_blas_thread():
         for i, jac in enumerate(jacobians):
             q, diag_r = _qr(jac @ q)
             if diag_r is None:

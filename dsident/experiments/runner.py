@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from .._threads import set_blas_threads
 from .config import save_config
 
 #: result.json status values
@@ -230,11 +231,14 @@ THREADS_ENV = "DSIDENT_TORCH_THREADS"
 
 
 def apply_thread_limit(n_threads: int | None = None) -> None:
-    """Limit torch's intra-op threads (``n_threads`` or ``$DSIDENT_TORCH_THREADS``; nothing if neither).
+    """Limit torch's intra-op and numpy's BLAS threads (``n_threads`` or ``$DSIDENT_TORCH_THREADS``).
 
     The recurrent models here are small (tens to hundreds of units): intra-op threads only add
-    synchronisation, and on a shared or busy machine they thrash. Parallelism comes from running
-    grid points side by side instead. Setting the variable makes pool and Dask workers follow.
+    synchronisation, and on a shared or busy machine they thrash. The same holds for the small
+    LAPACK calls of a point's analysis (the late run's Lyapunov QR, scoring), whose BLAS would
+    otherwise start a thread per core in every worker. Parallelism comes from running grid
+    points side by side instead. Setting the variable makes pool and Dask workers follow; with
+    neither set, nothing changes.
     """
     import os
 
@@ -248,6 +252,7 @@ def apply_thread_limit(n_threads: int | None = None) -> None:
 
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
+    set_blas_threads(n)
 
 
 def _write_netcdf(ds: xr.Dataset, path: Path) -> None:

@@ -1,0 +1,53 @@
+"""The BLAS thread limits that the analysis loops and grid points run under."""
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from dsident._threads import one_blas_thread
+from dsident.analysis import lyapunov
+from dsident.experiments.runner import THREADS_ENV, apply_thread_limit
+
+
+def _blas_threads() -> list[int]:
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.fixture
+def two_blas_threads():
+    if not _blas_threads():
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    with threadpool_limits(limits=2, user_api="blas"):
+        yield
+
+
+def test_one_blas_thread_inside_the_block_and_the_callers_setting_after(two_blas_threads):
+    before = _blas_threads()
+    with one_blas_thread():
+        assert set(_blas_threads()) == {1}
+    assert _blas_threads() == before
+
+
+def test_the_lyapunov_loop_runs_with_one_blas_thread(two_blas_threads, monkeypatch):
+    seen = []
+    qr = lyapunov._qr
+
+    def spy(a):
+        seen.append(set(_blas_threads()))
+        return qr(a)
+
+    monkeypatch.setattr(lyapunov, "_qr", spy)
+    lam = lyapunov.lyapunov_spectrum(lambda z: 0.5 * z, z0=np.ones(3), n_steps=5, transient=0)
+    np.testing.assert_allclose(lam, np.log(0.5))          # the spy changed nothing
+    assert seen and all(s == {1} for s in seen)
+
+
+def test_apply_thread_limit_sets_torch_and_blas_threads(two_blas_threads, monkeypatch):
+    import torch
+
+    previous = torch.get_num_threads()
+    monkeypatch.setenv(THREADS_ENV, "1")
+    try:
+        apply_thread_limit()
+        assert torch.get_num_threads() == 1 and set(_blas_threads()) == {1}
+    finally:
+        torch.set_num_threads(previous)
