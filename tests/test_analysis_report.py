@@ -259,3 +259,19 @@ def test_dominant_period_reads_the_most_variable_column_of_the_longest_finite_st
     assert dominant_period(tail, dt) == pytest.approx(0.5, rel=0.02)
     assert math.isnan(dominant_period(np.ones((50, 2)), dt))
     assert math.isnan(dominant_period(np.full((50, 2), np.nan), dt))
+
+
+def test_markdown_elides_a_long_spectrum_counts_its_signs_and_names_singular_regions():
+    dyn = PLRNN(14, seed=0, penalty="iplrnn")          # W = 0, h = 0
+    with torch.no_grad():
+        dyn.a.copy_(torch.tensor([1.0] * 4 + [0.5] * 10))  # A's diagonal; exponents 0 (4 times) and log 1/2 (10 times)
+    report = analyze_dynamics(_model(dyn), n_steps=300, transient=10, max_period=1)
+    np.testing.assert_allclose(np.sort(report.lyapunov), [math.log(0.5)] * 10 + [0.0] * 4, atol=1e-3)
+    text = report.to_markdown()
+    spectrum = next(line for line in text.splitlines() if line.startswith("- Lyapunov exponents"))
+    assert spectrum.count(",") == 11 and "(3 more; all in `to_xarray()`)" in spectrum
+    assert "0 positive, 4 zero, 10 negative" in text
+    # every region has I - J singular in the four units with A = 1: no isolated fixed point
+    assert len(report.fixed_points) == 0
+    assert f"none found; {2 ** 14} of the regions searched have a singular" in text
+    assert report.to_xarray()["lyapunov_exponent"].size == 14

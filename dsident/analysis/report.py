@@ -35,6 +35,8 @@ _STILL_TOL = 1e-6
 
 #: fixed points listed in the Markdown summary (all of them are in the Dataset)
 _MAX_ROWS = 20
+#: exponents printed in the Markdown summary before the rest are elided (all are in to_xarray)
+_MAX_EXPONENTS = 10
 
 
 @dataclass
@@ -146,12 +148,14 @@ class DynamicsReport:
     def to_markdown(self) -> str:
         """A short Markdown summary: verdict, spectrum, fixed points and cycles."""
         lam = self.lyapunov
+        zero_tol = float(self.info.get("zero_tol", float("nan")))
         lines = [f"# Dynamics of {self.info.get('model', 'the model')}", "",
                  f"- attractor of the free run: **{self.verdict}**"
                  + (f" (period {self.cycle_period} steps = {self.cycle_period * self.dt:.4g} time units)"
                     if self.cycle_period else ""),
-                 f"- Lyapunov exponents (1 / time unit): {_numbers(lam)}",
-                 f"- per step: {_numbers(lam * self.dt)}; zero within ±{self.info.get('zero_tol', float('nan')):.2g}",
+                 f"- Lyapunov exponents (1 / time unit): {_spectrum(lam)}",
+                 f"- per step: {_spectrum(lam * self.dt)}; zero within ±{zero_tol:.2g}"
+                 + _signs(lam * self.dt, zero_tol),
                  f"- Kaplan-Yorke dimension: {self.kaplan_yorke:.3f}",
                  f"- dominant period: {self.dominant_period:.4g} time units"
                  + (f" ({self.dominant_period / self.dt:.1f} steps)" if np.isfinite(self.dominant_period) else ""),
@@ -177,7 +181,10 @@ class DynamicsReport:
                 # weights) that Newton's method finds as many separate points
                 lines.append(f"\n… and {len(self.fixed_points) - shown} more (all in `to_xarray()`)")
         else:
-            lines.append("none found")
+            singular = int(self.fixed_points.info.get("n_singular", 0))
+            lines.append("none found" + (
+                f"; {singular} of the regions searched have a singular I − J: a continuum of fixed points "
+                "there (e.g. a manifold attractor) or none" if singular else ""))
         for found in self.cycles:
             lines += ["", f"## {found.period}-cycles: {len(found)}"
                       + (f" ({int(np.sum(found.stable))} stable)" if len(found) else "")
@@ -458,6 +465,24 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
         from_run, centre, spread = np.zeros((0, m)), np.zeros(m), np.ones(m)
     around = centre + 2.0 * spread * rng.standard_normal((n_starts - len(from_run), m))
     return newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed), []
+
+
+def _spectrum(values: np.ndarray) -> str:
+    """The exponents as a list, the first ``_MAX_EXPONENTS`` and the last of a longer spectrum."""
+    values = np.asarray(values, float).ravel()
+    if values.size <= _MAX_EXPONENTS + 1:
+        return _numbers(values)
+    head = _numbers(values[:_MAX_EXPONENTS])[:-1]
+    return f"{head}, … ({values.size - _MAX_EXPONENTS - 1} more; all in `to_xarray()`), {values[-1]:.4g}]"
+
+
+def _signs(per_step: np.ndarray, zero_tol: float) -> str:
+    """'; 1 positive, 1 zero, 1 negative' for a spectrum per step (empty if any exponent is NaN)."""
+    if per_step.size == 0 or not np.all(np.isfinite(per_step)) or not np.isfinite(zero_tol):
+        return ""
+    positive = int(np.sum(per_step > zero_tol))
+    zero = int(np.sum(np.abs(per_step) <= zero_tol))
+    return f"; {positive} positive, {zero} zero, {per_step.size - positive - zero} negative"
 
 
 def _numbers(values: np.ndarray, digits: int = 4) -> str:
