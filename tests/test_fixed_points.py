@@ -231,3 +231,31 @@ def test_newton_leaves_the_callers_starts_unchanged_and_fixed_points_print_as_a_
     np.testing.assert_allclose(found.points[:, 0], [[2.0, 2.0]], atol=1e-8)
     text = repr(found)
     assert text.splitlines()[0].startswith("FixedPoints: 1 fixed point") and "stable node" in text
+
+
+def test_region_solves_run_in_batches_within_the_memory_budget_with_the_same_answer(monkeypatch):
+    import importlib
+
+    fp_module = importlib.import_module("dsident.analysis.fixed_points")   # the module, not the function
+    f = multistable_plrnn(12, 1)
+    whole = analysis.fixed_points(f, method="enumerate")
+    whole_cycles = analysis.cycles(f, period=2, method="search", n_random=500, seed=0)
+    sizes = []
+    solve = fp_module._solve_cycles
+
+    def spy(p, tuples, tol):
+        sizes.append(len(tuples))
+        return solve(p, tuples, tol)
+
+    budget = 50 * (1 + 5) * 12 * 12 * 8                 # 50 candidates a batch for fixed points (k = 1)
+    monkeypatch.setattr(fp_module, "_SOLVE_BYTES", budget)
+    monkeypatch.setattr(fp_module, "_solve_cycles", spy)
+    batched = analysis.fixed_points(f, method="enumerate")
+    assert max(sizes) == 50 and sum(sizes) == 2 ** 12
+    np.testing.assert_array_equal(batched.points, whole.points)
+    assert batched.info["n_singular"] == whole.info["n_singular"]
+    sizes.clear()
+    batched_cycles = analysis.cycles(f, period=2, method="search", n_random=500, seed=0)
+    assert max(sizes) <= budget // ((2 + 5) * 12 * 12 * 8) and len(sizes) > 1
+    np.testing.assert_array_equal(batched_cycles.points, whole_cycles.points)
+    assert batched_cycles.info["n_candidates"] == whole_cycles.info["n_candidates"]
