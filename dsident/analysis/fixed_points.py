@@ -181,14 +181,14 @@ def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, A
     candidate ``regular`` (R,) and ``proposal`` (R, k, M), the regions its points lie in.
     """
     n_cand, k, m = tuples.shape
-    eye = np.eye(m)
-    prod = np.broadcast_to(eye, (n_cand, m, m)).copy()
-    offset = np.zeros((n_cand, m))
     jac = [_region_maps(p, tuples[:, i]) for i in range(k)]
-    for i in range(k):                      # compose the affine maps z -> J_i z + h, i = 1..k
+    # compose the affine maps z -> J_i z + h, i = 1..k, starting from the first (not from the
+    # identity: at k = 1 a product with it would cost three times the solve)
+    prod, offset = jac[0], np.broadcast_to(p.h, (n_cand, m))
+    for i in range(1, k):
         prod = jac[i] @ prod
         offset = np.einsum("rij,rj->ri", jac[i], offset) + p.h
-    regular, z1 = _solve_regular(eye[None] - prod, offset)
+    regular, z1 = _solve_regular(np.eye(m)[None] - prod, offset)
     points = np.empty((n_cand, k, m))
     points[:, 0] = z1
     for i in range(1, k):
