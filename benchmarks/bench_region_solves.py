@@ -1,14 +1,15 @@
-"""The PLRNN's region solves: one LU a system (condition estimate and solve) against SVD + solve.
+"""The PLRNN's region solves: today's route against the one before session 35, in one run.
 
-``plrnn_cycles`` solves ``(I − J) z = h`` for every region tuple it tries, after refusing the
-(nearly) singular ones. Until session 35 the refusal came from ``numpy.linalg.cond`` (singular
-values) and the solve from a second, batched ``numpy.linalg.solve``. Since then one LU per system
-(LAPACK ``getrf``) serves both: ``gecon`` estimates the 1-norm condition number from it and
-``getrs`` solves. This script times both routes on the same random systems of the search's
-shapes (``I − diag(A) − W D`` with random sign patterns D) with one BLAS thread, and checks that
-they refuse the same systems and agree on the solutions. Half the systems of each batch are made
-exactly singular (a unit with A = 1 whose column of W is switched off), as a manifold attractor's
-are.
+``plrnn_cycles`` solves ``(I − J_k ⋯ J_1) z = c`` for every region tuple it tries, after refusing
+the (nearly) singular systems. Before session 35 (``before`` below, kept here as it was) it
+composed the maps starting from the identity, took the condition number from singular values
+(``numpy.linalg.cond``) and solved in a second batched call. Now (``_solve_cycles``) it composes
+from the first map, and one LU a system (LAPACK ``getrf``) gives both LAPACK's 1-norm condition
+estimate (``gecon``) and the solve (``getrs``). This script times both on the same region tuples
+of a random PLRNN, one BLAS thread, for fixed points (k = 1) and 2-cycles, and checks that they
+refuse the same systems and find the same points, and that every solution lies in the same
+regions both ways. Half the fixed-point tuples are exactly
+singular: unit 0 has A = 1 and is off in them, as a manifold attractor's units are.
 
 Run: ``python benchmarks/bench_region_solves.py`` (``--sizes 14 100 300``).
 """
@@ -19,29 +20,44 @@ import argparse
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dsident.analysis.fixed_points import _solve_regular
+from dsident.analysis.fixed_points import _region_maps, _solve_cycles
+from dsident.dynamics import PLRNNParams
 from _timing import best_of
 
 
-def svd_route(system: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The route before session 35: batched condition numbers, then a batched solve."""
+def before(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict:
+    """The region solve as it was until session 35."""
+    n_cand, k, m = tuples.shape
+    eye = np.eye(m)
+    prod = np.broadcast_to(eye, (n_cand, m, m)).copy()
+    offset = np.zeros((n_cand, m))
+    jac = [_region_maps(p, tuples[:, i]) for i in range(k)]
+    for i in range(k):
+        prod = jac[i] @ prod
+        offset = np.einsum("rij,rj->ri", jac[i], offset) + p.h
+    system = eye[None] - prod
     cond = np.linalg.cond(system)
     regular = np.isfinite(cond) & (cond < 1e12)
-    z = np.full(rhs.shape, np.nan)
+    z1 = np.full((n_cand, m), np.nan)
     if regular.any():
-        z[regular] = np.linalg.solve(system[regular], rhs[regular][..., None])[..., 0]
-    return regular, z
+        z1[regular] = np.linalg.solve(system[regular], offset[regular][..., None])[..., 0]
+    points = np.empty((n_cand, k, m))
+    points[:, 0] = z1
+    for i in range(1, k):
+        points[:, i] = np.einsum("rij,rj->ri", jac[i - 1], points[:, i - 1]) + p.h
+    scale = 1.0 + np.abs(points)
+    positive_ok = np.where(tuples, points > -tol * scale, points < tol * scale)
+    consistent = regular & np.all(positive_ok, axis=(1, 2))
+    return {"points": points[consistent], "n_singular": int((~regular).sum()), "proposal": points > 0,
+            "regular": regular}
 
 
-def systems(m: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    a = rng.uniform(0.5, 0.9, size=(n, m))
-    a[: n // 2, 0] = 1.0                                    # unit 0 neutral ...
-    d = rng.random((n, m)) < 0.5
-    d[: n // 2, 0] = False                                  # ... and its column of W off: singular
+def random_plrnn(m: int, rng: np.random.Generator) -> PLRNNParams:
+    a = rng.uniform(0.5, 0.9, size=m)
+    a[0] = 1.0                                              # unit 0 neutral: singular where it is off
     w = rng.normal(0.0, 0.5 / np.sqrt(m), size=(m, m))
     np.fill_diagonal(w, 0.0)
-    jac = a[:, :, None] * np.eye(m)[None] + w[None] * d[:, None, :]
-    return np.eye(m)[None] - jac, rng.normal(size=(n, m))
+    return PLRNNParams(A=a, W=w, h=rng.normal(0.0, 0.1, m), C=np.zeros((m, 0)))
 
 
 def main() -> None:
@@ -49,19 +65,23 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[14, 100, 300])
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    print("| M | systems | SVD + solve (ms a system) | one LU (ms a system) | ratio | refused (both) |")
-    print("|---|---|---|---|---|---|")
+    print("| M | k | tuples | before (ms a tuple) | now (ms a tuple) | ratio | refused | points |")
+    print("|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for m in args.sizes:
-        n = {14: 16_384}.get(m, max(20, 60_000 // (m * m) * 10))
-        system, rhs = systems(m, n, rng)
-        with threadpool_limits(limits=1, user_api="blas"):
-            t_svd, (reg_svd, z_svd) = best_of(lambda: svd_route(system, rhs), args.repeat)
-            t_lu, (reg_lu, z_lu) = best_of(lambda: _solve_regular(system, rhs), args.repeat)
-        assert np.array_equal(reg_svd, reg_lu), "the two routes refuse different systems"
-        np.testing.assert_allclose(z_lu[reg_lu], z_svd[reg_svd], rtol=1e-8, atol=1e-10)
-        print(f"| {m} | {n} | {1e3 * t_svd / n:.4f} | {1e3 * t_lu / n:.4f} | {t_svd / t_lu:.1f}× | "
-              f"{int((~reg_lu).sum())} |")
+        p = random_plrnn(m, rng)
+        for k in (1, 2):
+            n = 16_384 if m <= 16 else max(20, 2_000_000 // (m * m))
+            tuples = rng.random((n, k, m)) < 0.5
+            with threadpool_limits(limits=1, user_api="blas"):
+                t_old, old = best_of(lambda: before(p, tuples, 1e-9), args.repeat)
+                t_new, new = best_of(lambda: _solve_cycles(p, tuples, 1e-9), args.repeat)
+            assert np.array_equal(old["regular"], new["regular"]), "the two routes refuse different systems"
+            np.testing.assert_allclose(new["points"], old["points"], rtol=1e-8, atol=1e-10)
+            # every regular solution, consistent or not, lies in the same regions both ways
+            assert np.array_equal(new["proposal"][new["regular"]], old["proposal"][old["regular"]])
+            print(f"| {m} | {k} | {n} | {1e3 * t_old / n:.4f} | {1e3 * t_new / n:.4f} | {t_old / t_new:.1f}× | "
+                  f"{new['n_singular']} | {len(new['points'])} |")
 
 
 if __name__ == "__main__":
