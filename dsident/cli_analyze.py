@@ -48,7 +48,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                             ("max_period", "max_period"), ("seed", "seed")) if s.get(flag) is not None}
     flags = {"n_steps": "--steps", "transient": "--transient", "max_period": "--max-period", "seed": "--seed"}
     try:
-        report = analyze_dynamics(est, x0=x0, name=label, **given)   # what is not given keeps the default
+        report = analyze_dynamics(est, x0=x0, name=label, progress=not args.no_progress,
+                                  **given)                       # what is not given keeps the default
     except ValueError as err:        # name the flag the user typed, not the function's argument
         text = str(err)
         for key, flag in flags.items():

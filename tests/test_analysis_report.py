@@ -275,3 +275,14 @@ def test_markdown_elides_a_long_spectrum_counts_its_signs_and_names_singular_reg
     assert len(report.fixed_points) == 0
     assert f"none found; {2 ** 14} of the regions searched have a singular" in text
     assert report.to_xarray()["lyapunov_exponent"].size == 14
+
+
+def test_progress_bar_names_each_stage_and_stays_silent_without_it(capsys):
+    model = _model(PLRNN(3, seed=0))
+    quiet = analyze_dynamics(model, n_steps=200, transient=10, max_period=2)
+    assert capsys.readouterr().err == ""
+    loud = analyze_dynamics(model, n_steps=200, transient=10, max_period=2, progress=True)
+    err = capsys.readouterr().err
+    # the PLRNN adds one stage a cycle length: 3 in all (the run, fixed points, 2-cycles)
+    assert "free run and Lyapunov spectrum" in err and "2-cycles" in err and "/3 " in err
+    np.testing.assert_array_equal(loud.lyapunov, quiet.lyapunov)     # the bar changes nothing

@@ -304,7 +304,7 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
 
 def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, max_period: int = 4,
                      n_starts: int = 200, z0: Any = None, x0: Any = None, zero_tol: float | None = None,
-                     seed: int = 0, name: str | None = None) -> DynamicsReport:
+                     seed: int = 0, name: str | None = None, progress: bool = False) -> DynamicsReport:
     """Analyse the free-running dynamics of a fitted model.
 
     Parameters
@@ -330,6 +330,9 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
         Seed of the random Newton starts and the cycle search.
     name : str, optional
         Shown in the Markdown title.
+    progress : bool
+        Show a tqdm bar over the stages: the run and its spectrum, the fixed points, each
+        k-cycle search (minutes for a PLRNN with hundreds of units).
 
     Returns
     -------
@@ -345,17 +348,22 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     and "chaotic" if ``λ1 > zero_tol``. A stable cycle of a continuous-time model has ``λ1 = 0``
     and so reads "periodic or quasi-periodic".
     """
+    from tqdm.auto import tqdm
+
     max_period = check_int("max_period", max_period, 1)
     n_starts = check_int("n_starts", n_starts, 1)
+    bar = tqdm(total=2, desc="free run and Lyapunov spectrum", leave=False, disable=not progress)
     regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
                              seed=seed)
+    bar.update()
     ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
     verdict, cycle_period = regime.verdict, regime.cycle_period
     dt = regime.dt
     info = {"model": name or type(dyn).__name__, "n_steps": regime.n_steps, "transient": regime.transient,
             "zero_tol": regime.zero_tol, "seed": int(seed), "max_period": max_period,
             "latent_dim": int(dyn.latent_dim)}
-    fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed)
+    fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed, bar)
+    bar.close()
     abscissa = None
     if hasattr(dyn, "vector_field") and len(fps):
         from .ct_tools import spectral_abscissa, vector_field_jacobian
@@ -450,11 +458,21 @@ def dominant_period(series: np.ndarray, dt: float) -> float:
 
 
 def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int, n_starts: int,
-                             seed: int) -> tuple[FixedPoints, list[FixedPoints]]:
-    """Exact fixed points and cycles for a PLRNN; Newton's method from the run's states otherwise."""
+                             seed: int, bar: Any) -> tuple[FixedPoints, list[FixedPoints]]:
+    """Exact fixed points and cycles for a PLRNN; Newton's method from the run's states otherwise.
+
+    ``bar`` (a tqdm bar) advances by one a search.
+    """
+    bar.set_description("fixed points")
     if isinstance(dyn, PLRNN):
-        fps = plrnn_cycles(ssm, 1, seed=seed)
-        return fps, [plrnn_cycles(ssm, k, seed=seed) for k in range(2, max_period + 1)]
+        bar.total += max_period - 1
+        found = []
+        for k in range(1, max_period + 1):
+            if k > 1:
+                bar.set_description(f"{k}-cycles")
+            found.append(plrnn_cycles(ssm, k, seed=seed))
+            bar.update()
+        return found[0], found[1:]
     rng = np.random.default_rng(seed)
     finite = z[np.isfinite(z).all(axis=1)]
     m = int(dyn.latent_dim)
@@ -464,7 +482,9 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
     else:
         from_run, centre, spread = np.zeros((0, m)), np.zeros(m), np.ones(m)
     around = centre + 2.0 * spread * rng.standard_normal((n_starts - len(from_run), m))
-    return newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed), []
+    fps = newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed)
+    bar.update()
+    return fps, []
 
 
 def _spectrum(values: np.ndarray) -> str:
