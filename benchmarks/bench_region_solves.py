@@ -20,7 +20,7 @@ import argparse
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dsident.analysis.fixed_points import _region_maps, _solve_cycles
+from dsident.analysis.fixed_points import _cycle_points, _region_maps, _solve_cycles
 from dsident.dynamics import PLRNNParams
 from _timing import best_of
 
@@ -41,15 +41,7 @@ def before(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict:
     z1 = np.full((n_cand, m), np.nan)
     if regular.any():
         z1[regular] = np.linalg.solve(system[regular], offset[regular][..., None])[..., 0]
-    points = np.empty((n_cand, k, m))
-    points[:, 0] = z1
-    for i in range(1, k):
-        points[:, i] = np.einsum("rij,rj->ri", jac[i - 1], points[:, i - 1]) + p.h
-    scale = 1.0 + np.abs(points)
-    positive_ok = np.where(tuples, points > -tol * scale, points < tol * scale)
-    consistent = regular & np.all(positive_ok, axis=(1, 2))
-    return {"points": points[consistent], "n_singular": int((~regular).sum()), "proposal": points > 0,
-            "regular": regular}
+    return _cycle_points(p, tuples, jac, z1, regular, tol)          # unchanged since: shared
 
 
 def random_plrnn(m: int, rng: np.random.Generator) -> PLRNNParams:

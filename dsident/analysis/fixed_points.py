@@ -189,6 +189,13 @@ def _solve_cycles(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, A
         prod = jac[i] @ prod
         offset = np.einsum("rij,rj->ri", jac[i], offset) + p.h
     regular, z1 = _solve_regular(np.eye(m)[None] - prod, offset)
+    return _cycle_points(p, tuples, jac, z1, regular, tol)
+
+
+def _cycle_points(p: PLRNNParams, tuples: np.ndarray, jac: list[np.ndarray], z1: np.ndarray,
+                  regular: np.ndarray, tol: float) -> dict[str, Any]:
+    """The cycles' points from their first ones ``z1`` (R, M), and which lie in their regions."""
+    n_cand, k, m = tuples.shape
     points = np.empty((n_cand, k, m))
     points[:, 0] = z1
     for i in range(1, k):
