@@ -259,3 +259,13 @@ def test_region_solves_run_in_batches_within_the_memory_budget_with_the_same_ans
     assert max(sizes) <= budget // ((2 + 5) * 12 * 12 * 8) and len(sizes) > 1
     np.testing.assert_array_equal(batched_cycles.points, whole_cycles.points)
     assert batched_cycles.info["n_candidates"] == whole_cycles.info["n_candidates"]
+
+
+def test_cycle_search_of_a_wide_plrnn_does_not_overflow_counting_its_regions():
+    # 2^(M k) region tuples: 2.0 ** 1200 overflows a float (dsident analyze on an M = 300 model, k = 4)
+    p = PLRNNParams(A=np.full(300, 0.5), W=np.zeros((300, 300)), h=np.full(300, 0.1), C=np.zeros((300, 0)))
+    res = analysis.cycles(p, period=4, n_trajectories=2, n_steps=8, n_random=2, max_iter=1, seed=0)
+    assert res.method == "search" and len(res) == 0        # a contracting affine map has no 4-cycle
+    assert 0 < res.info["n_candidates"] <= 16
+    with pytest.raises(ValueError, match="2\\^1200"):
+        analysis.cycles(p, period=4, method="enumerate")

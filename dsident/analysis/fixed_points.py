@@ -411,7 +411,7 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
     p = _as_params(model, u)
     m = p.A.shape[0]
-    n_tuples = 2.0 ** (m * period)
+    n_tuples = 2 ** (m * int(period))          # an exact int: 2.0 ** 1200 (M = 300, k = 4) overflows
     if method == "auto":
         method = "enumerate" if n_tuples <= max_enumerate else "search"
     # many small batched solves and eigen-decompositions: one BLAS thread (dsident._threads)
