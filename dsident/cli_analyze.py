@@ -26,7 +26,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf
 
     _threads(args)
-    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt"])
+    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt", "progress"])
     est, cfg = load_fitted(args.model_dir)
     x0 = start_raw = None
     if s.get("start"):
@@ -48,7 +48,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                             ("max_period", "max_period"), ("seed", "seed")) if s.get(flag) is not None}
     flags = {"n_steps": "--steps", "transient": "--transient", "max_period": "--max-period", "seed": "--seed"}
     try:
-        report = analyze_dynamics(est, x0=x0, name=label, progress=not args.no_progress,
+        report = analyze_dynamics(est, x0=x0, name=label, progress=s.get("progress", True) is not False,
                                   **given)                       # what is not given keeps the default
     except ValueError as err:        # name the flag the user typed, not the function's argument
         text = str(err)

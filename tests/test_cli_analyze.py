@@ -21,9 +21,13 @@ def fitted(tmp_path_factory):
     return out
 
 
-def test_analyze_writes_the_report_the_run_and_the_figures(fitted, tmp_path):
+def test_analyze_writes_the_report_the_run_and_the_figures(fitted, tmp_path, capsys):
     out = tmp_path / "an"
     assert main(["analyze", str(fitted), "--steps", "600", "--transient", "50", "--out", str(out)]) == 0
+    assert "free run and Lyapunov spectrum" in capsys.readouterr().err          # the stages' bar
+    assert main(["analyze", str(fitted), "--steps", "600", "--transient", "50", "--out", str(tmp_path / "q"),
+                 "--no-progress"]) == 0
+    assert "Lyapunov spectrum" not in capsys.readouterr().err
     ds = xr.open_dataset(out / "analysis.nc", engine="h5netcdf")
     run = xr.open_dataset(out / "free_run.nc", engine="h5netcdf")
     assert run.sizes["time"] == 600 and ds.attrs["n_steps"] == 600
