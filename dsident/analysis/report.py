@@ -352,18 +352,18 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
 
     max_period = check_int("max_period", max_period, 1)
     n_starts = check_int("n_starts", n_starts, 1)
-    bar = tqdm(total=2, desc="free run and Lyapunov spectrum", leave=False, disable=not progress)
-    regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
-                             seed=seed)
-    bar.update()
+    with tqdm(total=2, desc="free run and Lyapunov spectrum", leave=False, disable=not progress) as bar:
+        regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
+                                 seed=seed)
+        bar.update()
+        fps, cyc = _fixed_points_and_cycles(regime.model, regime.dynamics, regime.latent, max_period, n_starts,
+                                            seed, bar)
     ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
     verdict, cycle_period = regime.verdict, regime.cycle_period
     dt = regime.dt
     info = {"model": name or type(dyn).__name__, "n_steps": regime.n_steps, "transient": regime.transient,
             "zero_tol": regime.zero_tol, "seed": int(seed), "max_period": max_period,
             "latent_dim": int(dyn.latent_dim)}
-    fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed, bar)
-    bar.close()
     abscissa = None
     if hasattr(dyn, "vector_field") and len(fps):
         from .ct_tools import spectral_abscissa, vector_field_jacobian
