@@ -275,6 +275,15 @@ def test_markdown_elides_a_long_spectrum_counts_its_signs_and_names_singular_reg
     assert len(report.fixed_points) == 0
     assert f"none found; {2 ** 14} of the regions searched have a singular" in text
     assert report.to_xarray()["lyapunov_exponent"].size == 14
+    # a wide state is cut to its first 8 coordinates in the table (all of them stay in to_xarray)
+    from dsident.analysis import FixedPoints, classify_eigenvalues
+
+    eig = np.full((1, 14), 0.5 + 0j)
+    stable, kind = classify_eigenvalues(eig)
+    report.fixed_points = FixedPoints(points=np.arange(14.0)[None, None], eigenvalues=eig, stable=stable,
+                                      kind=kind, method="enumerate")
+    row = next(line for line in report.to_markdown().splitlines() if line.startswith("| 0 |"))
+    assert "[0, 1, 2, 3, 4, 5, 6, 7, … (6 more)]" in row and "13" not in row.split("]")[0]
 
 
 def test_progress_bar_names_each_stage_and_stays_silent_without_it(capsys):

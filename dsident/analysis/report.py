@@ -37,6 +37,8 @@ _STILL_TOL = 1e-6
 _MAX_ROWS = 20
 #: exponents printed in the Markdown summary before the rest are elided (all are in to_xarray)
 _MAX_EXPONENTS = 10
+#: latent coordinates of a fixed point printed in the Markdown summary (all are in to_xarray)
+_MAX_LATENTS = 8
 
 
 @dataclass
@@ -169,12 +171,15 @@ class DynamicsReport:
                       + (f" observed ({names}; {self.info.get('observation_units', 'model units')}) |"
                          if obs is not None else ""),
                       "|---|---|---|" + ("---|" if ct else "") + "---|" + ("---|" if obs is not None else "")]
-            shown = min(len(self.fixed_points), _MAX_ROWS)
+            shown, m = min(len(self.fixed_points), _MAX_ROWS), self.fixed_points.points.shape[-1]
             for i in range(shown):
                 row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
                 if ct:
                     row += f" {self.continuous_abscissa[i]:.4g} |"
-                row += f" {_numbers(self.fixed_points.points[i, 0], 3)} |"
+                row += f" {_numbers(self.fixed_points.points[i, 0][:_MAX_LATENTS], 3)}"
+                if m > _MAX_LATENTS:                # a wide model's state: its readout says more
+                    row = row[:-1] + f", … ({m - _MAX_LATENTS} more)]"
+                row += " |"
                 lines.append(row + (f" {_numbers(obs[i], 4)} |" if obs is not None else ""))
             if shown < len(self.fixed_points):
                 # e.g. a continuum of fixed points (a marginal direction, like the ODE-RFWP's fast
