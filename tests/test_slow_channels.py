@@ -199,6 +199,8 @@ def test_the_ecg_cell_breathes_through_slow_channels_and_false_turns_them_off():
 
     cell = resolve_config("ecg", "shplrnn", "teacher-forcing")
     assert cell["slow_channels"] == {"cutoff": 0.4, "edges": "predict"} and cell["model_params"]["latent_dim"] == 7
+    for model in ("gnode", "rplrnn"):        # every ECG cell was measured with forecast ends
+        assert resolve_config("ecg", model, "teacher-forcing")["slow_channels"]["edges"] == "predict"
     assert "slow_channels" not in resolve_config("ecg", "shplrnn", "teacher-forcing",
                                                  overrides={"slow_channels": False})
     assert "slow_channels" not in resolve_config("lorenz63", "shplrnn", "teacher-forcing")
