@@ -361,9 +361,8 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
         regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
                                  seed=seed)
         bar.update()
-        fps, cyc = _fixed_points_and_cycles(regime.model, regime.dynamics, regime.latent, max_period, n_starts,
-                                            seed, bar)
-    ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
+        ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
+        fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed, bar)
     verdict, cycle_period = regime.verdict, regime.cycle_period
     dt = regime.dt
     info = {"model": name or type(dyn).__name__, "n_steps": regime.n_steps, "transient": regime.transient,

@@ -218,7 +218,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history = engine(model, ds, seed=self.seed, **engine_options)
         else:
             model, history = self._fit_fresh(engine, ds, arrays, channel_names, input_dim, restarts,
-                                                     restart_after, restart_above, engine_options, best_of)
+                                             restart_after, restart_above, engine_options, best_of)
         self.model_ = model
         self.history_ = history if history is not None else {}
         self.method_ = method
@@ -280,9 +280,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         return int(best_of)
 
     def _fit_fresh(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
-                           input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
-                           engine_options: dict[str, Any],
-                           best_of: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
+                   input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
+                   engine_options: dict[str, Any],
+                   best_of: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
         """Build and fit ``best_of`` fresh models and keep the one with the lowest training score;
         with ``restarts``, a fit that is stuck (:class:`~dsident.models.restarts.StuckWatch`) gives
         way to the next seed, ``restarts`` times in all."""
