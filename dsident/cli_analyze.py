@@ -26,7 +26,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf
 
     _threads(args)
-    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt", "progress"])
+    s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt", "progress",
+                          "time_budget"])
     est, cfg = load_fitted(args.model_dir)
     x0 = start_raw = None
     if s.get("start"):
@@ -45,8 +46,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     print(f"[dsident] analyze {args.model_dir} ({label}) → {out}", flush=True)
     t0 = time.perf_counter()
     given = {key: s[flag] for flag, key in (("steps", "n_steps"), ("transient", "transient"),
-                                            ("max_period", "max_period"), ("seed", "seed")) if s.get(flag) is not None}
-    flags = {"n_steps": "--steps", "transient": "--transient", "max_period": "--max-period", "seed": "--seed"}
+                                            ("max_period", "max_period"), ("seed", "seed"),
+                                            ("time_budget", "time_budget")) if s.get(flag) is not None}
+    flags = {"n_steps": "--steps", "transient": "--transient", "max_period": "--max-period", "seed": "--seed",
+             "time_budget": "--time-budget"}
     try:
         report = analyze_dynamics(est, x0=x0, name=label, progress=s.get("progress", True) is not False,
                                   **given)                       # what is not given keeps the default
@@ -103,6 +106,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--steps", type=int, help="steps of the analysed free run (default 20000)")
     p.add_argument("--transient", type=int, help="steps run first and discarded (default 2000)")
     p.add_argument("--max-period", type=int, help="largest k of the PLRNN's k-cycles searched (default 4)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="seconds for the PLRNN's fixed-point and cycle searches together (default: no limit; "
+                        "a search cut short is marked in analysis.md). For wide models: M = 300 takes about "
+                        "20 minutes without one")
     p.add_argument("--dims", type=int, nargs=2, metavar=("I", "J"),
                    help="latent units of the flow figure (default: the two most variable)")
     p.add_argument("--start", metavar="DATA",

@@ -295,3 +295,32 @@ def test_progress_bar_names_each_stage_and_stays_silent_without_it(capsys):
     # the PLRNN adds one stage a cycle length: 3 in all (the run, fixed points, 2-cycles)
     assert "free run and Lyapunov spectrum" in err and "2-cycles" in err and "/3 " in err
     np.testing.assert_array_equal(loud.lyapunov, quiet.lyapunov)     # the bar changes nothing
+
+
+@pytest.mark.parametrize("spends, shares", [(False, [12.0, 16.0, 24.0, 48.0]),   # time unused passes on
+                                            (True, [12.0, 12.0, 12.0, 12.0])])   # each search spends its part
+def test_a_time_budget_is_shared_by_the_searches_and_a_cut_search_is_named(monkeypatch, spends, shares):
+    import importlib
+
+    report_module = importlib.import_module("dsident.analysis.report")
+    clock, given = type("Clock", (), {"now": 0.0, "perf_counter": lambda self: self.now})(), []
+    search = report_module.plrnn_cycles
+
+    def spy(model, k, *, seed, time_budget):
+        given.append(time_budget)
+        found = search(model, k, seed=seed, time_budget=0.0 if k == 3 else None)
+        clock.now += time_budget if spends else 0.0
+        return found
+
+    monkeypatch.setattr(report_module, "time", clock)
+    monkeypatch.setattr(report_module, "plrnn_cycles", spy)
+    report = analyze_dynamics(_model(PLRNN(12, seed=0)), n_steps=200, transient=10, max_period=4, time_budget=48)
+    np.testing.assert_allclose(given, shares)
+    assert report.info["time_budget"] == 48.0
+    assert [c.info["timed_out"] for c in report.cycles] == [False, True, False]
+    text = report.to_markdown()
+    assert "## 3-cycles: 0 (search stopped at its time budget after 0 regions: may be incomplete)" in text
+    assert text.count("time budget") == 1
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="time_budget"):
+        analyze_dynamics(_model(PLRNN(3, seed=0)), n_steps=200, time_budget=-5)

@@ -76,3 +76,19 @@ def test_analyze_refuses_bad_dims_and_a_folder_that_is_not_a_fit(fitted, tmp_pat
     assert "--steps must be an integer >= 100; got --steps 10" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="config.json"):
         main(["analyze", str(tmp_path)])
+
+
+def test_analyze_time_budget_reaches_the_searches_and_a_bad_one_names_the_flag(tmp_path, capsys):
+    out = tmp_path / "fit"
+    assert main(["fit", "lorenz63", "--model", "rplrnn", "--method", "bptt", "--latent-dim", "20",
+                 "--train-length", "400", "--eval-length", "300", "--option", "n_epochs=1",
+                 "--option", "seq_len=20", "--no-progress", "--out", str(out)]) == 0
+    assert main(["analyze", str(out), "--steps", "200", "--transient", "10", "--max-period", "2",
+                 "--time-budget", "0", "--out", str(tmp_path / "a"), "--no-progress"]) == 0
+    text = (tmp_path / "a" / "analysis.md").read_text()
+    # 2^20 regions: both searches run and stop before their first batch
+    assert "## Fixed points (0, method search) (search stopped at its time budget after 0 regions" in text
+    assert "## 2-cycles: 0 (search stopped at its time budget after 0 regions" in text
+    capsys.readouterr()
+    assert main(["analyze", str(out), "--steps", "200", "--time-budget", "-1", "--out", str(tmp_path / "b")]) == 2
+    assert "--time-budget must be a number >= 0" in capsys.readouterr().err

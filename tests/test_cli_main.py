@@ -195,7 +195,17 @@ def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):
     assert "dt" in capsys.readouterr().err
 
 
-def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
+def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys, monkeypatch):
+    import dsident.analysis
+    from dsident.experiments.best_dynamics import ANALYSIS_TIME_BUDGET_S
+
+    analyze, budgets = dsident.analysis.analyze_dynamics, []
+
+    def spy(*args, **kwargs):
+        budgets.append(kwargs.get("time_budget"))
+        return analyze(*args, **kwargs)
+
+    monkeypatch.setattr(dsident.analysis, "analyze_dynamics", spy)
     out = tmp_path / "bench"
     args = ["benchmark", "--datasets", "lorenz63", "--models", "shplrnn", "--methods", "bptt", "--seeds", "2",
             "--train-length", "400", "--eval-length", "300", "--param", "hidden_dim=8",
@@ -218,6 +228,7 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys):
     assert set(res["regime"].values) <= set(VERDICTS) and res["regime"].values.size == 2
     dynamics = (out / "lorenz63_dynamics.md").read_text()
     assert "Kaplan-Yorke" in dynamics and _png(out / "lorenz63_flow.png")
+    assert budgets == [ANALYSIS_TIME_BUDGET_S]          # a wide PLRNN's searches cannot hold the grid up
     # and its fixed points beside Lorenz's three saddles, in the data's z-units
     assert "of 3 true fixed points matched within 0.5 sd" in table
     section = dynamics.split("### Fixed points beside the true system's")[1]

@@ -269,3 +269,52 @@ def test_cycle_search_of_a_wide_plrnn_does_not_overflow_counting_its_regions():
     assert 0 < res.info["n_candidates"] <= 16
     with pytest.raises(ValueError, match="2\\^1200"):
         analysis.cycles(p, period=4, method="enumerate")
+
+
+class _FakeClock:
+    """Stands in for the module's ``time``: seconds pass only when a batch of solves runs."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def test_a_time_budget_stops_the_search_between_batches_and_keeps_the_regions_visited_most(monkeypatch):
+    import importlib
+
+    fp_module = importlib.import_module("dsident.analysis.fixed_points")
+    f = multistable_plrnn(12, 1)
+    exact = analysis.fixed_points(f, method="enumerate")
+    options = dict(method="search", n_trajectories=50, n_steps=200, n_random=200, seed=1)
+    whole = analysis.fixed_points(f, **options)
+    assert not whole.info["timed_out"] and not whole.info["truncated"]
+    clock, solve, sizes = _FakeClock(), fp_module._solve_cycles, []
+
+    def one_second_a_batch(p, tuples, tol):
+        sizes.append(len(tuples))
+        clock.now += 1.0
+        return solve(p, tuples, tol)
+
+    monkeypatch.setattr(fp_module, "time", clock)
+    monkeypatch.setattr(fp_module, "_SOLVE_BYTES", 20 * (1 + 5) * 12 * 12 * 8)     # 20 candidates a batch
+    monkeypatch.setattr(fp_module, "_solve_cycles", one_second_a_batch)
+    cut = analysis.fixed_points(f, **options, time_budget=2.5)
+    # batches start at t = 0, 1, 2; the one due at t = 3 is past the budget
+    assert sizes == [20, 20, 20] and cut.info["n_candidates"] == 60 < whole.info["n_candidates"]
+    assert cut.info["timed_out"] and cut.info["truncated"] and cut.info["seconds"] == 3.0
+    for z in cut.points[:, 0]:                          # what it found is real ...
+        assert np.min(np.linalg.norm(exact.points[:, 0] - z, axis=1)) < 1e-8
+    # ... and the runs' resting places came first: every stable fixed point is among them
+    for z in exact.points[exact.stable, 0]:
+        assert np.min(np.linalg.norm(cut.points[:, 0] - z, axis=1)) < 1e-8
+    sizes.clear()
+    none = analysis.cycles(f, period=2, method="search", seed=0, time_budget=0)
+    assert sizes == [] and len(none) == 0 and none.info["n_candidates"] == 0 and none.info["timed_out"]
+
+
+@pytest.mark.parametrize("budget", [-1.0, float("nan"), "60", True])
+def test_a_bad_time_budget_is_refused_by_name(budget):
+    with pytest.raises(ValueError, match="time_budget"):
+        analysis.fixed_points(multistable_plrnn(3, 4), time_budget=budget)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ from .._threads import one_blas_thread
 from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
+from ..inference.training import check_number
 from ._resolve import resolve_dynamics
 
 __all__ = ["FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points",
@@ -234,22 +236,32 @@ def _solve_regular(system: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.
     return regular, z
 
 
-def _solve_in_chunks(p: PLRNNParams, tuples: np.ndarray, tol: float) -> dict[str, Any]:
+def _solve_in_chunks(p: PLRNNParams, tuples: np.ndarray, tol: float,
+                     deadline: float | None = None) -> dict[str, Any]:
     """:func:`_solve_cycles` on batches of at most ``_SOLVE_BYTES`` of matrices, results joined.
 
     Each candidate holds k + 5 (M, M) arrays at once (the k region maps, their product, the
     system and the solvers' copies): a search round of 15 000 candidates at M = 300 took 13 GB
-    in one batch.
+    in one batch. With a ``deadline`` (a ``time.perf_counter()`` value) no batch starts after
+    it; ``"n_solved"`` says how many of the tuples (a prefix) were solved.
     """
     n_cand, k, m = tuples.shape
     chunk = max(1, _SOLVE_BYTES // ((k + 5) * m * m * 8))
-    if n_cand <= chunk:
-        return _solve_cycles(p, tuples, tol)
-    parts = [_solve_cycles(p, tuples[i:i + chunk], tol) for i in range(0, n_cand, chunk)]
+    if n_cand <= chunk and deadline is None:
+        return {**_solve_cycles(p, tuples, tol), "n_solved": n_cand}
+    parts = []
+    for i in range(0, n_cand, chunk):
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        parts.append(_solve_cycles(p, tuples[i:i + chunk], tol))
+    if not parts:
+        return {"points": np.zeros((0, k, m)), "n_singular": 0, "proposal": np.zeros((0, k, m), dtype=bool),
+                "regular": np.zeros(0, dtype=bool), "n_solved": 0}
     return {"points": np.concatenate([q["points"] for q in parts]),
             "n_singular": sum(q["n_singular"] for q in parts),
             "proposal": np.concatenate([q["proposal"] for q in parts]),
-            "regular": np.concatenate([q["regular"] for q in parts])}
+            "regular": np.concatenate([q["regular"] for q in parts]),
+            "n_solved": min(n_cand, len(parts) * chunk)}
 
 
 def _has_smaller_period(points: np.ndarray, tol: float) -> bool:
@@ -325,17 +337,22 @@ def _simulate_regions(p: PLRNNParams, n_trajectories: int, n_steps: int, rng: np
 
 
 def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_steps: int, n_random: int,
-            max_iter: int, max_candidates: int, rng: np.random.Generator, scale: float
-            ) -> tuple[list[np.ndarray], int, int, bool]:
+            max_iter: int, max_candidates: int, rng: np.random.Generator, scale: float,
+            deadline: float | None = None) -> tuple[list[np.ndarray], int, int, bool, bool]:
+    """Returns the points found, singular count, tuples solved, truncated, and stopped by the deadline."""
     m = p.A.shape[0]
     visited = _simulate_regions(p, n_trajectories, n_steps, rng, scale)
     # candidate k-tuples: consecutive windows of visited patterns (a cycle visits its regions in order)
     windows = np.stack([visited[:, i: n_steps - period + 1 + i] for i in range(period)], axis=2)
     candidates = windows.reshape(-1, period, m)
     candidates = np.concatenate([candidates, rng.random((n_random, period, m)) < 0.5])
-    candidates = np.unique(candidates.reshape(len(candidates), -1), axis=0).reshape(-1, period, m)
+    flat, counts = np.unique(candidates.reshape(len(candidates), -1), axis=0, return_counts=True)
+    candidates = flat.reshape(-1, period, m)
+    if deadline is not None:
+        # a search that may stop early solves the regions the runs spent most time in first
+        candidates = candidates[np.lexsort((rng.random(len(counts)), -counts))]
     seen = {c.tobytes() for c in candidates}
-    found, n_singular, n_tried, truncated = [], 0, 0, False
+    found, n_singular, n_tried, truncated, timed_out = [], 0, 0, False, False
     for _ in range(max_iter):
         if len(candidates) == 0:
             break
@@ -345,24 +362,31 @@ def _search(p: PLRNNParams, period: int, tol: float, *, n_trajectories: int, n_s
             truncated = True
             if keep == 0:
                 break
-        sol = _solve_in_chunks(p, candidates, tol)
+        sol = _solve_in_chunks(p, candidates, tol, deadline)
         found.append(sol["points"])
         n_singular += sol["n_singular"]
-        n_tried += len(candidates)
+        n_tried += sol["n_solved"]
+        if sol["n_solved"] < len(candidates):
+            truncated = timed_out = True
+            break
         # inconsistent solutions propose the regions their points actually lie in
         proposals = sol["proposal"][sol["regular"]]
         # (n, period * m) spelt out: with every solve singular there are no proposals, and -1 is undefined
         fresh = [q for q in np.unique(proposals.reshape(len(proposals), period * m), axis=0).reshape(-1, period, m)
                  if q.tobytes() not in seen]
+        if fresh and deadline is not None and time.perf_counter() >= deadline:
+            truncated = timed_out = True     # regions proposed but never solved: the search is incomplete
+            break
         seen.update(q.tobytes() for q in fresh)
         candidates = np.stack(fresh) if fresh else np.zeros((0, period, m), dtype=bool)
-    return found, n_singular, n_tried, truncated
+    return found, n_singular, n_tried, truncated, timed_out
 
 
 def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enumerate: int = 2 ** 16,
                  n_trajectories: int = 50, n_steps: int = 300, n_random: int = 1000, max_iter: int = 20,
                  max_candidates: int = 50_000, init_scale: float = 1.0, tol: float = 1e-9,
-                 u: np.ndarray | None = None, seed: int | np.random.Generator | None = None) -> FixedPoints:
+                 u: np.ndarray | None = None, seed: int | np.random.Generator | None = None,
+                 time_budget: float | None = None) -> FixedPoints:
     """Exact fixed points (``period=1``) or k-cycles of a PLRNN.
 
     Parameters
@@ -392,13 +416,21 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         A constant input; the fixed points are those of ``F(z) = A z + W relu(z) + C u + h``.
     seed : int or numpy Generator, optional
         For "search" only.
+    time_budget : float, optional
+        Seconds the "search" may take (None: no limit). No batch of solves starts after it is
+        spent (a batch holds at most 128 MiB of matrices: at M = 300 a few tenths of a second);
+        the regions the simulated runs visited most are solved first, and the result is marked
+        ``info["truncated"]`` and ``info["timed_out"]``. For wide models, whose k-cycle searches
+        take minutes (M = 300: about 20 minutes for k ≤ 4).
 
     Returns
     -------
     FixedPoints
-        ``info`` holds ``n_candidates`` (region tuples tried) and ``n_singular`` (tuples whose
+        ``info`` holds ``n_candidates`` (region tuples tried), ``n_singular`` (tuples whose
         system ``I - J`` was singular: a continuum of solutions, e.g. an exact manifold
-        attractor, or none; these are not reported as points).
+        attractor, or none; these are not reported as points), ``truncated`` (a budget cut the
+        search short: objects may be missing), ``timed_out`` (the cut was the time budget) and
+        ``seconds`` (the search's wall time).
 
     Notes
     -----
@@ -409,6 +441,9 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
         raise ValueError(f"`period` must be an integer >= 1; got period={period!r}.")
     if method not in ("auto", "enumerate", "search"):
         raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
+    time_budget = check_number("time_budget", time_budget, allow_none=True)
+    t0 = time.perf_counter()
+    deadline = None if time_budget is None else t0 + float(time_budget)
     p = _as_params(model, u)
     m = p.A.shape[0]
     n_tuples = 2 ** (m * int(period))          # an exact int: 2.0 ** 1200 (M = 300, k = 4) overflows
@@ -421,19 +456,20 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
                 raise ValueError(f"enumerating 2^(M k) = 2^{m * period} region tuples is too many; "
                                  "use method='search'.")
             found, n_singular, n_tried = _enumerate(p, int(period), tol)
-            truncated = False
+            truncated = timed_out = False
         else:
             rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-            found, n_singular, n_tried, truncated = _search(
+            found, n_singular, n_tried, truncated, timed_out = _search(
                 p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
-                max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale)
+                max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale, deadline=deadline)
         sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
         points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
     stable, kind = classify_eigenvalues(eig)
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,
                        info={"n_candidates": int(n_tried), "n_singular": int(n_singular),
-                             "truncated": bool(truncated), "tol": float(tol),
+                             "truncated": bool(truncated), "timed_out": bool(timed_out), "tol": float(tol),
+                             "seconds": float(time.perf_counter() - t0),
                              "seed": -1 if seed is None or isinstance(seed, np.random.Generator) else int(seed),
                              "package_version": __version__})
 

@@ -11,6 +11,7 @@ Shape legend: ``M`` latent_dim, ``T`` time steps of the analysed run, ``n`` obje
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ import xarray as xr
 
 from .._version import __version__
 from ..dynamics.plrnn import PLRNN
-from ..inference.training import check_int
+from ..inference.training import check_int, check_number
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
 from .lyapunov import _n_exponents, kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
@@ -162,7 +163,8 @@ class DynamicsReport:
                  f"- dominant period: {self.dominant_period:.4g} time units"
                  + (f" ({self.dominant_period / self.dt:.1f} steps)" if np.isfinite(self.dominant_period) else ""),
                  f"- run analysed: {self.info.get('n_steps')} steps after a transient of {self.info.get('transient')}",
-                 "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})", ""]
+                 "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})"
+                 + _cut_note(self.fixed_points), ""]
         if len(self.fixed_points):
             ct = self.continuous_abscissa is not None
             obs = self._observations()
@@ -193,7 +195,7 @@ class DynamicsReport:
         for found in self.cycles:
             lines += ["", f"## {found.period}-cycles: {len(found)}"
                       + (f" ({int(np.sum(found.stable))} stable)" if len(found) else "")
-                      + (" (search truncated: may be incomplete)" if found.info.get("truncated") else "")]
+                      + _cut_note(found)]
         return "\n".join(lines) + "\n"
 
 
@@ -309,7 +311,8 @@ def free_run_regime(model: Any, *, n_steps: int = 20_000, transient: int = 2_000
 
 def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_000, max_period: int = 4,
                      n_starts: int = 200, z0: Any = None, x0: Any = None, zero_tol: float | None = None,
-                     seed: int = 0, name: str | None = None, progress: bool = False) -> DynamicsReport:
+                     seed: int = 0, name: str | None = None, progress: bool = False,
+                     time_budget: float | None = None) -> DynamicsReport:
     """Analyse the free-running dynamics of a fitted model.
 
     Parameters
@@ -338,6 +341,11 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     progress : bool
         Show a tqdm bar over the stages: the run and its spectrum, the fixed points, each
         k-cycle search (minutes for a PLRNN with hundreds of units).
+    time_budget : float, optional
+        Seconds for a PLRNN's fixed-point and k-cycle searches together (None: no limit). Each
+        search gets an equal share of what is left when it starts, so time one search does not
+        use passes to the next; a search cut short is marked "truncated" in the report (see
+        :func:`~dsident.analysis.plrnn_cycles`). The run and its spectrum are not limited.
 
     Returns
     -------
@@ -357,17 +365,18 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
 
     max_period = check_int("max_period", max_period, 1)
     n_starts = check_int("n_starts", n_starts, 1)
+    time_budget = check_number("time_budget", time_budget, allow_none=True)
     with tqdm(total=2, desc="free run and Lyapunov spectrum", leave=False, disable=not progress) as bar:
         regime = free_run_regime(model, n_steps=n_steps, transient=transient, z0=z0, x0=x0, zero_tol=zero_tol,
                                  seed=seed)
         bar.update()
         ssm, dyn, z, run, lam = regime.model, regime.dynamics, regime.latent, regime.trajectory, regime.lyapunov
-        fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed, bar)
+        fps, cyc = _fixed_points_and_cycles(ssm, dyn, z, max_period, n_starts, seed, bar, time_budget)
     verdict, cycle_period = regime.verdict, regime.cycle_period
     dt = regime.dt
     info = {"model": name or type(dyn).__name__, "n_steps": regime.n_steps, "transient": regime.transient,
             "zero_tol": regime.zero_tol, "seed": int(seed), "max_period": max_period,
-            "latent_dim": int(dyn.latent_dim)}
+            "latent_dim": int(dyn.latent_dim), **({} if time_budget is None else {"time_budget": float(time_budget)})}
     abscissa = None
     if hasattr(dyn, "vector_field") and len(fps):
         from .ct_tools import spectral_abscissa, vector_field_jacobian
@@ -462,19 +471,23 @@ def dominant_period(series: np.ndarray, dt: float) -> float:
 
 
 def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int, n_starts: int,
-                             seed: int, bar: Any) -> tuple[FixedPoints, list[FixedPoints]]:
+                             seed: int, bar: Any, time_budget: float | None = None
+                             ) -> tuple[FixedPoints, list[FixedPoints]]:
     """Exact fixed points and cycles for a PLRNN; Newton's method from the run's states otherwise.
 
-    ``bar`` (a tqdm bar) advances by one a search.
+    ``bar`` (a tqdm bar) advances by one a search; ``time_budget`` (seconds) is shared by the
+    PLRNN's searches, each taking an equal part of what is left.
     """
     bar.set_description("fixed points")
     if isinstance(dyn, PLRNN):
         bar.total += max_period - 1
         found = []
+        deadline = None if time_budget is None else time.perf_counter() + float(time_budget)
         for k in range(1, max_period + 1):
             if k > 1:
                 bar.set_description(f"{k}-cycles")
-            found.append(plrnn_cycles(ssm, k, seed=seed))
+            share = None if deadline is None else max(deadline - time.perf_counter(), 0.0) / (max_period + 1 - k)
+            found.append(plrnn_cycles(ssm, k, seed=seed, time_budget=share))
             bar.update()
         return found[0], found[1:]
     rng = np.random.default_rng(seed)
@@ -489,6 +502,14 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
     fps = newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed)
     bar.update()
     return fps, []
+
+
+def _cut_note(found: FixedPoints) -> str:
+    """Why a search may have missed objects: its candidate budget, or its time budget."""
+    if found.info.get("timed_out"):
+        return (f" (search stopped at its time budget after {found.info.get('n_candidates', 0)} regions: "
+                "may be incomplete)")
+    return " (search truncated: may be incomplete)" if found.info.get("truncated") else ""
 
 
 def _spectrum(values: np.ndarray) -> str:

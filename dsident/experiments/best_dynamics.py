@@ -20,7 +20,13 @@ import numpy as np
 
 from .late_run import analysis_length, first_observation
 
-__all__ = ["TRUE_SPECTRUM_STEPS", "best_point_dynamics", "fixed_point_comparison", "true_spectrum"]
+__all__ = ["ANALYSIS_TIME_BUDGET_S", "TRUE_SPECTRUM_STEPS", "best_point_dynamics", "fixed_point_comparison",
+           "true_spectrum"]
+
+#: seconds for the best point's PLRNN fixed-point and cycle searches: unlimited, the ECG cell's
+#: rPLRNN (M = 300) took about 20 minutes after the grid itself; `dsident analyze POINT/model`
+#: without --time-budget runs the full search (a report cut short says so)
+ANALYSIS_TIME_BUDGET_S = 300.0
 
 
 def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say: Any = None) -> str | None:
@@ -61,7 +67,8 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
         n_steps = analysis_length(cfg.get("eval_length"))
         # start where the evaluation's free runs start (a multistable model may have other attractors)
         report = analyze_dynamics(est, n_steps=n_steps, transient=n_steps // 10, seed=int(cfg.get("seed", 0)),
-                                  x0=first_observation(test), name=f"{stem}: {label}")
+                                  x0=first_observation(test), name=f"{stem}: {label}",
+                                  time_budget=ANALYSIS_TIME_BUDGET_S)
         truth, unit = true_spectrum(dataset, test, Path(out))
         text = report.to_markdown()
         if truth is not None:
