@@ -242,6 +242,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
                      "figures here are in z-units)")
     lines += _best_of_lines(getattr(est, "history_", None) or {})
+    lines += _polish_lines(getattr(est, "history_", None) or {})
     if history is not None:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
@@ -279,6 +280,20 @@ def _best_of_lines(history: dict[str, Any]) -> list[str]:
                        for c in history["best_of"])
     return [f"- best of {len(history['best_of'])} fits, chosen by the training D_stsp of each kept free run "
             f"({scores}): the model from seed {history['seed_used']} is kept"]
+
+
+def _polish_lines(history: dict[str, Any]) -> list[str]:
+    """fit.md's account of ``polish``: the training D_stsp before and after, and which state stands."""
+    if "polish" not in history:
+        return []
+    rec = history["polish"]
+
+    def score(value: Any) -> str:
+        return "–" if value is None or not math.isfinite(value) else f"{value:.3g}"
+
+    outcome = ("its state is kept" if rec["kept"] else "no better, so the fit's kept state stands")
+    return [f"- polished ({json.dumps(rec['options'])}): training D_stsp {score(rec['score_before'])} → "
+            f"{score(rec['score_after'])}, {outcome}"]
 
 
 def _history_dataset(history: Any):

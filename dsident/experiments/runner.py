@@ -176,7 +176,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
         ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
         and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
-        training score and the seed kept), and ``late`` (:func:`.late_run.point_regime`: the verdict,
+        training score and the seed kept), ``polish`` (with ``fit_options.polish``: the training
+        scores before and after the second stage, and whether it was kept), and ``late`` (:func:`.late_run.point_regime`: the verdict,
         largest exponent and late-stretch scores of a free run twice the evaluation length).
     """
     apply_thread_limit()
@@ -200,6 +201,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
             record["restarts"] = {"abandoned": history["restarts"], "seed_used": history["seed_used"]}
         if "best_of" in history:           # fit(best_of=...): every candidate's training score, the seed kept
             record["best_of"] = {"candidates": history["best_of"], "seed_used": history["seed_used"]}
+        if "polish" in history:            # fit(polish=...): the training scores before and after, and which stands
+            record["polish"] = {k: history["polish"][k] for k in ("score_before", "score_after", "kept", "best_epoch")}
         from .late_run import late_run_record
         from .scoring import evaluate_model
 

@@ -137,7 +137,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
             restart_after: int | None = None, restart_above: float | None = None, best_of: int = 1,
-            **engine_options: Any) -> "LatentModelEstimator":
+            polish: dict[str, Any] | None = None, **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -184,6 +184,15 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
             of the same budget. ``history_["best_of"]`` lists every candidate (seed, score, kept
             epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
+        polish : dict, optional
+            Engine options for a second training stage from the kept state, e.g.
+            ``{"batch_size": 128, "batches_per_epoch": 20, "lr": 1e-4, "lr_end": 1e-5,
+            "n_epochs": 40, "eval_every": 2}`` (many more windows per update, smaller steps).
+            They override the fit's for that stage; the stage's best state is kept only if its
+            free run scores a lower D_stsp against the training data than the fit's kept state
+            (:mod:`dsident.models.polish`; ``history_["polish"]`` records both scores). After
+            ``best_of``'s choice, on the chosen model only. Needs the methods ``restarts``
+            needs, and may not change how free runs are scored (``eval_steps``, ...).
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -192,6 +201,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         self
         """
         from ..inference import check_engine_options, get_engine
+        from .polish import check_polish, polish_fit
 
         method = self.default_method if method is None else method
         engine = get_engine(method)                      # an unknown method fails before any work
@@ -208,8 +218,14 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         restarts, restart_after, restart_above = self._check_restarts(engine, method, restarts, restart_after,
                                                                       restart_above, warm_start, engine_options)
         best_of = self._check_best_of(method, best_of, warm_start, engine_options)
-        check_engine_options(method, engine_options, reserved=("seed",),
-                             also=("warm_start", "restarts", "restart_after", "restart_above", "best_of"))
+        polish = check_polish(method, polish, engine_options)
+        also = ("warm_start", "restarts", "restart_after", "restart_above", "best_of", "polish")
+        check_engine_options(method, engine_options, reserved=("seed",), also=also)
+        if polish:
+            try:
+                check_engine_options(method, polish, reserved=("seed",))
+            except ValueError as err:
+                raise ValueError(f"`polish`: {err}") from err
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -219,6 +235,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         else:
             model, history = self._fit_fresh(engine, ds, arrays, channel_names, input_dim, restarts,
                                              restart_after, restart_above, engine_options, best_of)
+        if polish:
+            seed = history.get("seed_used", self.seed) if history else self.seed
+            history = polish_fit(engine, model, history or {}, ds, seed=seed, engine_options=engine_options,
+                                 polish=polish)
         self.model_ = model
         self.history_ = history if history is not None else {}
         self.method_ = method
