@@ -297,8 +297,8 @@ def test_progress_bar_names_each_stage_and_stays_silent_without_it(capsys):
     np.testing.assert_array_equal(loud.lyapunov, quiet.lyapunov)     # the bar changes nothing
 
 
-@pytest.mark.parametrize("spends, shares", [(False, [12.0, 16.0, 24.0, 48.0]),   # time unused passes on
-                                            (True, [12.0, 12.0, 12.0, 12.0])])   # each search spends its part
+@pytest.mark.parametrize("spends, shares", [(False, [24.0, 16.0, 24.0, 48.0]),   # time unused passes on
+                                            (True, [24.0, 8.0, 8.0, 8.0])])      # each search spends its part
 def test_a_time_budget_is_shared_by_the_searches_and_a_cut_search_is_named(monkeypatch, spends, shares):
     import importlib
 

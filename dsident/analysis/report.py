@@ -342,10 +342,11 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
         Show a tqdm bar over the stages: the run and its spectrum, the fixed points, each
         k-cycle search (minutes for a PLRNN with hundreds of units).
     time_budget : float, optional
-        Seconds for a PLRNN's fixed-point and k-cycle searches together (None: no limit). Each
-        search gets an equal share of what is left when it starts, so time one search does not
-        use passes to the next; a search cut short is marked "truncated" in the report (see
-        :func:`~dsident.analysis.plrnn_cycles`). The run and its spectrum are not limited.
+        Seconds for a PLRNN's fixed-point and k-cycle searches together (None: no limit). The
+        fixed points get half of it, and each k-cycle search an equal share of what is left when
+        it starts, so time one search does not use passes to the next; a search cut short is
+        marked in the report (see :func:`~dsident.analysis.plrnn_cycles`). The run and its
+        spectrum are not limited.
 
     Returns
     -------
@@ -476,7 +477,7 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
     """Exact fixed points and cycles for a PLRNN; Newton's method from the run's states otherwise.
 
     ``bar`` (a tqdm bar) advances by one a search; ``time_budget`` (seconds) is shared by the
-    PLRNN's searches, each taking an equal part of what is left.
+    PLRNN's searches: half for the fixed points, then equal parts of what is left.
     """
     bar.set_description("fixed points")
     if isinstance(dyn, PLRNN):
@@ -486,7 +487,10 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
         for k in range(1, max_period + 1):
             if k > 1:
                 bar.set_description(f"{k}-cycles")
-            share = None if deadline is None else max(deadline - time.perf_counter(), 0.0) / (max_period + 1 - k)
+            # the fixed points (what a reader looks for first) get half; each k-cycle search an equal
+            # part of what is left when it starts
+            left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+            share = left if left is None or max_period == 1 else left / 2 if k == 1 else left / (max_period + 1 - k)
             found.append(plrnn_cycles(ssm, k, seed=seed, time_budget=share))
             bar.update()
         return found[0], found[1:]
