@@ -324,3 +324,14 @@ def test_a_time_budget_is_shared_by_the_searches_and_a_cut_search_is_named(monke
     monkeypatch.undo()
     with pytest.raises(ValueError, match="time_budget"):
         analyze_dynamics(_model(PLRNN(3, seed=0)), n_steps=200, time_budget=-5)
+
+
+def test_fixed_points_alone_get_the_whole_budget(monkeypatch):
+    import importlib
+
+    report_module = importlib.import_module("dsident.analysis.report")
+    assert report_module._share(None, 1, 4) is None
+    monkeypatch.setattr(report_module, "time", type("Clock", (), {"perf_counter": lambda self: 100.0})())
+    share = report_module._share
+    assert share(130.0, 1, 1) == 30.0 and share(130.0, 1, 3) == 15.0 and share(130.0, 3, 3) == 30.0
+    assert share(90.0, 2, 3) == 0.0                      # a spent budget gives nothing, not a negative share

@@ -487,11 +487,7 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
         for k in range(1, max_period + 1):
             if k > 1:
                 bar.set_description(f"{k}-cycles")
-            # the fixed points (what a reader looks for first) get half; each k-cycle search an equal
-            # part of what is left when it starts
-            left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-            share = left if left is None or max_period == 1 else left / 2 if k == 1 else left / (max_period + 1 - k)
-            found.append(plrnn_cycles(ssm, k, seed=seed, time_budget=share))
+            found.append(plrnn_cycles(ssm, k, seed=seed, time_budget=_share(deadline, k, max_period)))
             bar.update()
         return found[0], found[1:]
     rng = np.random.default_rng(seed)
@@ -506,6 +502,20 @@ def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int,
     fps = newton_fixed_points(ssm, starts=np.concatenate([from_run, around]), seed=seed)
     bar.update()
     return fps, []
+
+
+def _share(deadline: float | None, k: int, max_period: int) -> float | None:
+    """Seconds for the k-cycle search (k = 1: fixed points) out of what is left before ``deadline``.
+
+    The fixed points, what a reader looks for first, get half when cycles follow; each k-cycle
+    search an equal part of what is left when it starts.
+    """
+    if deadline is None:
+        return None
+    left = max(deadline - time.perf_counter(), 0.0)
+    if k == 1:
+        return left if max_period == 1 else left / 2
+    return left / (max_period + 1 - k)
 
 
 def _cut_note(found: FixedPoints) -> str:
