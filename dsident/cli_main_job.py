@@ -140,7 +140,7 @@ def _threads(args: argparse.Namespace) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latent-dim", type=int, help="latent state size M")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, help="random seed (default 0; with --init, the saved fit's own seed)")
     p.add_argument("--train-length", type=int, help="fit on the first N training samples")
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
@@ -188,6 +188,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
         # the model is the saved one: its hyperparameters, not this dataset's defaults, describe it
         cfg["model_params"] = dict(start_cfg.get("model_params") or {})
         cfg["init"] = {"from": str(s["init"]), "model": start_cfg["model"], "method": start_cfg.get("method")}
+        # the saved estimator draws the windows with its own seed unless --seed names another;
+        # either way config.json records the seed the training used
+        if s.get("seed") is not None:
+            start.seed = int(s["seed"])
+        cfg["seed"] = start.seed
     if s.get("dt") is not None:
         cfg["dt"] = float(s["dt"])
     progress = s.get("progress", True) is not False

@@ -462,3 +462,26 @@ def test_a_worker_count_below_one_is_refused(verb, tmp_path):
     with pytest.raises(SystemExit, match="--workers must be a positive number of processes; got 0"):
         main([*args, "--workers", "0", "--out", str(tmp_path / "o")])
     assert not (tmp_path / "o").exists()
+
+
+def test_fit_init_trains_with_the_saved_seed_unless_seed_is_given(tmp_path, capsys):
+    import json
+
+    import torch
+
+    from dsident.cli_main_job import load_fitted
+
+    first = tmp_path / "first"
+    assert main(["fit", "lorenz63", *TINY, "--seed", "7", "--out", str(first)]) == 0
+    go_on = ["fit", "lorenz63", "--init", str(first), "--train-length", "400", "--eval-length", "300",
+             "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
+    runs = {}
+    for name, extra in (("saved", []), ("seven", ["--seed", "7"]), ("eight", ["--seed", "8"])):
+        assert main([*go_on, *extra, "--out", str(tmp_path / name)]) == 0
+        runs[name] = load_fitted(tmp_path / name)[0].model_.dynamics.state_dict()
+        assert json.loads((tmp_path / name / "config.json").read_text())["seed"] == (8 if name == "eight" else 7)
+    for key, value in runs["saved"].items():                 # the saved seed is the fit's own, 7
+        torch.testing.assert_close(runs["seven"][key], value, rtol=0, atol=0)
+    # another seed draws other windows (it was ignored before session 36)
+    assert any(not torch.equal(runs["eight"][key], value) for key, value in runs["saved"].items())
+    capsys.readouterr()
