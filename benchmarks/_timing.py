@@ -14,3 +14,14 @@ def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
         out = fn()
         times.append(time.perf_counter() - start)
     return min(times), out
+
+
+#: fit options that train more than one model (`best_of`, `restarts`), a second stage (`polish`)
+#: or go back to an earlier state (`rewinds`), all decided on scored free runs
+SCORED_RUN_OPTIONS = ("best_of", "polish", "restarts", "restart_after", "restart_above", "rewinds", "rewind_after")
+
+
+def one_training_run(fit_options: dict[str, Any]) -> dict[str, Any]:
+    """A cell's fit options for one plain training run, without :data:`SCORED_RUN_OPTIONS`: for
+    scripts that time updates without scoring (``eval_every=0``) or study the epochs of one run."""
+    return {k: v for k, v in fit_options.items() if k not in SCORED_RUN_OPTIONS}

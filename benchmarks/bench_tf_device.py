@@ -18,6 +18,8 @@ import time
 
 import torch
 
+from _timing import one_training_run
+
 from dsident.experiments.config import resolve_config
 from dsident.experiments.runner import adapt_to_data, build_estimator, point_data
 
@@ -33,6 +35,7 @@ def time_update(dataset: str, model: str, device: str, epochs: int, batches: int
     if batch_size is not None:
         fit_options["batch_size"] = batch_size
     cfg = resolve_config(dataset, model, "teacher-forcing", overrides={"fit_options": fit_options, "seed": 0})
+    cfg["fit_options"] = one_training_run(cfg["fit_options"])     # the updates of one run are timed
     train = point_data({**cfg, "train_length": min(cfg["train_length"], 20_000)})[0]
     est, options, _ = build_estimator(adapt_to_data(cfg, train))
     stamps: list[float] = [time.perf_counter()]

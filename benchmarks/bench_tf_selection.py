@@ -55,6 +55,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from _timing import one_training_run
+
 from dsident.experiments.config import resolve_config
 from dsident.experiments.runner import adapt_to_data, fit_point, point_data
 from dsident.experiments.scoring import evaluate_model
@@ -94,7 +96,8 @@ def collect(cell: str, seed: int, out: str, long_steps: int) -> None:
                                                                          "eval_steps": BASE_EVAL_STEPS}})
     train, test, cfg = point_data(cfg)      # with the cell's slow channels, if any
     states: dict[int, dict[str, torch.Tensor]] = {}
-    cfg["fit_options"] = {**cfg["fit_options"], "callback": epoch_recorder(states)}
+    # the epochs of one training run (the bursting cell's best_of and polish would add others)
+    cfg["fit_options"] = {**one_training_run(cfg["fit_options"]), "callback": epoch_recorder(states)}
     est, fit_s, _ = fit_point(adapt_to_data(cfg, train), train, progress=False)
     hist = est.history_
     steps = int(hist["settings"]["eval_steps"])
