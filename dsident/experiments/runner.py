@@ -177,8 +177,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
         and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
         training score and the seed kept), ``polish`` (with ``fit_options.polish``: the training
-        scores before and after the second stage, and whether it was kept), and ``late`` (:func:`.late_run.point_regime`: the verdict,
-        largest exponent and late-stretch scores of a free run twice the evaluation length).
+        scores before and after the second stage, and whether it was kept), and ``late``
+        (:func:`.late_run.point_regime`: the verdict, largest exponent and late-stretch scores of
+        a free run twice the evaluation length).
     """
     apply_thread_limit()
     out_root = Path(out_root)
