@@ -279,9 +279,7 @@ def _best_of_lines(history: dict[str, Any]) -> list[str]:
     """fit.md's account of ``best_of``: every candidate's training score and the one kept."""
     if "best_of" not in history:
         return []
-    scores = ", ".join(f"seed {c['seed']}: " + ("–" if c["best_state_space_divergence"] is None
-                                                or not math.isfinite(c["best_state_space_divergence"])
-                                                else f"{c['best_state_space_divergence']:.3g}")
+    scores = ", ".join(f"seed {c['seed']}: {_training_score(c['best_state_space_divergence'])}"
                        for c in history["best_of"])
     return [f"- best of {len(history['best_of'])} fits, chosen by the training D_stsp of each kept free run "
             f"({scores}): the model from seed {history['seed_used']} is kept"]
@@ -292,13 +290,14 @@ def _polish_lines(history: dict[str, Any]) -> list[str]:
     if "polish" not in history:
         return []
     rec = history["polish"]
-
-    def score(value: Any) -> str:
-        return "–" if value is None or not math.isfinite(value) else f"{value:.3g}"
-
     outcome = ("its state is kept" if rec["kept"] else "no better, so the fit's kept state stands")
-    return [f"- polished ({json.dumps(rec['options'])}): training D_stsp {score(rec['score_before'])} → "
-            f"{score(rec['score_after'])}, {outcome}"]
+    return [f"- polished ({json.dumps(rec['options'])}): training D_stsp {_training_score(rec['score_before'])} → "
+            f"{_training_score(rec['score_after'])}, {outcome}"]
+
+
+def _training_score(value: float | None) -> str:
+    """A kept epoch's training D_stsp for fit.md; "–" when it has none (null in saved JSON) or it is not finite."""
+    return "–" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
 def _history_dataset(history: Any):

@@ -247,14 +247,12 @@ def _solve_in_chunks(p: PLRNNParams, tuples: np.ndarray, tol: float,
     """
     n_cand, k, m = tuples.shape
     chunk = max(1, _SOLVE_BYTES // ((k + 5) * m * m * 8))
-    if n_cand <= chunk and deadline is None:
-        return {**_solve_cycles(p, tuples, tol), "n_solved": n_cand}
     parts = []
     for i in range(0, n_cand, chunk):
         if deadline is not None and time.perf_counter() >= deadline:
             break
         parts.append(_solve_cycles(p, tuples[i:i + chunk], tol))
-    if not parts:
+    if not parts:                       # nothing to solve, or the deadline came first
         return {"points": np.zeros((0, k, m)), "n_singular": 0, "proposal": np.zeros((0, k, m), dtype=bool),
                 "regular": np.zeros(0, dtype=bool), "n_solved": 0}
     return {"points": np.concatenate([q["points"] for q in parts]),

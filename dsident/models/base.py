@@ -219,13 +219,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                                                                       restart_above, warm_start, engine_options)
         best_of = self._check_best_of(method, best_of, warm_start, engine_options)
         polish = check_polish(method, polish, engine_options)
-        also = ("warm_start", "restarts", "restart_after", "restart_above", "best_of", "polish")
-        check_engine_options(method, engine_options, reserved=("seed",), also=also)
-        if polish:
-            try:
-                check_engine_options(method, polish, reserved=("seed",))
-            except ValueError as err:
-                raise ValueError(f"`polish`: {err}") from err
+        check_engine_options(method, engine_options, reserved=("seed",),
+                             also=("warm_start", "restarts", "restart_after", "restart_above", "best_of", "polish"))
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)

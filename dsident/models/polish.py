@@ -17,7 +17,6 @@ ECG cell where it was (the training scores fell by a tenth, the test scores as o
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,9 +34,11 @@ def check_polish(method: str, polish: Any, engine_options: Mapping[str, Any]) ->
 
     Returns the options as a dict, or None for no polish. Refuses, naming the argument: a
     non-mapping, a method that scores no free runs, options that change how runs are scored
-    (:data:`SCORING_OPTIONS`), and ``eval_every=0`` in the stage (nothing would be compared).
-    Unknown engine options are refused by the engine's own check, with the fit's.
+    (:data:`SCORING_OPTIONS`), ``eval_every=0`` in the stage (nothing would be compared), and
+    options the method's engine does not take (its own check, prefixed with ``polish``).
     """
+    from ..inference import check_engine_options
+
     if polish is None:
         return None
     if not isinstance(polish, Mapping):
@@ -56,6 +57,10 @@ def check_polish(method: str, polish: Any, engine_options: Mapping[str, Any]) ->
     if {**engine_options, **polish}.get("eval_every", 1) == 0:
         raise ValueError(f"`polish` needs scored free runs (eval_every > 0) in its stage; got polish={polish!r} "
                          f"with eval_every={engine_options.get('eval_every')!r} for the fit.")
+    try:
+        check_engine_options(method, polish, reserved=("seed",))
+    except ValueError as err:
+        raise ValueError(f"`polish`: {err}") from err
     return polish
 
 
@@ -82,6 +87,4 @@ def polish_fit(engine: Any, model: Any, history: dict[str, Any], data: Any, *, s
     history["polish"] = record
     if kept:
         history["best_state_space_divergence"] = after
-    if not math.isfinite(after) and not math.isfinite(before):
-        history["polish"]["note"] = "neither the fit nor the polish scored a free run on the data's grid"
     return history
