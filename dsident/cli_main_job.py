@@ -248,6 +248,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                      "figures here are in z-units)")
     lines += _best_of_lines(getattr(est, "history_", None) or {})
     lines += _polish_lines(getattr(est, "history_", None) or {})
+    lines += _trend_lines(getattr(est, "history_", None) or {})
     if history is not None:
         _write_netcdf(history, out / "history.nc")
         _plot_history(history, out / "history.png")
@@ -293,6 +294,14 @@ def _polish_lines(history: dict[str, Any]) -> list[str]:
     outcome = ("its state is kept" if rec["kept"] else "no better, so the fit's kept state stands")
     return [f"- polished ({json.dumps(rec['options'])}): training D_stsp {_training_score(rec['score_before'])} → "
             f"{_training_score(rec['score_after'])}, {outcome}"]
+
+
+def _trend_lines(history: dict[str, Any]) -> list[str]:
+    """fit.md's reading of the scored free runs: the kept epoch, and whether the fit was still improving."""
+    from .inference.training_trend import training_trend
+
+    trend = training_trend(history)
+    return [] if trend is None else [f"- training: {trend['message']}"]
 
 
 def _training_score(value: float | None) -> str:

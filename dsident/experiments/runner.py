@@ -31,6 +31,7 @@ import numpy as np
 import xarray as xr
 
 from .._threads import set_blas_threads
+from ..inference.training_trend import training_trend
 from .config import save_config
 
 #: result.json status values
@@ -177,7 +178,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
         and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
         training score and the seed kept), ``polish`` (with ``fit_options.polish``: the training
-        scores before and after the second stage, and whether it was kept), and ``late``
+        scores before and after the second stage, and whether it was kept), ``trend``
+        (:func:`~dsident.inference.training_trend.training_trend`, for a fit that scored free runs:
+        whether it was still improving when it stopped), and ``late``
         (:func:`.late_run.point_regime`: the verdict, largest exponent and late-stretch scores of
         a free run twice the evaluation length).
     """
@@ -204,6 +207,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
             record["best_of"] = {"candidates": history["best_of"], "seed_used": history["seed_used"]}
         if "polish" in history:            # fit(polish=...): the training scores before and after, and which stands
             record["polish"] = {k: history["polish"][k] for k in ("score_before", "score_after", "kept", "best_epoch")}
+        trend = training_trend(history)
+        if trend is not None:              # was the fit still improving when it stopped?
+            record["trend"] = {k: v for k, v in trend.items() if k != "message"}
         from .late_run import late_run_record
         from .scoring import evaluate_model
 

@@ -13,6 +13,8 @@ import importlib
 import inspect
 from typing import Any, Callable, Mapping
 
+from .training_trend import training_trend  # noqa: F401  (was a fit still improving when it stopped?)
+
 #: method name -> "module:function"; imported lazily so a missing optional engine costs nothing.
 ENGINES: dict[str, str] = {
     "laplace-em": "dsident.inference.laplace_em:fit_laplace_em",
