@@ -73,3 +73,31 @@ def test_fit_md_and_a_grid_point_carry_the_reading(tmp_path):
     assert rec["trend"] == pytest.approx({k: v for k, v in expected.items() if k != "message"})
     assert _trend_lines(saved) == [f"- training: {expected['message']}"]
     assert _trend_lines({}) == []
+
+
+def _trend_records():
+    from dsident.experiments import runner
+
+    recs = []
+    flags = [("ecg", "gnode", True), ("ecg", "gnode", False), ("ecg", "gnode", True),
+             ("lorenz63", "shplrnn", False), ("lorenz63", "shplrnn", None)]
+    for i, (d, model, flag) in enumerate(flags):
+        rec = {"point_id": f"p{i}", "status": "done", "fit_time": 1.0,
+               "config": {"dataset": d, "model": model, "method": "teacher-forcing", "seed": i},
+               "scores": {"D_stsp": 1.0, "D_H": 0.1, "PE": 0.1, "diverged": 0.0}}
+        if flag is not None:           # None: a record without a reading (SVI, or written before it existed)
+            rec["trend"] = {"still_improving": flag, "drop": 0.3}
+        recs.append(rec)
+    return runner.records_to_dataset(recs)
+
+
+def test_the_benchmark_note_counts_the_flagged_seeds_of_each_cell():
+    from dsident.experiments.tables import trend_note
+
+    results = _trend_records()
+    assert list(results["still_improving"].values[:4]) == [1.0, 0.0, 1.0, 0.0]
+    assert math.isnan(results["still_improving"].values[4])
+    note = trend_note(results)
+    assert "- ecg × gnode × teacher-forcing: 2 of 3 seeds" in note.splitlines()
+    assert "lorenz63" not in note                     # no flagged seed there: no line
+    assert trend_note(results.isel(point=[3, 4])) == ""

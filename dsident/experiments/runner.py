@@ -413,7 +413,7 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     before it existed), ``fit_time`` (seconds), ``status``,
     ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
     (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
-    ``D_H_late``; coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
+    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one); coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
     entry (read from the top level of each configuration, then from model_params / fit_options).
     """
     from .._version import __version__
@@ -429,6 +429,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     data["lambda_max"] = ("point", np.array([_num(v.get("lambda_max")) for v in late], dtype=float))
     data["D_stsp_late"] = ("point", np.array([_num(v.get("D_stsp")) for v in late], dtype=float))
     data["D_H_late"] = ("point", np.array([_num(v.get("D_H")) for v in late], dtype=float))
+    # training_trend's verdict (1: still improving when it stopped, 0: not, NaN: no reading)
+    data["still_improving"] = ("point", np.array([_num((r.get("trend") or {}).get("still_improving"))
+                                                  for r in records], dtype=float))
     data["status"] = ("point", np.array([str(r.get("status")) for r in records], dtype=object).astype(str))
     data["error"] = ("point", np.array([str(r.get("error") or "") for r in records], dtype=object).astype(str))
     coords: dict[str, Any] = {"point": np.array([str(r.get("point_id")) for r in records], dtype=object).astype(str)}

@@ -238,3 +238,29 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
               + ") are of that run, late D_stsp compares its steps [1.25 T, 2.25 T) with the same T test "
               "samples (scored: [0.25 T, 1.25 T))"]
     return "\n".join(lines) + "\n"
+
+
+def trend_note(results: xr.Dataset) -> str:
+    """The cells with fits that were still improving when they stopped, as a Markdown note.
+
+    Reads ``still_improving`` (:func:`dsident.inference.training_trend.training_trend`'s verdict
+    per point; NaN where a fit had no reading). Returns "" when no point was flagged, else one
+    line per flagged cell (``"ecg × gnode × teacher-forcing: 4 of 8 seeds"``) under a heading.
+    """
+    if results.sizes.get("point", 0) == 0 or "still_improving" not in results:
+        return ""
+    flag = results["still_improving"].values
+    done = (results["status"].values == "done") & np.isfinite(flag)
+    cells = []
+    for d, model, method in sorted(set(zip(results["dataset"].values[done], results["model"].values[done],
+                                           results["method"].values[done]))):
+        sel = done & (results["dataset"].values == d) & (results["model"].values == model) & \
+              (results["method"].values == method)
+        if flag[sel].sum() > 0:
+            cells.append(f"- {d} × {model} × {method}: {int(flag[sel].sum())} of {int(sel.sum())} seeds")
+    if not cells:
+        return ""
+    return ("### Fits still improving when they stopped\n\n"
+            "The kept epoch was in the last tenth of the epochs and the median training D_stsp of the scored "
+            "free runs fell by a quarter or more over the last quarter (`dsident.inference.training_trend`): "
+            "more training (`n_epochs`, or a `polish` stage) may help these cells.\n\n" + "\n".join(cells) + "\n")
