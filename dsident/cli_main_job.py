@@ -251,7 +251,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
     lines += _trend_lines(getattr(est, "history_", None) or {})
     if history is not None:
         _write_netcdf(history, out / "history.nc")
-        _plot_history(history, out / "history.png")
+    if isinstance(getattr(est, "history_", None), dict):
+        from .plotting_training import plot_training_history
+
+        try:
+            plot_training_history(est.history_, title=f"{model} × {cfg['method']} on {data}",
+                                  save=out / "history.png")
+        except ValueError as err:      # a history without a loss series: the fit itself is saved
+            lines.append(f"- no history.png: {err}")
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
     test = None
     if held_out is not None:
@@ -331,21 +338,6 @@ def _history_dataset(history: Any):
     # series logged every iteration share one dim; sparser ones (e.g. periodic evaluations) get their own
     data = {k: ("iteration" if len(v) == longest else f"{k}_index", v) for k, v in series.items()}
     return xr.Dataset(data, attrs=attrs)
-
-
-def _plot_history(history, path: Path) -> None:
-    from matplotlib.figure import Figure
-
-    names = [v for v in history.data_vars if history[v].ndim == 1]
-    if not names:
-        return
-    fig = Figure(figsize=(7, 3.5))
-    ax = fig.add_subplot(1, 1, 1)
-    for v in names[:4]:
-        ax.plot(history[v].values, label=v)
-    ax.set_xlabel("iteration")
-    ax.legend(fontsize="small")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
 
 
 def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:

@@ -1,0 +1,55 @@
+"""plot_training_history: what each panel draws, for the teacher-forcing, SVI and Laplace-EM
+histories, and the refusal of a history with nothing to draw."""
+import numpy as np
+import pytest
+
+from dsident.inference.training_trend import training_trend
+from dsident.plotting_training import plot_training_history
+
+
+def tf_history():
+    scores = [9, 9, None, 9, 8, 8, 8, 8, 4.0, 5.0, 3.0, 6.0, 2.0, 3.0, 2.5, 1.5]
+    return {"epoch": list(range(16)), "train_loss": list(np.linspace(1.0, 0.1, 16)), "lr": [1e-3] * 16,
+            "eval_epoch": list(range(16)), "state_space_divergence": scores, "best_epoch": 15,
+            "n_epochs_run": 16}
+
+
+def lines(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_a_teacher_forcing_history_draws_its_loss_and_its_scored_runs(tmp_path):
+    h = tf_history()
+    fig = plot_training_history(h, title="t", save=tmp_path / "h.png")
+    assert (tmp_path / "h.png").stat().st_size > 0
+    loss_ax, runs_ax = fig.axes
+    np.testing.assert_allclose(lines(loss_ax)["train_loss"].get_ydata(), h["train_loss"])
+    assert loss_ax.get_yscale() == "log"
+    runs = lines(runs_ax)["scored free runs"]
+    assert len(runs.get_xdata()) == 15                         # the unscored (None) epoch is left out
+    kept = lines(runs_ax)["kept (epoch 15)"]
+    assert (kept.get_xdata()[0], kept.get_ydata()[0]) == (15, 1.5)
+    trend = training_trend(h)
+    medians = lines(runs_ax)["medians, 3rd / last quarter"]
+    assert medians.get_ydata()[0] == pytest.approx(trend["median_third"])
+    assert runs_ax.get_title() == "still improving when it stopped"
+    assert "polish stage (kept)" not in lines(runs_ax)
+    h["polish"] = {"score_after": 1.2, "kept": True}
+    stage = lines(plot_training_history(h).axes[1])["polish stage (kept)"]
+    assert (stage.get_xdata()[0], stage.get_ydata()[0]) == (16, 1.2)
+
+
+def test_svi_and_em_histories_draw_their_own_loss():
+    svi = {"step": [0, 1, 2], "loss": [3.0, 2.0, 1.5], "elbo": [-3.0, -2.0, -1.5]}
+    (ax,) = plot_training_history(svi).axes
+    np.testing.assert_allclose(lines(ax)["loss"].get_ydata(), [3.0, 2.0, 1.5])
+    em = {"log_likelihood": [-50.0, -20.0, -10.0], "stage": [0, 0, 1]}
+    (ax,) = plot_training_history(em).axes
+    np.testing.assert_allclose(lines(ax)["log_likelihood"].get_xdata(), [0, 1, 2])
+    assert ax.get_yscale() == "linear"                           # negative values: no log axis
+
+
+@pytest.mark.parametrize("bad", [{"settings": {}}, [1, 2, 3]])
+def test_a_history_with_nothing_to_draw_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="`history`"):
+        plot_training_history(bad)
