@@ -485,3 +485,28 @@ def test_fit_init_trains_with_the_saved_seed_unless_seed_is_given(tmp_path, caps
     # another seed draws other windows (it was ignored before session 36)
     assert any(not torch.equal(runs["eight"][key], value) for key, value in runs["saved"].items())
     capsys.readouterr()
+
+
+def test_fit_init_drops_a_cells_best_of_and_restarts_but_not_the_users(tmp_path):
+    """--init goes on from a saved model; a cell whose defaults choose among fresh fits (the bursting
+    shallow PLRNN's best_of, the bursting LTC's restarts) used to refuse it."""
+    import warnings
+
+    from dsident.experiments.config import resolve_config
+    from dsident.experiments.inputs import load_data
+    from dsident.experiments.runner import fit_point
+
+    cfg = resolve_config("lorenz63", "shplrnn", "teacher-forcing", overrides={
+        "train_length": 400, "model_params": {"latent_dim": 3, "hidden_dim": 6},
+        "fit_options": {"n_epochs": 1, "seq_len": 20, "batches_per_epoch": 2, "eval_every": 1, "eval_steps": 200}})
+    train = load_data("lorenz63", split="train", length=400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        saved, _, _ = fit_point(cfg, train)
+        cell = {**cfg, "fit_options": {**cfg["fit_options"], "best_of": 2, "restarts": 1}}   # as a cell's defaults
+        est, _, dropped = fit_point(cell, train, init=saved)
+    assert est is saved and {"fit_options.best_of", "fit_options.restarts"} <= set(dropped)
+    mine = {**cell, "user_keys": {**cell["user_keys"],
+                                  "fit_options": [*cell["user_keys"]["fit_options"], "best_of"]}}
+    with pytest.raises(ValueError, match="best_of"):
+        fit_point(mine, train, init=saved)

@@ -135,12 +135,17 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     return train, test, cfg
 
 
+#: estimator options that build the model afresh, which a fit going on from a saved one does not
+FRESH_START_OPTIONS = ("best_of", "restarts")
+
+
 def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False,
               init: Any = None) -> tuple[Any, float, list[str]]:
     """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults).
 
     ``init``: a fitted estimator to go on from (``fit(..., warm_start=True)``) with the engine
-    options of ``cfg``; its own hyperparameters stand, ``cfg``'s model parameters are not used.
+    options of ``cfg``; its own hyperparameters stand, ``cfg``'s model parameters are not used,
+    and the defaults in :data:`FRESH_START_OPTIONS` are dropped (and listed as dropped).
     """
     est, options, dropped = build_estimator(adapt_to_data(cfg, train))
     import inspect
@@ -151,6 +156,13 @@ def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = Fal
     if init is not None:
         est = init
         options["warm_start"] = True
+        # choosing among fits built afresh (`best_of`, `restarts`) cannot go on from a saved model:
+        # a cell's defaults give way to `init`; a user's own meet the estimator's refusal
+        user = set(cfg.get("user_keys", {}).get("fit_options", ()))
+        for key in FRESH_START_OPTIONS:
+            if key in options and key not in user:
+                del options[key]
+                dropped = [*dropped, f"fit_options.{key}"]
     t0 = time.perf_counter()
     est.fit(train, method=cfg["method"], **options)
     return est, time.perf_counter() - t0, dropped
