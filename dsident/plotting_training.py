@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 from matplotlib.figure import Figure
 
-from .inference.training_trend import training_trend
+from .inference.training_trend import as_floats, training_trend
 from .plotting import _finish
 
 __all__ = ["plot_training_history"]
@@ -22,10 +22,6 @@ __all__ = ["plot_training_history"]
 #: gradient engines (teacher forcing, BPTT), SVI, Laplace-EM
 _LOSS_SERIES = (("epoch", "train_loss", "training loss (per epoch)"), ("step", "loss", "loss (negative ELBO)"),
                 (None, "log_likelihood", "log-likelihood (per EM iteration)"))
-
-
-def _finite(values: Any) -> np.ndarray:
-    return np.asarray([math.nan if v is None else float(v) for v in values], dtype=float)
 
 
 def plot_training_history(history: Mapping[str, Any], *, title: str | None = None,
@@ -69,11 +65,11 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
     if loss is not None:
         ax = axes[0]
         xk, yk, label = loss
-        y = _finite(history[yk])
-        x = _finite(history[xk]) if xk and len(history.get(xk) or []) == len(y) else np.arange(len(y), dtype=float)
+        y = as_floats(history[yk])
+        x = as_floats(history[xk]) if xk and len(history.get(xk) or []) == len(y) else np.arange(len(y), dtype=float)
         ax.plot(x, y, color="tab:blue", lw=1, label=yk)
         if len(history.get("val_loss") or []) == len(history.get("eval_epoch") or []) and history.get("val_loss"):
-            ax.plot(_finite(history["eval_epoch"]), _finite(history["val_loss"]), color="tab:orange", lw=1,
+            ax.plot(as_floats(history["eval_epoch"]), as_floats(history["val_loss"]), color="tab:orange", lw=1,
                     label="val_loss")
         if np.all(np.isfinite(y)) and np.all(y > 0):
             ax.set_yscale("log")
@@ -82,8 +78,8 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
         ax.legend(fontsize="small")
     if scored:
         ax = axes[-1]
-        epochs = _finite(history["eval_epoch"])
-        scores = _finite(history["state_space_divergence"])
+        epochs = as_floats(history["eval_epoch"])
+        scores = as_floats(history["state_space_divergence"])
         ok = np.isfinite(scores) & (scores > 0)
         ax.plot(epochs[ok], scores[ok], ".", color="0.4", ms=3, label="scored free runs")
         best = history.get("best_epoch")

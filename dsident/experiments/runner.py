@@ -425,8 +425,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     before it existed), ``fit_time`` (seconds), ``status``,
     ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
     (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
-    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one); coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys``
-    entry (read from the top level of each configuration, then from model_params / fit_options).
+    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one);
+    coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys`` entry
+    (read from the top level of each configuration, then from model_params / fit_options).
     """
     from .._version import __version__
 

@@ -8,8 +8,8 @@ had not settled: more training may well give a better model.
 Measured on 42 recorded fits of five benchmark cells (docs/teacher_forcing.md "Was the fit still
 improving?", session 37): 17 were flagged (4 of the 8 ECG gnODE fits, 5 of the 8 ECG shallow
 PLRNN's, 4 of the 8 ECG rPLRNN's, 1 of 6 bursting shallow PLRNN's, 3 of 12 bursting rPLRNN's),
-and none of 32 Lorenz-63 shallow PLRNN fits. A further stage of training (`polish`) lowered the training score of
-16 of the 17 flagged fits, against 16 of the 25 others.
+and none of 32 Lorenz-63 shallow PLRNN fits. A further stage of training (`polish`) lowered
+the training score of 16 of the 17 flagged fits, against 16 of the 25 others.
 
 The median of a quarter's scores, not its minimum, is compared: single scored runs jump from one
 epoch to the next (a lucky draw is one of them), their median moves only when most runs do.
@@ -22,6 +22,11 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["training_trend"]
+
+
+def as_floats(values: Any) -> np.ndarray:
+    """A history's series as floats, None (a NaN saved to JSON) as NaN."""
+    return np.asarray([math.nan if v is None else float(v) for v in values], dtype=float)
 
 
 def training_trend(history: Mapping[str, Any], *, min_drop: float = 0.25, last_fraction: float = 0.1,
@@ -51,7 +56,8 @@ def training_trend(history: Mapping[str, Any], *, min_drop: float = 0.25, last_f
         scored runs (another method, ``eval_every=0``, a short fit).
     """
     if not 0.0 < min_drop < 1.0:
-        raise ValueError(f"`min_drop` must lie in (0, 1) (a fraction of the third quarter's median); got {min_drop!r}.")
+        raise ValueError(f"`min_drop` must lie in (0, 1) (a fraction of the third quarter's median); "
+                         f"got {min_drop!r}.")
     if not 0.0 < last_fraction <= 1.0:
         raise ValueError(f"`last_fraction` must lie in (0, 1]; got {last_fraction!r}.")
     epochs = history.get("eval_epoch") or []
@@ -59,7 +65,7 @@ def training_trend(history: Mapping[str, Any], *, min_drop: float = 0.25, last_f
     if len(epochs) != len(raw) or not epochs:
         return None
     epochs = np.asarray(epochs, dtype=float)
-    scores = np.asarray([math.nan if s is None else float(s) for s in raw], dtype=float)
+    scores = as_floats(raw)
     n = history.get("n_epochs_run") or int(epochs.max()) + 1
     n = float(n)
     third = (epochs >= 0.5 * n) & (epochs < 0.75 * n) & np.isfinite(scores)
@@ -68,7 +74,7 @@ def training_trend(history: Mapping[str, Any], *, min_drop: float = 0.25, last_f
         return None
     med_third, med_last = float(np.median(scores[third])), float(np.median(scores[last]))
     drop = 1.0 - med_last / med_third if med_third > 0 else 0.0
-    best = int(history.get("best_epoch", -1))
+    best = int(history.get("best_epoch") if history.get("best_epoch") is not None else -1)
     late_best = best >= (1.0 - last_fraction) * n        # epochs count from 0: the last is n - 1
     improving = bool(drop >= min_drop and late_best)
     if improving:
