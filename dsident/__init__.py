@@ -20,7 +20,7 @@ from ._version import __version__
 
 _SUBMODULES = {
     "data", "datasets", "observations", "dynamics", "inference", "metrics", "analysis",
-    "experiments", "models", "plotting", "cli",
+    "experiments", "models", "plotting", "plotting_spikes", "plotting_training", "cli",
 }
 _ATTRIBUTES = {
     "StateSpaceModel": "dsident.model",

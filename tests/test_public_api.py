@@ -22,3 +22,9 @@ def test_inference_engine_unknown_method_lists_choices():
     from dsident.inference import get_engine
     with pytest.raises(ValueError, match="laplace-em"):
         get_engine("kalman-magic")
+
+
+def test_the_figure_modules_the_readme_reaches_through_dsident_resolve():
+    # the README's tour calls dsident.plotting_training.plot_training_history after `import dsident`
+    assert callable(dsident.plotting_training.plot_training_history)
+    assert callable(dsident.plotting_spikes.plot_psth)
