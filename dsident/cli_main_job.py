@@ -239,23 +239,23 @@ def cmd_fit(args: argparse.Namespace) -> int:
         shutil.rmtree(out / "model")
     tmp_model.rename(out / "model")
     save_config({**cfg, "fit_time": fit_time, "data": str(data)}, out / "config.json")
-    history = _history_dataset(getattr(est, "history_", None))
+    fit_history = getattr(est, "history_", None)
+    history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
              f"- fit time: {fit_time:.1f} s", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
                      "figures here are in z-units)")
-    lines += _best_of_lines(getattr(est, "history_", None) or {})
-    lines += _polish_lines(getattr(est, "history_", None) or {})
-    lines += _trend_lines(getattr(est, "history_", None) or {})
+    if isinstance(fit_history, dict):
+        lines += _best_of_lines(fit_history) + _polish_lines(fit_history) + _trend_lines(fit_history)
     if history is not None:
         _write_netcdf(history, out / "history.nc")
-    if isinstance(getattr(est, "history_", None), dict):
+    if isinstance(fit_history, dict):
         from .plotting_training import plot_training_history
 
         try:
-            plot_training_history(est.history_, title=f"{model} × {cfg['method']} on {data}",
+            plot_training_history(fit_history, title=f"{model} × {cfg['method']} on {data}",
                                   save=out / "history.png")
         except ValueError as err:      # a history without a loss series: the fit itself is saved
             lines.append(f"- no history.png: {err}")

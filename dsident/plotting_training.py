@@ -83,9 +83,9 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
         ok = np.isfinite(scores) & (scores > 0)
         ax.plot(epochs[ok], scores[ok], ".", color="0.4", ms=3, label="scored free runs")
         best = history.get("best_epoch")
-        if best is not None and best in list(epochs) and np.isfinite(scores[list(epochs).index(best)]):
-            ax.plot([best], [scores[list(epochs).index(best)]], "*", color="tab:red", ms=12,
-                    label=f"kept (epoch {int(best)})")
+        at_best = np.flatnonzero(epochs == best)[:1] if best is not None else np.zeros(0, dtype=int)
+        if at_best.size and np.isfinite(scores[at_best[0]]):
+            ax.plot([best], [scores[at_best[0]]], "*", color="tab:red", ms=12, label=f"kept (epoch {int(best)})")
         polish = history.get("polish") or {}
         after = polish.get("score_after")
         if after is not None and math.isfinite(float(after)) and float(after) > 0:
@@ -99,10 +99,8 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
             ax.plot([0.5 * n, 0.75 * n], [trend["median_third"]] * 2, color="tab:green", lw=2,
                     label="medians, 3rd / last quarter")
             ax.plot([0.75 * n, n], [trend["median_last"]] * 2, color="tab:green", lw=2)
-            ax.set_title("still improving when it stopped" if trend["still_improving"]
-                         else "scored free runs (training D_stsp)", fontsize="medium")
-        else:
-            ax.set_title("scored free runs (training D_stsp)", fontsize="medium")
+        ax.set_title("still improving when it stopped" if trend is not None and trend["still_improving"]
+                     else "scored free runs (training D_stsp)", fontsize="medium")
         if ok.any():
             ax.set_yscale("log")
         ax.set_xlabel("epoch")

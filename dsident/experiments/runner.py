@@ -135,17 +135,13 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     return train, test, cfg
 
 
-#: estimator options that build the model afresh, which a fit going on from a saved one does not
-FRESH_START_OPTIONS = ("best_of", "restarts")
-
-
 def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False,
               init: Any = None) -> tuple[Any, float, list[str]]:
     """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults).
 
     ``init``: a fitted estimator to go on from (``fit(..., warm_start=True)``) with the engine
     options of ``cfg``; its own hyperparameters stand, ``cfg``'s model parameters are not used,
-    and the defaults in :data:`FRESH_START_OPTIONS` are dropped (and listed as dropped).
+    and the defaults in :data:`dsident.models.restarts.REFIT_OPTIONS` are dropped (and listed as dropped).
     """
     est, options, dropped = build_estimator(adapt_to_data(cfg, train))
     import inspect
@@ -158,8 +154,10 @@ def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = Fal
         options["warm_start"] = True
         # choosing among fits built afresh (`best_of`, `restarts`) cannot go on from a saved model:
         # a cell's defaults give way to `init`; a user's own meet the estimator's refusal
+        from ..models.restarts import REFIT_OPTIONS
+
         user = set(cfg.get("user_keys", {}).get("fit_options", ()))
-        for key in FRESH_START_OPTIONS:
+        for key in REFIT_OPTIONS:
             if key in options and key not in user:
                 del options[key]
                 dropped = [*dropped, f"fit_options.{key}"]

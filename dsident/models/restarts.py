@@ -21,7 +21,7 @@ from typing import Any
 from ..inference.training import FitCallback
 
 __all__ = ["StuckWatch", "any_free_run_moved", "candidate_score", "check_scored_refit", "is_restartable",
-           "restart_seed", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+           "restart_seed", "REFIT_OPTIONS", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
@@ -35,6 +35,11 @@ def is_restartable(method: str) -> bool:
     from ..inference import ENGINES
 
     return method in ENGINES and ENGINES[method] in {ENGINES[m] for m in RESTARTABLE_METHODS}
+
+
+#: the fit options that build models afresh and decide on their scored free runs: what
+#: :func:`check_scored_refit` guards, and what a fit going on from a saved model cannot take
+REFIT_OPTIONS = ("best_of", "restarts")
 
 
 def check_scored_refit(method: str, name: str, value: int, warm_start: bool, engine_options: dict[str, Any]) -> None:
