@@ -14,17 +14,25 @@ slightly different neuron: its score is what that much model error costs.
 It first checks that the unchanged system reproduces the score of the shipped train split's
 last stretch against the test stretch (both are the same simulation).
 
+Beside the full scores it prints where each series misses the test stretch
+(:func:`dsident.metrics.state_space_projections`): the largest D_stsp of one channel alone and
+that of each channel pair. ``--points DIR ...`` adds fitted models scored the same way, from the
+``generated.nc`` that ``dsident evaluate``/``fit``/``benchmark`` wrote for them (the free run's
+compared window), so a model's error can be set beside the parameter error it resembles.
+
 Run (about 1 minute)::
 
-    python benchmarks/bench_bursting_components.py
+    python benchmarks/bench_bursting_components.py [--points POINT_DIR ...]
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 
 import numpy as np
+import xarray as xr
 
 from dsident import metrics
 from dsident.data.preprocessing import zscore_constants
@@ -53,6 +61,8 @@ DT, TRANSIENT_MS = 0.5, 1000.0          # the shipped data's sampling step and t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--length", type=int, default=10_000, help="evaluation length (the benchmark's: 10 000)")
+    parser.add_argument("--points", nargs="*", default=[],
+                        help="fitted points (folders holding generated.nc, or a parent of several) to score too")
     args = parser.parse_args()
 
     train, test = load("bursting_neuron", split="train"), load("bursting_neuron", split="test")
@@ -63,7 +73,17 @@ def main() -> None:
     print(f"floor at {args.length}: D_stsp {float(fl['state_space_divergence'].mean()):.3f}, "
           f"D_H {float(fl['power_spectrum_distance'].mean()):.4f}; test stretch: "
           f"{bursts['spikes_per_burst']:.0f} spikes a burst, period {bursts['period']:.1f}")
-    print(f"{'variant':28s} {'D_stsp':>7s} {'D_H':>7s}  spikes/burst  period")
+    print(f"{'variant':28s} {'D_stsp':>7s} {'D_H':>7s}  spikes/burst  period  {'max 1-D':>7s} "
+          f"{'V·n':>6s} {'V·h':>6s} {'n·h':>6s}")
+    def row(name: str, x: np.ndarray, d: float) -> None:
+        h = float(metrics.power_spectrum_distance(truth, x))
+        b = burst_stats(x)
+        p = metrics.state_space_projections(truth, x).values
+        print(f"{name:28s} {d:7.3f} {h:7.4f}  {b['spikes_per_burst']:12.1f}  {b['period']:6.1f}  "
+              f"{np.diag(p).max():7.3f} {p[0, 1]:6.3f} {p[0, 2]:6.3f} {p[1, 2]:6.3f}", flush=True)
+
+    row("another true stretch (train)", train["x"].values[0, -args.length:],
+        float(metrics.state_space_divergence(truth, train["x"].values[0, -args.length:])))
     for name, params in VARIANTS.items():
         system = get_system("bursting_neuron", **params)
         # a late stretch, well past the transient, like the test split's
@@ -74,9 +94,21 @@ def main() -> None:
             own = float(metrics.state_space_divergence(truth, train["x"].values[0, -args.length:]))
             if abs(d - own) > 0.25:
                 raise SystemExit(f"the re-simulated neuron scores {d:.3f}, the shipped train stretch {own:.3f}")
-        h = float(metrics.power_spectrum_distance(truth, x))
-        b = burst_stats(x)
-        print(f"{name:28s} {d:7.3f} {h:7.4f}  {b['spikes_per_burst']:12.1f}  {b['period']:6.1f}", flush=True)
+        row(name, x, d)
+    for path in _generated_files(args.points):
+        x = xr.open_dataset(path, engine="h5netcdf")["x"].values[0, :, :3]
+        x = x[np.all(np.isfinite(x), axis=1)][: args.length]
+        row(os.path.basename(os.path.dirname(path))[-36:], x, float(metrics.state_space_divergence(truth, x)))
+
+
+def _generated_files(points: list[str]) -> list[str]:
+    """generated.nc of each point folder, or of every point below a folder of several."""
+    found: list[str] = []
+    for p in points:
+        direct = os.path.join(p, "generated.nc")
+        found += [direct] if os.path.isfile(direct) else sorted(glob.glob(os.path.join(p, "**", "generated.nc"),
+                                                                              recursive=True))
+    return found
 
 
 if __name__ == "__main__":

@@ -352,6 +352,9 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     t0 = time.perf_counter()
     scores, raw, gen = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
                                       return_run=True)
+    projections = _projections(test, gen, raw)
+    if projections is not None:
+        raw = raw.assign(state_space_projections=projections)
     _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
@@ -370,7 +373,45 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
                   "one means the scored stretch was a transient)"]
     elif late.get("reason"):
         lines += ["", f"- late free run not analysed: {late['reason']}"]
+    if projections is not None:
+        lines += _projections_table(projections)
     return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
+
+
+def _projections(test: Any, gen: Any, raw: Any) -> Any:
+    """The binned D_stsp of each scored channel and channel pair of the compared free run
+    (:func:`dsident.metrics.state_space_projections`); None for one channel or a diverged run."""
+    from .data.slow_channels import scored_channels
+    from .metrics import state_space_projections
+
+    keep = scored_channels(test)
+    if keep.size < 2 or bool(raw["diverged"]):
+        return None
+    return state_space_projections(test["x"].values[..., keep], gen["x"].values[..., keep],
+                                   n_bins=int(raw.attrs.get("n_bins", 30)),
+                                   smoothing_alpha=float(raw.attrs.get("smoothing_alpha", 1e-5)),
+                                   direction=str(raw.attrs.get("direction", "forward")),
+                                   channels=test["channel"].values[keep])
+
+
+def _projections_table(projections: Any) -> list[str]:
+    """Markdown: the D_stsp of each channel (diagonal) and pair, and the worst pair named."""
+    import numpy as np
+
+    names = [str(c) for c in projections["channel"].values]
+    d = projections.values
+    lines = ["", "Which variables the free run misses: the binned D_stsp of each channel alone (diagonal) and "
+                 "of each pair (`dsident.metrics.state_space_projections`; 0 = the same distribution, in nats):", "",
+             "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | " + " | ".join(_fmt4(float(d[i, j])) if j >= i else "" for j in range(len(names))) + " |")
+    off = np.where(np.triu(np.ones_like(d, dtype=bool), 1), d, np.nan)
+    if np.isfinite(off).any():
+        i, j = np.unravel_index(int(np.nanargmax(off)), off.shape)
+        worst = int(np.nanargmax(np.diag(d)))
+        lines += ["", f"- worst pair: ({names[i]}, {names[j]}) {_fmt4(float(d[i, j]))}; "
+                      f"worst single channel: {names[worst]} {_fmt4(float(d[worst, worst]))}"]
+    return lines
 
 
 def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed: int, out: Path, *,

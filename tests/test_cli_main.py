@@ -57,6 +57,29 @@ def test_evaluate_scores_the_saved_model(fitted, tmp_path):
     assert "| late stretch [1.25 T, 2.25 T) |" in text and f"free run of 2000 steps from the first test sample: **{verdict}**" in text
 
 
+def test_evaluate_says_which_channels_and_pairs_the_free_run_misses(fitted, tmp_path):
+    out = tmp_path / "ev"
+    assert main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--out", str(out)]) == 0
+    ds = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    proj = ds["state_space_projections"]
+    assert list(proj["channel"].values) == list(ds["channel"].values) and proj.shape == (3, 3)
+    # an independent route: the scored test window against the saved free run, one column pair at a time
+    from dsident.experiments.inputs import load_data
+    from dsident.metrics import state_space_divergence
+    x = load_data("lorenz63", split="test", length=250)["x"].values[0]
+    g = xr.open_dataset(out / "generated.nc", engine="h5netcdf")["x"].values[0]
+    g = g[np.all(np.isfinite(g), axis=1)]
+    ref = state_space_divergence(x[:, [0, 1]], g[:, [0, 1]], method="bins")
+    assert np.isfinite(ref) and float(proj[0, 1]) == pytest.approx(ref, rel=1e-9)
+    # ... and the full D_stsp is not one of the projections (the table adds information)
+    assert float(ds["state_space_divergence"]) not in [pytest.approx(v) for v in proj.values.ravel()]
+    text = (out / "metrics.md").read_text()
+    assert "Which variables the free run misses" in text and "| x | y | z |" in text.replace("'", "")
+    i, j = np.unravel_index(np.nanargmax(np.where(np.triu(np.ones((3, 3), bool), 1), proj.values, np.nan)), (3, 3))
+    names = [str(c) for c in proj["channel"].values]
+    assert f"worst pair: ({names[i]}, {names[j]})" in text
+
+
 def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted, tmp_path):
     from dsident import metrics
     from dsident.cli_main_job import load_fitted

@@ -2,6 +2,7 @@
 
 - :func:`state_space_divergence` — D_stsp, attractor geometry (binned or Gaussian mixture);
   :func:`state_space_coverage`, the share of the true samples in bins the free run visits;
+  :func:`state_space_projections`, D_stsp of every channel and channel pair (which variables miss);
 - :func:`power_spectrum_distance` — D_H, time scales (Hellinger of smoothed spectra);
   :func:`power_spectrum_mse` — the rPLRNN paper's spectrum MSE with a low/high band split;
 - :func:`prediction_error` — PE(n) from data-initialised states;
@@ -21,9 +22,10 @@ from .prediction import prediction_error
 from .spectrum import SpectrumMSE, power_spectrum, power_spectrum_distance, power_spectrum_mse
 from .starts import evaluate_starts
 from .state_space import state_space_coverage, state_space_divergence
+from .projections import state_space_projections
 
 __all__ = [
-    "state_space_divergence", "state_space_coverage", "power_spectrum_distance", "power_spectrum",
+    "state_space_divergence", "state_space_coverage", "state_space_projections", "power_spectrum_distance", "power_spectrum",
     "power_spectrum_mse", "SpectrumMSE",
     "prediction_error", "evaluate", "evaluate_starts", "summarize", "floor", "SCALAR_METRICS",
     "poisson_nll", "bits_per_spike", "co_smoothing_bps", "forward_prediction_bps", "psth", "psth_r2",
