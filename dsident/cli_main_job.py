@@ -352,9 +352,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     t0 = time.perf_counter()
     scores, raw, gen = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
                                       return_run=True)
-    projections = _projections(test, gen, raw)
-    if projections is not None:
-        raw = raw.assign(state_space_projections=projections)
+    projections = raw.get("state_space_projections")
     _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
@@ -376,22 +374,6 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if projections is not None:
         lines += _projections_table(projections)
     return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
-
-
-def _projections(test: Any, gen: Any, raw: Any) -> Any:
-    """The binned D_stsp of each scored channel and channel pair of the compared free run
-    (:func:`dsident.metrics.state_space_projections`); None for one channel or a diverged run."""
-    from .data.slow_channels import scored_channels
-    from .metrics import state_space_projections
-
-    keep = scored_channels(test)
-    if keep.size < 2 or bool(raw["diverged"]):
-        return None
-    return state_space_projections(test["x"].values[..., keep], gen["x"].values[..., keep],
-                                   n_bins=int(raw.attrs.get("n_bins", 30)),
-                                   smoothing_alpha=float(raw.attrs.get("smoothing_alpha", 1e-5)),
-                                   direction=str(raw.attrs.get("direction", "forward")),
-                                   channels=test["channel"].values[keep])
 
 
 def _projections_table(projections: Any) -> list[str]:

@@ -423,6 +423,14 @@ def test_run_grid_with_a_real_model_records_a_bad_point_and_skips_done_ones(tmp_
     assert (folder / "metrics.nc").is_file() and (folder / "model").is_dir()
     gen = xr.open_dataset(folder / "generated.nc", engine="h5netcdf")
     assert gen.sizes["time"] == 200                                 # the compared window of the protocol
+    # which channel pairs the run misses, from that window: an independent route for one pair
+    if not recs[0]["scores"]["diverged"]:
+        from dsident.experiments.inputs import load_data
+        from dsident.metrics import state_space_divergence
+        x = load_data("lorenz63", split="test", length=200)["x"].values[0][:, [1, 2]]
+        g = gen["x"].values[0][:, [1, 2]]
+        ref = state_space_divergence(x, g[np.all(np.isfinite(gen["x"].values[0]), axis=1)], method="bins")
+        np.testing.assert_allclose(float(raw["state_space_projections"].sel(channel="y", other_channel="z")), ref)
     stamp = (folder / "result.json").stat().st_mtime_ns
     again = runner.run_grid([good], tmp_path, progress=False)
     assert again[0]["skipped"] and (folder / "result.json").stat().st_mtime_ns == stamp

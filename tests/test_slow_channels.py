@@ -135,6 +135,9 @@ def test_runner_adds_the_channels_to_both_splits_with_the_training_scale(tmp_pat
     with xr.open_dataset(point / "generated.nc", engine="h5netcdf") as gen, \
             xr.open_dataset(point / "metrics.nc", engine="h5netcdf") as met:
         assert gen.sizes["channel"] == 7 and met.sizes["channel"] == 5
+        # which channels the run misses: the scored ones only, never the slow channels it was handed
+        assert met["state_space_projections"].shape == (5, 5)
+        assert list(met["state_space_projections"]["other_channel"].values) == list(met["channel"].values)
     assert np.isfinite(rec["scores"]["D_stsp"])
 
 

@@ -75,15 +75,38 @@ def evaluate_model(model: Any, test: xr.Dataset, *, pe_steps: int = 20, seed: in
 
     ``model`` is an estimator or a ``StateSpaceModel`` (``dsident.metrics.evaluate`` takes both).
     Returns ``(scores, raw)``, or ``(scores, raw, run)`` with ``return_run=True``: ``run`` is
-    the free run the scores compared (for figures and ``generated.nc``), laid out like ``test``.
+    the free run the scores compared (for figures and ``generated.nc``), laid out like ``test``;
+    ``raw`` then also holds ``state_space_projections(channel, other_channel)`` where
+    :func:`run_projections` gives one (which channels and pairs the free run misses).
     """
     from .. import metrics
 
     if return_run:
         raw, run = metrics.evaluate(model, test, pe_steps=pe_steps, seed=seed, return_run=True)
+        projections = run_projections(test, run, raw)
+        if projections is not None:
+            raw = raw.assign(state_space_projections=projections)
         return extract_scores(raw), raw, run
     raw = metrics.evaluate(model, test, pe_steps=pe_steps, seed=seed)
     return extract_scores(raw), raw
+
+
+def run_projections(test: xr.Dataset, run: xr.Dataset, raw: xr.Dataset) -> Any:
+    """The binned D_stsp of each scored channel and channel pair of the compared free run ``run``
+    (:func:`dsident.metrics.state_space_projections`, with the settings ``raw`` records); None
+    with fewer than two scored channels, for a diverged run or for the Gaussian-mixture D_stsp
+    (whose projections would not be the binned estimator's)."""
+    from ..data.slow_channels import scored_channels
+    from ..metrics import state_space_projections
+
+    keep = scored_channels(test)
+    if keep.size < 2 or bool(raw["diverged"]) or raw.attrs.get("stsp_method_used", "bins") != "bins":
+        return None
+    return state_space_projections(test["x"].values[..., keep], run["x"].values[..., keep],
+                                   n_bins=int(raw.attrs.get("n_bins", 30)),
+                                   smoothing_alpha=float(raw.attrs.get("smoothing_alpha", 1e-5)),
+                                   direction=str(raw.attrs.get("direction", "forward")),
+                                   channels=test["channel"].values[keep])
 
 
 def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple[dict[str, float], Any]:
