@@ -359,6 +359,10 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")
     if test.sizes["channel"] >= 2:
         plotting.plot_attractor(test, gen, title=label, save=out / "attractor.png")
+    if projections is not None:
+        keep = [list(test["channel"].values).index(c) for c in projections["channel"].values]
+        plotting.plot_attractor_pairs(test.isel(channel=keep), gen.isel(channel=keep), projections=projections,
+                                      title=f"{label}: where the free run misses", save=out / "pairs.png")
     pe = int(cfg.get("pe_steps", 20))
     lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
              f"| test ({test.sizes['time']} samples) | " + " | ".join(

@@ -137,14 +137,29 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
 
 
 def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points: int = 20_000,
-                         title: str | None = None, save: str | Path | None = None) -> Figure:
-    """Every pair of channels (upper triangle), data in grey and the generated trajectory in red."""
+                         projections: Any = None, title: str | None = None,
+                         save: str | Path | None = None) -> Figure:
+    """Every pair of channels (upper triangle), data in grey and the generated trajectory in red.
+
+    ``projections``: the (N, N) output of :func:`dsident.metrics.state_space_projections` for
+    these two series; each panel is then titled with its pair's D_stsp, and the worst pair's
+    panel is framed in red, so the eye goes where the model misses.
+    """
     x, names, _ = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     n = x.shape[1]
     if n < 2:
         raise ValueError(f"`true` needs at least 2 channels for pairwise plots; got {n}.")
+    d = None
+    if projections is not None:
+        d = np.asarray(getattr(projections, "values", projections), dtype=float)
+        if d.shape != (n, n):
+            raise ValueError(f"`projections` must be the ({n}, {n}) matrix of state_space_projections for these "
+                             f"{n} channels; got shape {d.shape}.")
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    worst = None
+    if d is not None and any(np.isfinite(d[i, j]) for i, j in pairs):
+        worst = max((p for p in pairs if np.isfinite(d[p])), key=lambda p: d[p])
     cols = min(3, len(pairs))
     rows = math.ceil(len(pairs) / cols)
     fig = Figure(figsize=(3.6 * cols, 3.3 * rows))
@@ -155,6 +170,13 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
             ax.plot(g[:max_points, i], g[:max_points, j], label="generated", **GEN_STYLE)
         ax.set_xlabel(names[i])
         ax.set_ylabel(names[j])
+        if d is not None:
+            ax.set_title(f"D_stsp of the pair {d[i, j]:.3g}", fontsize="small",
+                         color="tab:red" if (i, j) == worst else "black")
+            if (i, j) == worst:
+                for spine in ax.spines.values():
+                    spine.set_edgecolor("tab:red")
+                    spine.set_linewidth(2.0)
     fig.axes[0].legend(loc="best", fontsize="small")
     if title:
         fig.suptitle(title)

@@ -78,6 +78,7 @@ def test_evaluate_says_which_channels_and_pairs_the_free_run_misses(fitted, tmp_
     i, j = np.unravel_index(np.nanargmax(np.where(np.triu(np.ones((3, 3), bool), 1), proj.values, np.nan)), (3, 3))
     names = [str(c) for c in proj["channel"].values]
     assert f"worst pair: ({names[i]}, {names[j]})" in text
+    assert _png(out / "pairs.png")                      # the pairs drawn, each titled with its D_stsp
 
 
 def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted, tmp_path):

@@ -47,6 +47,24 @@ def test_attractor_is_3d_for_three_channels_and_2d_for_two(pair):
     assert len(fig2.axes) == 1 and fig2.axes[0].name == "rectilinear"
 
 
+def test_pairs_figure_names_each_pairs_divergence_and_frames_the_worst(pair):
+    from dsident.metrics import state_space_projections
+
+    true, gen = pair
+    shuffled = gen.copy(deep=True)
+    shuffled["x"].values[0, :, 2] = np.random.default_rng(0).permutation(shuffled["x"].values[0, :, 2])
+    d = state_space_projections(true, shuffled)
+    fig = plotting.plot_attractor_pairs(true, shuffled, projections=d)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [f"D_stsp of the pair {d.values[i, j]:.3g}" for i, j in [(0, 1), (0, 2), (1, 2)]]
+    worst = int(np.argmax([d.values[0, 1], d.values[0, 2], d.values[1, 2]]))
+    assert worst != 0                                 # the shuffled channel 2 breaks its pairs, not (0, 1)
+    framed = [ax.spines["left"].get_linewidth() == 2.0 for ax in fig.axes]
+    assert framed == [k == worst for k in range(3)]
+    with pytest.raises(ValueError, match="`projections` must be the \\(3, 3\\) matrix"):
+        plotting.plot_attractor_pairs(true, gen, projections=np.zeros((2, 2)))
+
+
 def test_time_series_draws_the_data_it_was_given(pair):
     true, gen = pair
     fig = plotting.plot_time_series(true, gen, n_steps=100)
