@@ -71,6 +71,12 @@ print({name: round(float(scores[name]), 4) for name in ("state_space_divergence"
 generated = est.generate(n_test, x0=test["x"].values[0, 0], seed=0)
 plotting.plot_time_series(test, generated, n_steps=min(n_test, 3_000), save=OUT / "time_series.png")
 plotting.plot_power_spectra(test, generated, save=OUT / "spectra.png")
+
+# which variables the free run misses: the D_stsp of each channel alone (diagonal) and of each
+# pair (V·n is the spike loop, V·h and n·h where the slow gate stands along it; docs/metrics.md)
+where = metrics.state_space_projections(test, generated.isel(time=slice(n_test // 4, None)))
+print(where.round(3).to_pandas())
+plotting.plot_attractor_pairs(test, generated, projections=where, save=OUT / "pairs.png")
 print("figures in", OUT)
 
 # %% [markdown]
