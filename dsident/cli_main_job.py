@@ -360,7 +360,9 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if test.sizes["channel"] >= 2:
         plotting.plot_attractor(test, gen, title=label, save=out / "attractor.png")
     if projections is not None:
-        keep = [list(test["channel"].values).index(c) for c in projections["channel"].values]
+        from .data.slow_channels import scored_channels
+
+        keep = scored_channels(test)        # the channels the projections score, not the slow ones
         plotting.plot_attractor_pairs(test.isel(channel=keep), gen.isel(channel=keep), projections=projections,
                                       title=f"{label}: where the free run misses", save=out / "pairs.png")
     pe = int(cfg.get("pe_steps", 20))
