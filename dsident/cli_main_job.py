@@ -166,7 +166,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.config import resolve_config, save_config
     from .experiments.inputs import (cut, in_fit_units, is_path_like, load_data, load_test, slow_channels_for_fit,
                                      zscore_for_fit)
-    from .experiments.runner import _write_netcdf, fit_point
+    from .experiments.runner import _write_netcdf, fit_point, without_dropped
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
                          "slow_cutoff", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
@@ -229,7 +229,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         # a slow band of one channel and its quadrature as two more observed channels (not scored)
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start)
-    cfg["dropped_defaults"] = dropped
+    cfg = {**without_dropped(cfg, dropped), "dropped_defaults": dropped}   # config.json: what the fit ran with
     out.mkdir(parents=True, exist_ok=True)
     tmp_model = out / "model.partial"
     est.save(tmp_model)

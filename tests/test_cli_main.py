@@ -530,6 +530,13 @@ def test_fit_init_drops_a_cells_best_of_and_restarts_but_not_the_users(tmp_path)
         cell = {**cfg, "fit_options": {**cfg["fit_options"], "best_of": 2, "restarts": 1}}   # as a cell's defaults
         est, _, dropped = fit_point(cell, train, init=saved)
     assert est is saved and {"fit_options.best_of", "fit_options.restarts"} <= set(dropped)
+    # the configuration saved with the fit says what it ran with: the dropped keys are gone from
+    # their sections (and listed apart), everything else is untouched
+    from dsident.experiments.runner import without_dropped
+    kept = without_dropped(cell, dropped)
+    assert "best_of" not in kept["fit_options"] and "restarts" not in kept["fit_options"]
+    assert kept["fit_options"]["n_epochs"] == 1 and kept["model_params"] == cell["model_params"]
+    assert cell["fit_options"]["best_of"] == 2                       # the caller's mapping is not changed
     mine = {**cell, "user_keys": {**cell["user_keys"],
                                   "fit_options": [*cell["user_keys"]["fit_options"], "best_of"]}}
     with pytest.raises(ValueError, match="best_of"):

@@ -166,6 +166,18 @@ def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = Fal
     return est, time.perf_counter() - t0, dropped
 
 
+def without_dropped(cfg: Mapping[str, Any], dropped: Sequence[str]) -> dict[str, Any]:
+    """``cfg`` without the ``"section.key"`` entries of ``dropped`` (what :func:`fit_point` did
+    not use), so a saved configuration says what the fit ran with; the caller lists them
+    under ``dropped_defaults``."""
+    out = dict(cfg)
+    for entry in dropped:
+        section, _, key = entry.partition(".")
+        if isinstance(out.get(section), Mapping) and key in out[section]:
+            out[section] = {k: v for k, v in out[section].items() if k != key}
+    return out
+
+
 def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = False,
               keep_model: bool = True) -> dict[str, Any]:
     """Fit, evaluate and save one grid point; never raises for a failed fit (records it).
@@ -209,7 +221,7 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         used = adapt_to_data(cfg, train)
         est, fit_time, dropped = fit_point(used, train, progress=progress)
         record["fit_time"] = fit_time
-        record["config"] = {**used, "dropped_defaults": dropped}
+        record["config"] = {**without_dropped(used, dropped), "dropped_defaults": dropped}
         history = getattr(est, "history_", None) or {}
         if "restarts" in history:          # fit(restarts=...): what was abandoned, which seed was kept
             record["restarts"] = {"abandoned": history["restarts"], "seed_used": history["seed_used"]}
