@@ -247,12 +247,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
                      "figures here are in z-units)")
-    if isinstance(fit_history, dict):
-        lines += _best_of_lines(fit_history) + _polish_lines(fit_history) + _trend_lines(fit_history)
     if history is not None:
         _write_netcdf(history, out / "history.nc")
     if isinstance(fit_history, dict):
         from .plotting_training import plot_training_history
+
+        lines += _best_of_lines(fit_history) + _polish_lines(fit_history) + _trend_lines(fit_history)
 
         try:
             plot_training_history(fit_history, title=f"{model} × {cfg['method']} on {data}",
@@ -360,10 +360,8 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if test.sizes["channel"] >= 2:
         plotting.plot_attractor(test, gen, title=label, save=out / "attractor.png")
     if projections is not None:
-        from .data.slow_channels import scored_channels
-
-        keep = scored_channels(test)        # the channels the projections score, not the slow ones
-        plotting.plot_attractor_pairs(test.isel(channel=keep), gen.isel(channel=keep), projections=projections,
+        scored = {"channel": projections["channel"].values}     # the channels it scores, not the slow ones
+        plotting.plot_attractor_pairs(test.sel(scored), gen.sel(scored), projections=projections,
                                       title=f"{label}: where the free run misses", save=out / "pairs.png")
     pe = int(cfg.get("pe_steps", 20))
     lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
@@ -386,6 +384,8 @@ def _projections_table(projections: Any) -> list[str]:
     """Markdown: the D_stsp of each channel (diagonal) and pair, and the worst pair named."""
     import numpy as np
 
+    from .metrics.projections import worst_pair
+
     names = [str(c) for c in projections["channel"].values]
     d = projections.values
     lines = ["", "Which variables the free run misses: the binned D_stsp of each channel alone (diagonal) and "
@@ -393,9 +393,9 @@ def _projections_table(projections: Any) -> list[str]:
              "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for i, name in enumerate(names):
         lines.append(f"| {name} | " + " | ".join(_fmt4(float(d[i, j])) if j >= i else "" for j in range(len(names))) + " |")
-    off = np.where(np.triu(np.ones_like(d, dtype=bool), 1), d, np.nan)
-    if np.isfinite(off).any():
-        i, j = np.unravel_index(int(np.nanargmax(off)), off.shape)
+    pair = worst_pair(d)
+    if pair is not None:
+        i, j = pair
         worst = int(np.nanargmax(np.diag(d)))
         lines += ["", f"- worst pair: ({names[i]}, {names[j]}) {_fmt4(float(d[i, j]))}; "
                       f"worst single channel: {names[worst]} {_fmt4(float(d[worst, worst]))}"]

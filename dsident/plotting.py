@@ -158,8 +158,10 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
                              f"{n} channels; got shape {d.shape}.")
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
     worst = None
-    if d is not None and any(np.isfinite(d[i, j]) for i, j in pairs):
-        worst = max((p for p in pairs if np.isfinite(d[p])), key=lambda p: d[p])
+    if d is not None:
+        from .metrics.projections import worst_pair
+
+        worst = worst_pair(d)
     cols = min(3, len(pairs))
     rows = math.ceil(len(pairs) / cols)
     fig = Figure(figsize=(3.6 * cols, 3.3 * rows))

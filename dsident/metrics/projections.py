@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .state_space import _check_pair, _finite_rows, _positive_int, as_trials, binned_divergence
+from .state_space import _check_pair, _finite_rows, as_trials, binned_divergence, binned_settings, check_direction
 
-__all__ = ["state_space_projections"]
+__all__ = ["state_space_projections", "worst_pair"]
 
 
 def state_space_projections(true: Any, generated: Any, *, n_bins: int = 30, smoothing_alpha: float = 1e-5,
@@ -64,11 +64,8 @@ def state_space_projections(true: Any, generated: Any, *, n_bins: int = 30, smoo
     >>> float(d[0, 0]), float(d[1, 1])
     (0.0, 0.0)
     """
-    if direction not in ("forward", "reverse", "symmetric"):
-        raise ValueError(f"`direction` must be 'forward', 'reverse' or 'symmetric'; got {direction!r}.")
-    n_bins = _positive_int(n_bins, "n_bins")
-    if not np.isfinite(smoothing_alpha) or smoothing_alpha <= 0:
-        raise ValueError(f"`smoothing_alpha` must be a positive number; got {smoothing_alpha!r}.")
+    check_direction(direction)
+    n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
     _check_pair(xt, xg, "D_stsp projections")
@@ -78,12 +75,20 @@ def state_space_projections(true: Any, generated: Any, *, n_bins: int = 30, smoo
     for i in range(n):
         for j in range(i, n):
             cols = [i] if i == j else [i, j]
-            out[i, j] = out[j, i] = binned_divergence(xt[:, cols], xg[:, cols], n_bins=n_bins,
-                                                      alpha=float(smoothing_alpha), direction=direction)
+            out[i, j] = out[j, i] = binned_divergence(xt[:, cols], xg[:, cols], n_bins=n_bins, alpha=alpha,
+                                                      direction=direction)
     return xr.DataArray(out, dims=("channel", "other_channel"),
                         coords={"channel": names, "other_channel": names}, name="state_space_projections",
-                        attrs={"n_bins": n_bins, "smoothing_alpha": float(smoothing_alpha), "direction": direction,
+                        attrs={"n_bins": n_bins, "smoothing_alpha": alpha, "direction": direction,
                                "description": "binned D_stsp of each channel (diagonal) and channel pair (nats)"})
+
+
+def worst_pair(projections: Any) -> tuple[int, int] | None:
+    """Indices ``(i, j)``, ``i < j``, of the pair with the largest finite D_stsp in a
+    :func:`state_space_projections` matrix (DataArray or (N, N) array); None when no pair is finite."""
+    d = np.asarray(getattr(projections, "values", projections), dtype=float)
+    pairs = [(i, j) for i in range(d.shape[0]) for j in range(i + 1, d.shape[0]) if np.isfinite(d[i, j])]
+    return max(pairs, key=lambda p: d[p]) if pairs else None
 
 
 def _dataset_channels(data: Any) -> Any:

@@ -87,18 +87,15 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
     """
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
-    if direction not in _DIRECTIONS:
-        raise ValueError(f"`direction` must be one of {_DIRECTIONS}; got {direction!r}.")
+    check_direction(direction)
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
     _check_pair(xt, xg, "D_stsp")
     if method == "auto":
         method = "bins" if xt.shape[1] < 6 else "gmm"
     if method == "bins":
-        n_bins = _positive_int(n_bins, "n_bins")
-        if not np.isfinite(smoothing_alpha) or smoothing_alpha <= 0:
-            raise ValueError(f"`smoothing_alpha` must be a positive number; got {smoothing_alpha!r}.")
-        return binned_divergence(xt, xg, n_bins=n_bins, alpha=float(smoothing_alpha), direction=direction)
+        n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
+        return binned_divergence(xt, xg, n_bins=n_bins, alpha=alpha, direction=direction)
     if not np.isfinite(gmm_scaling) or gmm_scaling <= 0:
         raise ValueError(f"`gmm_scaling` must be a positive variance; got {gmm_scaling!r}.")
     return gmm_divergence(xt, xg, scaling=float(gmm_scaling), n_points=_positive_int(gmm_points, "gmm_points"),
@@ -393,6 +390,20 @@ def _finite_rows(x: np.ndarray) -> np.ndarray:
     """Pool trials and keep the rows without a missing (non-finite) entry: (S, N)."""
     flat = x.reshape(-1, x.shape[-1])
     return flat[np.all(np.isfinite(flat), axis=1)]
+
+
+def check_direction(direction: Any) -> None:
+    """Refuse a ``direction`` that is not one of "forward", "reverse", "symmetric"."""
+    if direction not in _DIRECTIONS:
+        raise ValueError(f"`direction` must be one of {_DIRECTIONS}; got {direction!r}.")
+
+
+def binned_settings(n_bins: Any, smoothing_alpha: Any) -> tuple[int, float]:
+    """The binned estimator's ``n_bins`` and ``smoothing_alpha``, checked: (int, float)."""
+    n_bins = _positive_int(n_bins, "n_bins")
+    if not np.isfinite(smoothing_alpha) or smoothing_alpha <= 0:
+        raise ValueError(f"`smoothing_alpha` must be a positive number; got {smoothing_alpha!r}.")
+    return n_bins, float(smoothing_alpha)
 
 
 def _positive_int(value: Any, name: str) -> int:
