@@ -28,7 +28,8 @@ from typing import Any, Callable, Sequence
 
 #: flag dest -> run-configuration key (config files may use either spelling)
 _FLAG_TO_KEY = {"latent_dim": ("model_params", "latent_dim"), "seed": ("seed",),
-                "train_length": ("train_length",), "eval_length": ("eval_length",), "pe_steps": ("pe_steps",)}
+                "train_length": ("train_length",), "eval_length": ("eval_length",), "pe_steps": ("pe_steps",),
+                "starts": ("test_starts",)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ def _key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
 #: config-file keys every command reads besides its flags (``--no-progress``, ``--threads``)
 _COMMON_FILE_KEYS = ("progress", "threads")
 #: config-file keys of the commands that take the run options (``fit``, ``benchmark``)
-_RUN_FILE_KEYS = ("model_params", "fit_options", "slow_channels", "slow_cutoff", *_FLAG_TO_KEY)
+_RUN_FILE_KEYS = ("model_params", "fit_options", "slow_channels", "slow_cutoff", "test_starts", *_FLAG_TO_KEY)
 
 
 def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequence[str] = ()) -> dict[str, Any]:
@@ -94,6 +95,8 @@ def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
     """The run-configuration part of merged settings (flags mapped to their keys)."""
     out: dict[str, Any] = {"model_params": dict(settings.get("model_params", {})),
                            "fit_options": dict(settings.get("fit_options", {}))}
+    if settings.get("test_starts") is not None:     # a config file's own spelling of --starts
+        out["test_starts"] = settings["test_starts"]
     for flag, path in _FLAG_TO_KEY.items():
         if settings.get(flag) is not None:
             if len(path) == 2:
@@ -144,6 +147,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-length", type=int, help="fit on the first N training samples")
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
+    p.add_argument("--starts", type=int, metavar="K",
+                   help="also score each model from K starts spread over the whole test split, each on a window "
+                        "of the evaluation length (K >= 2; run key test_starts): a steadier number than the first "
+                        "stretch alone; over a finished benchmark it scores the saved models, refitting nothing")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="any model hyperparameter")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
     p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
@@ -270,6 +277,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
         test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"))
     if test is not None:
         lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+        if cfg.get("test_starts"):        # the same protocol from K starts over the whole test data
+            full = in_fit_units(held_out, cfg, before=recorded_before) if held_out is not None else \
+                load_test(test_spec, cfg, dt=cfg.get("dt"))
+            lines += _starts_table(est, full, int(cfg["test_starts"]), cfg.get("eval_length"),
+                                   int(cfg.get("seed", 0)), out, progress=progress)
     else:
         gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
         _write_netcdf(gen, out / "generated.nc")

@@ -35,7 +35,7 @@ from .config import PRESETS, default_method, resolve_config
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
 from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
-                     markdown_table, regime_table, trend_note)
+                     markdown_table, regime_table, starts_table, trend_note)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -145,6 +145,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     truth, units, true_verdicts = _true_exponents(datasets, out, say)
     regimes = regime_table(results, truth=truth, unit=units, truth_verdict=true_verdicts)
     table += f"\n{regimes}" if regimes else ""
+    starts = starts_table(results, floor=floors)
+    table += f"\n{starts}" if starts else ""
     trend = trend_note(results)
     table += f"\n{trend}" if trend else ""
     if figures:

@@ -33,6 +33,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 # ---------------------------------------------------------------------------------------------
 # THE DEFAULTS TABLE. Every default the main job uses is here; docs/main_job.md reproduces it.
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +541,22 @@ PRESETS: dict[str, dict[Any, Any]] = {
 
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
-            "model_params", "fit_options", "slow_channels")
+            "model_params", "fit_options", "slow_channels", "test_starts")
+
+#: run keys that change only how a fitted model is scored, not the fit: they stay out of a point's
+#: id, so turning them on over a finished grid scores its saved models instead of refitting them
+SCORING_KEYS = ("test_starts",)
+
+
+def check_test_starts(value: Any) -> int | None:
+    """``test_starts``: None (off) or the number of free-run starts (>= 2) spread over the whole test
+    split that each point is also scored from (:func:`dsident.metrics.evaluate_starts`)."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
+        raise ValueError(f"`test_starts` must be a whole number of free-run starts >= 2 (or absent, for the "
+                         f"first test stretch alone); got test_starts={value!r}.")
+    return int(value)
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -671,6 +688,10 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
                         "fit_options": sorted((overrides.get("fit_options") or {}))}
     cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
     cfg["method"] = method
+    if check_test_starts(cfg.get("test_starts")) is None:
+        cfg.pop("test_starts", None)
+    else:
+        cfg["test_starts"] = check_test_starts(cfg["test_starts"])
     if cfg.get("slow_channels") in (False, None):
         cfg.pop("slow_channels", None)      # `slow_channels = false` turns a cell's slow channels off
     else:

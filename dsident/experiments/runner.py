@@ -32,7 +32,7 @@ import xarray as xr
 
 from .._threads import set_blas_threads
 from ..inference.training_trend import training_trend
-from .config import save_config
+from .config import SCORING_KEYS, save_config
 
 #: result.json status values
 DONE, FAILED = "done", "failed"
@@ -44,7 +44,8 @@ DONE, FAILED = "done", "failed"
 
 def point_id(cfg: Mapping[str, Any]) -> str:
     """Folder name of a run configuration: readable prefix + a hash of everything else."""
-    core = json.dumps({k: v for k, v in cfg.items() if k not in ("user_keys", "dropped_defaults")},
+    # what only changes how the fitted model is scored (SCORING_KEYS) does not name another fit
+    core = json.dumps({k: v for k, v in cfg.items() if k not in ("user_keys", "dropped_defaults", *SCORING_KEYS)},
                       sort_keys=True, default=str)
     digest = hashlib.sha1(core.encode()).hexdigest()[:8]
     dataset = Path(str(cfg.get("dataset", "data"))).stem
@@ -204,7 +205,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         (:func:`~dsident.inference.training_trend.training_trend`, for a fit that scored free runs:
         whether it was still improving when it stopped), and ``late``
         (:func:`.late_run.point_regime`: the verdict, largest exponent and late-stretch scores of
-        a free run twice the evaluation length).
+        a free run twice the evaluation length), and with ``test_starts`` in ``cfg`` ``starts``
+        (:func:`.starts.score_starts`: the scores from that many starts over the whole
+        test split; per start in ``starts.nc``).
     """
     apply_thread_limit()
     out_root = Path(out_root)
@@ -239,6 +242,10 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
                                           return_run=True)
         record["scores"] = scores
         record["late"] = late_run_record(est, test, seed=seed)
+        if cfg.get("test_starts"):         # also from K starts over the whole test split
+            from .starts import score_starts
+
+            record["starts"] = score_starts(est, record["config"], tmp)
         _write_netcdf(raw, tmp / "metrics.nc")
         _write_netcdf(gen, tmp / "generated.nc")
         if keep_model and hasattr(est, "save"):
@@ -365,6 +372,8 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     """
     from tqdm.auto import tqdm
 
+    from .starts import add_starts, needs_starts
+
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     if point_function is not None:
@@ -379,6 +388,8 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     for i, cfg in enumerate(configs):
         rec = read_record(out_root / "points" / point_id(cfg)) if skip_done else None
         if rec is not None and rec.get("status") == DONE:
+            if needs_starts(rec, cfg):      # test_starts asked of a finished point: score its saved model
+                rec = add_starts(out_root / "points" / point_id(cfg), rec, cfg)
             rec["skipped"] = True
             records[i] = rec
         else:
@@ -435,7 +446,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     before it existed), ``fit_time`` (seconds), ``status``,
     ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
     (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
-    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one);
+    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one),
+    and with ``test_starts`` (:mod:`.starts`; NaN without) ``D_stsp_starts`` /
+    ``D_H_starts`` (medians over the starts), ``D_stsp_starts_max`` and ``n_starts``;
     coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys`` entry
     (read from the top level of each configuration, then from model_params / fit_options).
     """
@@ -452,6 +465,12 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     data["lambda_max"] = ("point", np.array([_num(v.get("lambda_max")) for v in late], dtype=float))
     data["D_stsp_late"] = ("point", np.array([_num(v.get("D_stsp")) for v in late], dtype=float))
     data["D_H_late"] = ("point", np.array([_num(v.get("D_H")) for v in late], dtype=float))
+    # from test_starts starts over the whole test split (.starts; NaN where not asked)
+    starts = [r.get("starts") or {} for r in records]
+    data["D_stsp_starts"] = ("point", np.array([_num(v.get("median_D_stsp")) for v in starts], dtype=float))
+    data["D_stsp_starts_max"] = ("point", np.array([_num(v.get("max_D_stsp")) for v in starts], dtype=float))
+    data["D_H_starts"] = ("point", np.array([_num(v.get("median_D_H")) for v in starts], dtype=float))
+    data["n_starts"] = ("point", np.array([_num(v.get("n_starts")) for v in starts], dtype=float))
     # training_trend's verdict (1: still improving when it stopped, 0: not, NaN: no reading)
     data["still_improving"] = ("point", np.array([_num((r.get("trend") or {}).get("still_improving"))
                                                   for r in records], dtype=float))

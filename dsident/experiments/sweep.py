@@ -37,7 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .config import RUN_KEYS, load_config_file, resolve_config, save_config
+from .config import RUN_KEYS, SCORING_KEYS, load_config_file, resolve_config, save_config
 from .runner import records_to_dataset, run_grid, run_point
 from .tables import median_mad, regime_cell, _fmt
 
@@ -64,6 +64,10 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     for key in ("dataset", "model"):
         if key not in base and key not in grid:
             raise ValueError(f"a sweep needs `{key}` (in the file or in [grid]); got keys {sorted(base)}.")
+    scoring = sorted(set(grid) & set(SCORING_KEYS))
+    if scoring:      # one fit scored several ways is one point: its id does not see these keys
+        raise ValueError(f"{scoring} cannot be swept in [grid]: they change how each fitted point is scored, not "
+                         f"the fit; set one value at the top level of the sweep file.")
     keys = list(grid)
     configs = []
     for combo in itertools.product(*(grid[k] for k in keys)):
@@ -358,8 +362,12 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
 
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
     """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD, and
-    where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`)."""
-    metrics = ("D_stsp", "D_H", "PE", "diverged", "fit_time")
+    where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`); with
+    ``test_starts`` also ``D_stsp_starts``, the median over seeds of each seed's median D_stsp
+    from that many starts over the test split (:mod:`.starts`)."""
+    metrics: tuple[str, ...] = ("D_stsp", "D_H", "PE", "diverged", "fit_time")
+    if "D_stsp_starts" in results and np.isfinite(results["D_stsp_starts"].values).any():
+        metrics = ("D_stsp", "D_stsp_starts", *metrics[1:])
     header = [*keys, "seeds done", *metrics, "free run (2T)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     n = results.sizes.get("point", 0)
