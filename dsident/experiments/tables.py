@@ -11,7 +11,7 @@ long as the scored stretch (:mod:`.late_run`).
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -181,6 +181,15 @@ def regime_cell(regimes: Sequence[str]) -> str:
     return ", ".join(f"{kinds[i]} {counts[i]}/{len(given)}" for i in order)
 
 
+def _cell_rows(results: xr.Dataset, done: np.ndarray, datasets: Sequence[str]
+               ) -> Iterator[tuple[str, list[tuple[str, np.ndarray]]]]:
+    """Per model × inference with a point in ``done``: the row label and, per dataset, the mask
+    of that cell's points among ``done``."""
+    model, method, dataset = (results[k].values for k in ("model", "method", "dataset"))
+    for m, x in sorted(set(zip(model[done], method[done]))):
+        yield f"{m} × {x}", [(d, done & (model == m) & (method == x) & (dataset == d)) for d in datasets]
+
+
 def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = None,
                  unit: Mapping[str, str] | None = None, truth_verdict: Mapping[str, str] | None = None) -> str:
     """Where each cell's free runs end up: verdicts, largest exponent and late-stretch D_stsp.
@@ -220,11 +229,9 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
             lam_text = _fmt(lam) if lam is not None and math.isfinite(lam) else "–"
             cells += [(truth_verdict or {}).get(d, "–"), lam_text, "–"]
         lines.append("| " + " | ".join(cells) + " |")
-    for model, method in sorted(set(zip(results["model"].values[done], results["method"].values[done]))):
-        cells = [f"{model} × {method}"]
-        for d in datasets:
-            sel = done & (results["model"].values == model) & (results["method"].values == method) & \
-                  (results["dataset"].values == d)
+    for label, selections in _cell_rows(results, done, datasets):
+        cells = [label]
+        for d, sel in selections:
             if not sel.any():
                 cells += ["n/a"] * len(REGIME_COLUMNS)
                 continue
@@ -270,11 +277,9 @@ def starts_table(results: xr.Dataset, *, floor: Mapping[str, Mapping[str, float]
                                       for lab in ("first stretch", "median of starts", "worst start")]
     lines = ["### Scored from several starts over the test split (`test_starts`)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for model, method in sorted(set(zip(results["model"].values[done], results["method"].values[done]))):
-        cells = [f"{model} × {method}"]
-        for d in datasets:
-            sel = done & (results["model"].values == model) & (results["method"].values == method) & \
-                  (results["dataset"].values == d)
+    for label, selections in _cell_rows(results, done, datasets):
+        cells = [label]
+        for d, sel in selections:
             if not sel.any():
                 cells += ["n/a"] * 3
                 continue
