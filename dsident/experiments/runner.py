@@ -385,15 +385,18 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
         fn = run_point
     records: list[dict[str, Any] | None] = [None] * len(configs)
     todo = []
+    rescore = []
     for i, cfg in enumerate(configs):
         rec = read_record(out_root / "points" / point_id(cfg)) if skip_done else None
         if rec is not None and rec.get("status") == DONE:
-            if needs_starts(rec, cfg):      # test_starts asked of a finished point: score its saved model
-                rec = add_starts(out_root / "points" / point_id(cfg), rec, cfg)
             rec["skipped"] = True
             records[i] = rec
+            if needs_starts(rec, cfg):      # test_starts asked of a finished point: score its saved model
+                rescore.append(i)
         else:
             todo.append(i)
+    for i in tqdm(rescore, desc="finished points from several starts", disable=not progress, unit="pt"):
+        records[i] = {**add_starts(out_root / "points" / point_id(configs[i]), records[i], configs[i]), "skipped": True}
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), desc="grid points",
                disable=not progress, unit="pt")
     if executor is None:
