@@ -263,6 +263,8 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys, monkeypatch):
     assert main([*args, "--dry-run"]) == 0
     assert "| lorenz63 | shplrnn | bptt | 0, 1 | 2/2 | 400 |" in capsys.readouterr().out
     # --starts over the finished grid scores the saved models from 3 starts and refits nothing
+    assert main([*args, "--starts", "3", "--dry-run"]) == 0
+    assert "2 finished point(s) will be scored from their saved models" in capsys.readouterr().out
     fit_times = res["fit_time"].values.copy()
     res.close()
     assert main([*args, "--starts", "3"]) == 0
@@ -271,6 +273,9 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys, monkeypatch):
     recorded = [json.loads((p / "result.json").read_text())["starts"]["median_D_stsp"] for p in points]
     np.testing.assert_allclose(sorted(again["D_stsp_starts"].values), sorted(recorded))
     assert "### Scored from several starts over the test split" in (out / "results.md").read_text()
+    capsys.readouterr()
+    assert main([*args, "--starts", "3", "--dry-run"]) == 0
+    assert "0 finished point(s) will be scored from their saved models" in capsys.readouterr().out
 
 
 def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, capsys):

@@ -164,6 +164,21 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
             "best": best, "wall_time": wall, "out": out}
 
 
+def _starts_plan(configs: Sequence[dict[str, Any]], out: str | Path) -> list[str]:
+    """The dry run's line on ``test_starts``: how many points will also be scored from several
+    starts, and how many of them are finished fits whose saved models are scored without a refit."""
+    from .runner import point_id, read_record
+    from .starts import needs_starts
+
+    asked = [c for c in configs if c.get("test_starts")]
+    if not asked:
+        return []
+    records = [(c, read_record(Path(out) / "points" / point_id(c))) for c in asked]
+    rescore = sum(r is not None and r.get("status") == "done" and needs_starts(r, c) for c, r in records)
+    return [f"Every point is also scored from {asked[0]['test_starts']} starts over its test split "
+            f"(`--starts`); {rescore} finished point(s) will be scored from their saved models, nothing refitted.", ""]
+
+
 def _grid(datasets: Sequence[str] | None, models: Sequence[str] | None, methods: Sequence[str] | None,
           seeds: int | Sequence[int] | None, quick: bool, overrides: dict[str, Any] | None,
           say: Any) -> tuple[list[str], list[str], Sequence[str] | None, list[dict[str, Any]]]:
@@ -232,7 +247,7 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {', '.join(str(c['seed']) for c in points)} | "
                      f"{done}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | "
                      f"{numbers} | {fit_time} | `{settings}` |")
-    lines += ["", describe_expected_time(configs, out, quick),
+    lines += ["", describe_expected_time(configs, out, quick), *_starts_plan(configs, out),
               "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
               f"(D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g}); "
               "– not measured with these settings.", "", "At a glance (the measured column as a matrix):", "",
