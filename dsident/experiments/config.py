@@ -268,8 +268,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # fitted afresh with the polish: **2.07 [1.64, 2.62] (2.91× the floor, 5 of 8 within 3×)**,
     # D_H 0.016, lower on 5 of 8 seeds, training scores 0.61-1.25 (median 0.76 against 0.87);
     # 1 296-1 321 s a fit. Reconstructed, by a margin like the rPLRNN's in session 29
-    # (docs/main_job.md "Session 38"). Session 39, fresh seeds 8-9: 2.016 / 2.054, both within 3×;
-    # 10 seeds **2.06 [1.64, 2.62] (2.89×, 7 of 10 within 3×)**, D_H 0.015.
+    # (docs/main_job.md "Session 38"). Session 39, fresh seeds 8-11: 2.016 / 2.054 / 2.053 / 1.787,
+    # all within 3×; 12 seeds **2.05 [1.64, 2.62] (2.89×, 9 of 12 within 3×)**, D_H 0.015.
     # History: docs/teacher_forcing.md "Polishing a fit", docs/main_job.md "Session 33", "Session 32",
     # docs/continuous.md "The ECG", "The ECG, continued", "Session 26", "Session 27" (and "Session
     # 20", "Session 24", "Session 25", "Session 28"-"Session 31" for
@@ -473,9 +473,9 @@ MEASURED: dict[tuple[str, str, str], dict[str, float]] = {
     # time (seeds 0-1 beside the test suite: 1 412 / 1 418 s); was 2.16 [1.66, 3.50] / 0.017 in 1 368 s
     # session 38: 400 epochs, seeds 0-7 fitted afresh with the polish by `dsident fit`, two at a time
     # (from a frozen copy of the package); was 2.17 [1.97, 2.31] / 0.017 in 983 s
-    # session 39: fresh seeds 8-9 by `dsident fit` (2.016 / 2.054; 1 977-1 996 s beside the test
-    # suite), 10 seeds (was 8 seeds, 2.07 / 0.016); the fit time stays session 38's quiet median
-    ("ecg", "gnode", "teacher-forcing"): {"seeds": 10, "D_stsp": 2.06, "D_H": 0.015, "fit_time_s": 1300},
+    # session 39: fresh seeds 8-11 by `dsident fit`, two at a time (2.016 / 2.054 / 2.053 / 1.787;
+    # 1 744-1 996 s), 12 seeds (was 8 seeds, 2.07 / 0.016); the fit time stays session 38's median
+    ("ecg", "gnode", "teacher-forcing"): {"seeds": 12, "D_stsp": 2.05, "D_H": 0.015, "fit_time_s": 1300},
     # session 29: M = 300, seeds 0-7, two fits at a time (session 28's M = 200: 2.14 / 0.018 in 332 s;
     # session 25's α 0.1: 2.47 / 0.020 in 340 s; the M = 40 cell before that: 9.80 / 0.152 in 41 s)
     # session 32: rescored as the shallow PLRNN's (was 2.04 / 0.023)
