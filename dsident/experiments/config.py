@@ -697,10 +697,9 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
                         "fit_options": sorted((overrides.get("fit_options") or {}))}
     cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
     cfg["method"] = method
-    if check_test_starts(cfg.get("test_starts")) is None:
-        cfg.pop("test_starts", None)
-    else:
-        cfg["test_starts"] = check_test_starts(cfg["test_starts"])
+    starts = check_test_starts(cfg.pop("test_starts", None))
+    if starts is not None:
+        cfg["test_starts"] = starts
     if cfg.get("slow_channels") in (False, None):
         cfg.pop("slow_channels", None)      # `slow_channels = false` turns a cell's slow channels off
     else:
