@@ -147,6 +147,9 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # ≈ 1 160 s a fit. Session 39, 8 seeds (6-7 fresh: 0.384 / 0.790): 0.49 [0.34, 1.11], D_H 0.030,
     # 1 of 8 within 3×; ≈ 1 365 s a fit. M = 8 as the whole cell: 0.64 over six seeds, and from 8
     # starts over the test split 0.52 against this cell's 0.53 (docs/main_job.md "Session 39").
+    # Session 40, best_of=6 replayed on the 8 seeds: 0.48 [0.34, 0.54] (the two bad seeds 1.11 →
+    # 0.47 and 0.79 → 0.52), 8-start median 0.48, but D_H 0.046 and twice the cost; not adopted
+    # (docs/main_job.md "Session 40").
     # Still not a reconstruction. History:
     # docs/teacher_forcing.md "Polishing a fit", "Choosing among several fits",
     # "Bursting neuron: tuning the cell (issue #9)", "Which epoch to keep",
