@@ -150,6 +150,8 @@ PAIR_DEFAULTS: dict[tuple[str, str, str], dict[str, Any]] = {
     # Session 40, best_of=6 replayed on the 8 seeds: 0.48 [0.34, 0.54] (the two bad seeds 1.11 →
     # 0.47 and 0.79 → 0.52), 8-start median 0.48, but D_H 0.046 and twice the cost; not adopted
     # (docs/main_job.md "Session 40").
+    # Session 41, batches of 32 as the whole cell on seeds 0-3: test median 0.50 (this cell on the
+    # same seeds 0.46), 8-start 0.48 (0.50), D_H 0.012 (0.022), 2-3x the cost; not adopted.
     # Still not a reconstruction. History:
     # docs/teacher_forcing.md "Polishing a fit", "Choosing among several fits",
     # "Bursting neuron: tuning the cell (issue #9)", "Which epoch to keep",
