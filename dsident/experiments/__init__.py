@@ -7,7 +7,9 @@
 - :mod:`~dsident.experiments.sweep` — grids over any setting on a process pool or Dask;
 - :mod:`~dsident.experiments.tables` — the benchmark table (median ± MAD over seeds);
 - :mod:`~dsident.experiments.benchmark` — ``dsident benchmark`` and its ``--quick`` preset;
-- :mod:`~dsident.experiments.untrained` — the untrained baseline row.
+- :mod:`~dsident.experiments.untrained` — the untrained baseline row;
+- :mod:`~dsident.experiments.machine` — the machine each point was fitted on (CPU, cores,
+  threads, GPU, versions), recorded beside its fit time.
 """
 from .config import load_config_file, resolve_config, save_config
 from .inputs import load_data

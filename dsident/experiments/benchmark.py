@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,6 +33,7 @@ import xarray as xr
 
 from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
 from .config import PRESETS, default_method, resolve_config
+from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import point_id, records_to_dataset, run_grid
 from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
@@ -352,8 +354,9 @@ def describe_expected_time(configs: Sequence[Mapping[str, Any]], out: str | Path
         return f"Expected fitting time of the {n_todo} unfinished points: not measured for these settings."
     return (f"Expected fitting time of the {n_todo} unfinished points: ≈ {_duration(seconds)} with one worker "
             "(`--workers N` runs N at once)" + (f", plus {unknown} without a measured time" if unknown else "")
-            + ". Times were measured with one torch thread on 2 shared cores; the late free run and scoring "
-            "add ≈ 10-20 s a point.")
+            + ". Times were measured with one torch thread on 2 shared cores of the development machines, "
+            f"which differ among themselves by up to 2× (this machine: {cpu_model()}, {os.cpu_count()} logical "
+            "cores); the late free run and scoring add ≈ 10-20 s a point.")
 
 
 def _as_measured(cell: Mapping[str, Any], quick: bool) -> bool:

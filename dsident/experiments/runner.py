@@ -33,6 +33,7 @@ import xarray as xr
 from .._threads import set_blas_threads
 from ..inference.training_trend import training_trend
 from .config import SCORING_KEYS, save_config
+from .machine import machine_info, record_machine
 
 #: result.json status values
 DONE, FAILED = "done", "failed"
@@ -198,7 +199,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     -------
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
-        ``error``, ``config``, ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
+        ``error``, ``config``, ``machine`` (:func:`.machine.machine_info`: the CPU, cores, torch
+        threads, GPU and versions the fit time was measured with), ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
         and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
         training score and the seed kept), ``polish`` (with ``fit_options.polish``: the training
         scores before and after the second stage, and whether it was kept), ``trend``
@@ -217,7 +219,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     tmp = Path(tempfile.mkdtemp(prefix=f".{pid}.", dir=out_root / "points"))
     record: dict[str, Any] = {"point_id": pid, "config": dict(cfg), "status": FAILED, "error": None,
                               "traceback": None, "fit_time": math.nan,
-                              "scores": {k: math.nan for k in ("D_stsp", "D_H", "PE", "diverged")}}
+                              "scores": {k: math.nan for k in ("D_stsp", "D_H", "PE", "diverged")},
+                              "machine": machine_info()}
     try:
         seed = int(cfg.get("seed", 0))
         train, test, cfg = point_data(cfg)
@@ -479,6 +482,8 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
                                                   for r in records], dtype=float))
     data["status"] = ("point", np.array([str(r.get("status")) for r in records], dtype=object).astype(str))
     data["error"] = ("point", np.array([str(r.get("error") or "") for r in records], dtype=object).astype(str))
+    # where each point was fitted: its fit time means little without it (.machine)
+    data["machine"] = ("point", np.array([record_machine(r) for r in records], dtype=object).astype(str))
     coords: dict[str, Any] = {"point": np.array([str(r.get("point_id")) for r in records], dtype=object).astype(str)}
     for key in ("dataset", "model", "method"):
         coords[key] = ("point", np.array([str(r.get("config", {}).get(key)) for r in records], dtype=object).astype(str))

@@ -38,6 +38,7 @@ import numpy as np
 import xarray as xr
 
 from .config import RUN_KEYS, SCORING_KEYS, load_config_file, resolve_config, save_config
+from .machine import describe_machines
 from .runner import records_to_dataset, run_grid, run_point
 from .tables import median_mad, regime_cell, _fmt
 
@@ -391,4 +392,6 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
         errors += [f"- failed: {dict(zip(keys, combo))} seed {int(results['seed'].values[i])}: "
                    f"{str(results['error'].values[i]).splitlines()[0][:200]}" for i in idx if i not in done]
-    return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
+    machines = describe_machines(results["machine"].values) if "machine" in results else None
+    tail = errors + ([f"- {machines}"] if machines else [])
+    return "\n".join(lines + ([""] + tail if tail else [])) + "\n"

@@ -16,6 +16,8 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from .machine import describe_machines
+
 #: what counts as a reconstruction (issue #9): median D_stsp within this many floors ...
 RECONSTRUCTION_FLOOR_RATIO = 3.0
 #: ... and median D_H at most this
@@ -145,11 +147,14 @@ def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str,
             cells += [c[var] for _, var in COLUMNS] if c else ["n/a"] * len(COLUMNS)
         lines.append("| " + " | ".join(cells) + " |")
     errors = _first_errors(results)
-    if errors or notes:
-        lines.append("")
     if floor:
         notes = [*notes, f"(k×): the median D_stsp over the floor's; ✓: a reconstruction, D_stsp ≤ "
                          f"{RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g} (medians)"]
+    machines = describe_machines(results["machine"].values) if "machine" in results else None
+    if machines:                       # fit times and round-off depend on it
+        notes = [*notes, machines]
+    if errors or notes:
+        lines.append("")
     lines += [f"- {n}" for n in notes]
     lines += [f"- failed: {key}: {err}" for key, err in errors.items()]
     return "\n".join(lines) + "\n"
