@@ -245,11 +245,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
         shutil.rmtree(out / "model")
     tmp_model.rename(out / "model")
-    save_config({**cfg, "fit_time": fit_time, "data": str(data)}, out / "config.json")
+    from .experiments.machine import machine_info, machine_label
+
+    machine = machine_info()                # the fit time is this machine's
+    save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data)}, out / "config.json")
     fit_history = getattr(est, "history_", None)
     history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
-             f"- fit time: {fit_time:.1f} s", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
+             f"- fit time: {fit_time:.1f} s on {machine_label(machine)}", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "

@@ -32,6 +32,9 @@ def test_fit_writes_model_config_netcdf_markdown_png(fitted):
     assert cfg["model"] == "shplrnn" and cfg["method"] == "bptt"
     assert cfg["model_params"]["hidden_dim"] == 8 and cfg["fit_options"]["n_epochs"] == 1
     assert cfg["train_length"] == 400 and "dsident_version" in cfg
+    from dsident.experiments.machine import cpu_model
+    assert cfg["machine"]["cpu"] == cpu_model()                 # the fit time is this machine's
+    assert f"s on {cpu_model()} (" in (fitted / "fit.md").read_text()
     assert (fitted / "model").is_dir()
     metrics = xr.open_dataset(fitted / "metrics.nc", engine="h5netcdf")
     assert "state_space_divergence" in metrics
