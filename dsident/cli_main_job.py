@@ -173,6 +173,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.config import resolve_config, save_config
     from .experiments.inputs import (cut, in_fit_units, is_path_like, load_data, load_test, slow_channels_for_fit,
                                      zscore_for_fit)
+    from .experiments.machine import machine_info, machine_label
     from .experiments.runner import _write_netcdf, fit_point, without_dropped
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
@@ -245,8 +246,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
         shutil.rmtree(out / "model")
     tmp_model.rename(out / "model")
-    from .experiments.machine import machine_info, machine_label
-
     machine = machine_info()                # the fit time is this machine's
     save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data)}, out / "config.json")
     fit_history = getattr(est, "history_", None)
