@@ -251,7 +251,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     fit_history = getattr(est, "history_", None)
     history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
-             f"- fit time: {fit_time:.1f} s on {machine_label(machine)}", f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
+             f"- fit time: {fit_time:.1f} s on {machine_label(machine)}",
+             f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "

@@ -200,10 +200,11 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
         ``error``, ``config``, ``machine`` (:func:`.machine.machine_info`: the CPU, cores, torch
-        threads, GPU and versions the fit time was measured with), ``restarts`` (with ``fit_options.restarts``: the abandoned attempts
-        and the kept attempt's seed), ``best_of`` (with ``fit_options.best_of``: every candidate's
-        training score and the seed kept), ``polish`` (with ``fit_options.polish``: the training
-        scores before and after the second stage, and whether it was kept), ``trend``
+        threads, GPU and versions the fit time was measured with), ``restarts`` (with
+        ``fit_options.restarts``: the abandoned attempts and the kept attempt's seed), ``best_of``
+        (with ``fit_options.best_of``: every candidate's training score and the seed kept),
+        ``polish`` (with ``fit_options.polish``: the training scores before and after the second
+        stage, and whether it was kept), ``trend``
         (:func:`~dsident.inference.training_trend.training_trend`, for a fit that scored free runs:
         whether it was still improving when it stopped), and ``late``
         (:func:`.late_run.point_regime`: the verdict, largest exponent and late-stretch scores of
@@ -483,7 +484,8 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     data["status"] = ("point", np.array([str(r.get("status")) for r in records], dtype=object).astype(str))
     data["error"] = ("point", np.array([str(r.get("error") or "") for r in records], dtype=object).astype(str))
     # where each point was fitted: its fit time means little without it (.machine)
-    data["machine"] = ("point", np.array([record_machine(r) for r in records], dtype=object).astype(str))
+    data["machine"] = ("point", np.array([record_machine(r) for r in records], dtype=object)
+                       .astype(str))
     coords: dict[str, Any] = {"point": np.array([str(r.get("point_id")) for r in records], dtype=object).astype(str)}
     for key in ("dataset", "model", "method"):
         coords[key] = ("point", np.array([str(r.get("config", {}).get(key)) for r in records], dtype=object).astype(str))
