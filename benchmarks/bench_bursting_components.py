@@ -25,11 +25,13 @@ compared window), so a model's error can be set beside the parameter error it re
 and so its attractor, is exactly the true one; only where the samples fall on each spike moves.
 Each line prints ε, the burst period in samples, D_stsp and the coverage, then how many of the
 K steps score above 3× the floor (session 42: ε = −0.05 % scores 1.82, more than any fitted
-cell's median).
+cell's median). ``--bins 30 20 15 10`` then rescores the same K runs on coarser grids, each
+against 3× the mean score of three other true stretches on that grid (whether fewer bins make
+the score indifferent to the sampling step: session 42, they do not).
 
 Run (about 1 minute; the scan ≈ 3 s a step)::
 
-    python benchmarks/bench_bursting_components.py [--points POINT_DIR ...] [--dt-scan 41]
+    python benchmarks/bench_bursting_components.py [--points POINT_DIR ...] [--dt-scan 41 [--bins 30 20 15 10]]
 """
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def main() -> None:
     parser.add_argument("--dt-scan", type=int, default=0, metavar="K",
                         help="also score the unchanged neuron sampled at K steps 0.5·(1 + ε) ms")
     parser.add_argument("--dt-range", type=float, default=0.002, help="the scan's largest |ε| (default 0.002)")
+    parser.add_argument("--bins", type=int, nargs="*", default=[], metavar="N",
+                        help="with --dt-scan: rescore its runs with N bins per channel, for each N given")
     args = parser.parse_args()
 
     train, test = load("bursting_neuron", split="train"), load("bursting_neuron", split="test")
@@ -106,28 +110,48 @@ def main() -> None:
             raise SystemExit(f"the re-simulated neuron scores {d:.3f}, the shipped train stretch {own:.3f}")
         row(name, x, d)
     if args.dt_scan:
-        dt_scan(truth, mean, std, args.dt_scan, args.dt_range, 3 * float(fl["state_space_divergence"].mean()))
+        runs = dt_scan(truth, mean, std, args.dt_scan, args.dt_range, 3 * float(fl["state_space_divergence"].mean()))
+        others = [test["x"].values[0, args.length:2 * args.length], stretch,
+                  train["x"].values[0, 20_000:20_000 + args.length]]
+        for n_bins in args.bins:
+            bins_row(truth, others, runs, n_bins)
     for path in _generated_files(args.points):
         x = xr.open_dataset(path, engine="h5netcdf")["x"].values[0, :, :3]
         x = x[np.all(np.isfinite(x), axis=1)][: args.length]
         row(os.path.basename(os.path.dirname(path))[-36:], x, float(metrics.state_space_divergence(truth, x)))
 
 
-def dt_scan(truth: np.ndarray, mean: np.ndarray, std: np.ndarray, k: int, largest: float, bar: float) -> None:
-    """Score the unchanged neuron sampled every DT · (1 + ε) for ``k`` values of ε in ±``largest``."""
+def dt_scan(truth: np.ndarray, mean: np.ndarray, std: np.ndarray, k: int, largest: float,
+            bar: float) -> list[np.ndarray]:
+    """Score the unchanged neuron sampled every DT · (1 + ε) for ``k`` values of ε in ±``largest``.
+
+    Returns the ``k`` runs (time, 3) in z-units, for :func:`bins_row`.
+    """
     system = get_system("bursting_neuron")
-    above = 0
+    above, runs = 0, []
     print(f"\nthe true flow at other sampling steps (3× the floor: {bar:.3f})\n{'ε':>9s} {'period':>7s} "
           f"{'D_stsp':>7s} {'coverage':>8s}")
     for eps in np.linspace(-largest, largest, k):
         traj = simulate(system, len(truth), DT * (1 + eps), x0=np.array(system.default_x0),
                         transient=TRANSIENT_MS + 5_000.0)
         x = (traj - mean) / std
+        runs.append(x)
         d = float(metrics.state_space_divergence(truth, x))
         above += d > bar
         print(f"{eps:+9.5f} {burst_stats(x)['period']:7.1f} {d:7.3f} {metrics.state_space_coverage(truth, x):8.4f}",
               flush=True)
     print(f"{above} of {k} sampling steps score above 3× the floor")
+    return runs
+
+
+def bins_row(truth: np.ndarray, others: list[np.ndarray], runs: list[np.ndarray], n_bins: int) -> None:
+    """The scan's runs rescored with ``n_bins`` per channel, against 3× the true stretches' mean there."""
+    ref = [float(metrics.state_space_divergence(truth, o, n_bins=n_bins)) for o in others]
+    d = np.array([metrics.state_space_divergence(truth, x, n_bins=n_bins) for x in runs])
+    bar = 3 * float(np.mean(ref))
+    print(f"{n_bins:3d} bins: other true stretches {', '.join(f'{r:.3f}' for r in ref)}; sampling steps median "
+          f"{np.median(d):.3f}, upper quartile {np.percentile(d, 75):.3f}, max {d.max():.3f}; "
+          f"{int((d > bar).sum())} of {len(runs)} above 3× the stretches' mean ({bar:.3f})", flush=True)
 
 
 def _generated_files(points: list[str]) -> list[str]:
