@@ -35,23 +35,12 @@ from dsident import datasets
 from dsident.metrics import state_space_coverage, state_space_divergence, state_space_projections
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_rplrnn_bursting import spike_times  # noqa: E402  (one spike detector for the bursting benchmarks)
+from bench_rplrnn_bursting import burst_groups  # noqa: E402  (one burst rule for the bursting benchmarks)
 
-#: the scored length; a gap of more than GAP_FACTOR median inter-spike intervals ends a burst
+#: the scored length
 LENGTH = 10_000
-GAP_FACTOR = 3
 #: samples after a burst's last spike still counted as the burst (the spike's fall)
 TAIL = 10
-
-
-def bursts(v: np.ndarray) -> list[np.ndarray]:
-    """Spike indices of each complete burst of a voltage trace (time,) in z-units (both gaps seen)."""
-    sp = spike_times(v)
-    if sp.size < 3:
-        return []
-    isi = np.diff(sp)
-    groups = np.split(sp, np.flatnonzero(isi > GAP_FACTOR * np.median(isi)) + 1)
-    return groups[1:-1]
 
 
 def burst_shape(x: np.ndarray, n_spikes: int | None = None) -> dict[str, object]:
@@ -61,7 +50,7 @@ def burst_shape(x: np.ndarray, n_spikes: int | None = None) -> dict[str, object]
     common count). Returns ``in_burst`` (time,) bool, ``spb``, ``period``, ``period_std``,
     ``times`` (mean spike times from the burst's first spike) and ``h`` (mean h at each spike).
     """
-    groups = bursts(x[:, 0])
+    groups = burst_groups(x[:, 0])[1:-1]                  # the complete bursts
     in_burst = np.zeros(len(x), bool)
     for g in groups:
         in_burst[g[0]:g[-1] + TAIL] = True

@@ -52,7 +52,7 @@ from dsident.experiments.scoring import evaluate_model
 # the spike and regime helpers of the Laplace-EM bursting benchmark (one implementation)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_ecg_tf import compared_window  # noqa: E402
-from bench_rplrnn_bursting import regime, spike_times  # noqa: E402
+from bench_rplrnn_bursting import burst_groups, regime, spike_times  # noqa: E402
 
 CELL = ("bursting_neuron", "shplrnn", "teacher-forcing")
 
@@ -72,14 +72,12 @@ def burst_stats(x: np.ndarray) -> dict[str, Any]:
                            "spb_cv": np.nan, "period": np.nan, "period_cv": np.nan}
     if out["regime"] == "diverged":
         return out
-    sp = spike_times(x[:, 0])
-    out["n_spikes"] = int(sp.size)
-    if sp.size < 3:
+    out["n_spikes"] = int(spike_times(x[:, 0]).size)
+    groups = burst_groups(x[:, 0])
+    if not groups:
         return out
-    isi = np.diff(sp)
-    gap = np.flatnonzero(isi > 3 * np.median(isi))  # gap k lies between spike k and k + 1
-    starts = sp[gap + 1]                             # first spike of every burst after a gap
-    counts = np.diff(gap)                            # spikes of the bursts between two gaps
+    starts = np.array([g[0] for g in groups[1:]], dtype=int)   # first spike of every burst after a gap
+    counts = np.array([len(g) for g in groups[1:-1]], dtype=int)  # spikes of the bursts between two gaps
     out["n_bursts"] = int(counts.size)
     if counts.size >= 2:
         out["spikes_per_burst"] = float(np.median(counts))

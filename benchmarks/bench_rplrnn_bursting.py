@@ -59,6 +59,24 @@ def spike_times(v: np.ndarray) -> np.ndarray:
     return find_peaks(v, height=1.0, prominence=0.3)[0]
 
 
+#: an inter-spike interval longer than this many median intervals separates two bursts
+BURST_GAP = 3
+
+
+def burst_groups(v: np.ndarray) -> list[np.ndarray]:
+    """The spike indices of a voltage trace (time,) in z-units, split into bursts at long gaps.
+
+    The first and last groups may be cut off by the trace's ends; ``[1:-1]`` are the complete
+    bursts, and every group after the first begins with a burst's first spike. No group for
+    fewer than three spikes.
+    """
+    sp = spike_times(v)
+    if sp.size < 3:
+        return []
+    isi = np.diff(sp)
+    return np.split(sp, np.flatnonzero(isi > BURST_GAP * np.median(isi)) + 1)
+
+
 def regime(x: np.ndarray) -> str:
     """Regime of an orbit (time, channel) in z-units, judged on its voltage channel (channel 0)."""
     if not np.all(np.isfinite(x)) or np.abs(x).max() >= 10:
