@@ -368,3 +368,16 @@ def test_a_file_that_is_not_netcdf_is_named_when_read_as_one(tmp_path):
     ds = as_dataset(np.arange(12.0).reshape(6, 2), dt=0.5)
     save_dataset(ds, tmp_path / "real.nc")
     assert np.array_equal(load_data(str(tmp_path / "real.nc"))["x"].values, ds["x"].values)
+
+
+def test_a_word_in_a_csv_is_refused_not_masked(tmp_path):
+    # genfromtxt reads "x" as NaN; masking it would drop a typo from the fit without a word
+    path = tmp_path / "typo.csv"
+    path.write_text("a,b\n1,2\n3,x\n5,6\n")
+    with pytest.raises(ValueError, match=r"'typo.csv': data row 2, column 2 holds 'x', which is not a number"):
+        load_any(path, dt=0.1)
+    # the marks of a missing sample still read as masked samples, with or without a header
+    for text in ("1,NA\n,2\n3,nan\n4,N/A\n5,6\n", "a,b\n1,NA\n,2\n3,nan\n4,N/A\n5,6\n"):
+        path.write_text(text)
+        x = load_any(path, dt=0.1)["x"].values[0]
+        assert np.isnan(x).sum() == 4 and x[4, 1] == 6.0

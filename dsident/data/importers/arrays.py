@@ -172,6 +172,7 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
         raise ValueError(f"{path.name!r} is not a table with the same number of columns on every row "
                          f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
                          "column.") from err
+    _refuse_words(path, table, delimiter, skip=1 if header else 0)
     sample_time = None
     if time_column is not None:
         if isinstance(time_column, str):
@@ -188,6 +189,29 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
         if header:
             header = [h for i, h in enumerate(header) if i != col]
     return table, header, sample_time
+
+
+#: fields a text table may use to mark a missing sample (compared lower-case, stripped)
+_MISSING_WORDS = frozenset({"", "nan", "na", "n/a"})
+
+
+def _refuse_words(path: Path, table: np.ndarray, delimiter: str | None, skip: int) -> None:
+    """Refuse a text table whose NaN cells came from words rather than missing-sample marks.
+
+    genfromtxt reads any field it cannot parse ("1.2.3", "x", "12 mV") as NaN, which the package
+    then masks as a missing sample: a typo would be silently dropped from the fit.
+    """
+    if not np.isnan(table).any():
+        return
+    raw = np.genfromtxt(path, delimiter=delimiter, skip_header=skip, dtype=str, ndmin=2,
+                        autostrip=True, filling_values="")
+    rows, cols = np.nonzero(np.isnan(table))
+    for r, c in zip(rows, cols):
+        field = str(raw[r, c]).strip().strip('"')
+        if field.lower() not in _MISSING_WORDS:
+            raise ValueError(f"{path.name!r}: data row {r + 1}, column {c + 1} holds {field!r}, which is not a "
+                             "number; mark a missing sample with an empty field, NaN or NA, and remove or fix "
+                             "any other text (units belong in the header).")
 
 
 def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
@@ -349,7 +373,7 @@ def _transpose(arr: np.ndarray, dims: Sequence[str] | None, *, allow_trial: bool
 
 
 def _is_number(text: str) -> bool:
-    if text == "" or text.lower() == "nan":
+    if text.lower() in _MISSING_WORDS:
         return True
     try:
         float(text)
