@@ -35,7 +35,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .experiments.inputs import load_data, load_test
 
         start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
-        start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"))
+        start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"),
+                               channels=getattr(est, "channel_names_", None) or None)
         x0 = first_observation(start_data)
         if x0 is None:
             raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")

@@ -497,7 +497,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     dt = s.get("dt") or cfg.get("dt")
     before = load_data(s["before"], split="train", dt=dt) if s.get("before") else None
-    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before)
+    channels = getattr(est, "channel_names_", None) or None
+    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before, channels=channels)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")

@@ -492,7 +492,8 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
     x = datasets.load("lorenz63", split="test")["x"].values[0, :300, :2]
     np.save(tmp_path / "two.npy", x)
     assert main(["evaluate", str(fitted), str(tmp_path / "two.npy"), "--dt", "0.01", "--out", str(tmp_path / "e")]) == 2
-    assert "`test` has 2 channel(s) but the model observes 3" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "two.npy' have 2 channel(s) ['x0', 'x1'], but the model was fitted on 3: ['x', 'y', 'z']" in err
 
 
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])

@@ -413,3 +413,27 @@ def test_an_unknown_edge_mode_is_named():
         add_slow_channels(as_dataset(x, dt=DT), 0.5, edges="mirror")
     with pytest.raises(ValueError, match=r"`slow_channels.edges` must be one of .*got 'mirror'"):
         check_slow_channels({"cutoff": 0.5, "edges": "mirror"})
+
+
+def test_load_test_refuses_test_data_whose_channels_are_not_the_fits(tmp_path):
+    from dsident.experiments.inputs import load_data, load_test, slow_channels_for_fit
+
+    x, _ = _two_tone(12_000)
+    np.save(tmp_path / "rec.npy", x)
+    np.save(tmp_path / "three.npy", np.concatenate([x, x[:, :1]], axis=1))
+    train = load_data(str(tmp_path / "rec.npy"), dt=DT)
+    fitted, slow = slow_channels_for_fit(train, {"cutoff": 0.5})
+    cfg = {"dataset": str(tmp_path / "rec.npy"), "slow_channels": slow}
+    names = [str(c) for c in fitted["channel"].values]          # x0, x1 and the two slow channels
+    # the slow channels the fit adds are not asked of the test data
+    got = load_test(str(tmp_path / "rec.npy"), cfg, dt=DT, channels=names)
+    assert [str(c) for c in got["channel"].values] == names
+    with pytest.raises(ValueError, match=r"three.npy' have 3 channel\(s\).*fitted on 2: \['x0', 'x1'\] \(and adds"):
+        load_test(str(tmp_path / "three.npy"), cfg, dt=DT, channels=names)
+    # without slow channels every channel is the data's
+    with pytest.raises(ValueError, match=r"have 3 channel\(s\).*fitted on 2: \['x0', 'x1'\]; give"):
+        load_test(str(tmp_path / "three.npy"), {}, dt=DT, channels=["x0", "x1"])
+    # the slow channels' source channel must be there by name
+    renamed = as_dataset(x, dt=DT, channel_names=["a", "b"])
+    with pytest.raises(ValueError, match=r"channel 'x0', which test data .* lack \(channels \['a', 'b'\]\)"):
+        load_test(renamed, cfg, channels=names)

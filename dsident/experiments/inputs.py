@@ -226,7 +226,7 @@ def continues(test: xr.Dataset, train: xr.Dataset) -> bool:
 
 
 def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: float | None = None,
-              before: xr.Dataset | None = None) -> xr.Dataset:
+              before: xr.Dataset | None = None, channels: list[str] | None = None) -> xr.Dataset:
     """The test data ``spec`` in the fit's units and channels (:func:`in_fit_units`), cut to its
     first ``length`` samples.
 
@@ -252,13 +252,22 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
         Sampling step of plain array files.
     before : xarray.Dataset, optional
         The recording just before the test data, in raw units.
+    channels : list of str, optional
+        The channels the model was fitted on (an estimator's ``channel_names_``, slow channels
+        included); the test data must have as many, less the slow channels the fit adds.
 
     Returns
     -------
     xarray.Dataset
         ``x(trial, time, channel)`` as the model saw its training data.
+
+    Raises
+    ------
+    ValueError
+        The test data's channels do not fit ``channels`` or the fit's slow-channel source.
     """
     test = load_data(spec, split="test", dt=dt)
+    _check_test_channels(test, spec, cfg, channels)
     source = cfg.get("dataset")
     if (before is None and isinstance(cfg.get("slow_channels"), dict) and isinstance(source, (str, Path))
             and (not is_path_like(str(source)) or Path(source).is_file())):
@@ -275,6 +284,23 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
                       stacklevel=2)
     out = in_fit_units(test, cfg, before=before)
     return out if length is None else cut(out, int(length))
+
+
+def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], channels: list[str] | None) -> None:
+    """Refuse test data whose channels cannot be the fit's, naming both sides."""
+    got = [str(c) for c in test["channel"].values]
+    slow = cfg.get("slow_channels") if isinstance(cfg.get("slow_channels"), dict) else None
+    what = spec if isinstance(spec, (str, Path)) else "the test data"
+    if channels is not None:
+        expected = [str(c) for c in channels][:-2] if slow else [str(c) for c in channels]
+        if len(got) != len(expected):
+            extra = " (and adds its two slow channels itself)" if slow else ""
+            raise ValueError(f"test data {str(what)!r} have {len(got)} channel(s) {got}, but the model was fitted on "
+                             f"{len(expected)}: {expected}{extra}; give test data with the fit's channels.")
+    source = slow.get("channel") if slow else None
+    if isinstance(source, str) and source not in got:
+        raise ValueError(f"the fit adds slow channels from its training data's channel {source!r}, which test data "
+                         f"{str(what)!r} lack (channels {got}); give the test data the fit's channel names.")
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
