@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from dsident.experiments import config as cfgmod
-from dsident.experiments import runner, sweep, tables
+from dsident.experiments import benchmark, runner, sweep, tables
 from dsident.experiments.config import load_config_file, resolve_config
 
 # ---------------------------------------------------------------------------------------------
@@ -201,15 +201,30 @@ def _grid(explode_second=True):
 
 
 def test_expand_grid_places_keys_and_counts_points():
-    configs, keys = sweep.expand_grid({"dataset": "lorenz63", "model": "rplrnn"},
-                                      {"seed": [0, 1, 2], "tau": [0.0, 10.0], "fit_options.n_iter": [3]})
-    assert len(configs) == 6 and keys == ["seed", "tau", "n_iter"]
+    base = {"dataset": "lorenz63", "model": "rplrnn", "method": "laplace-em"}
+    configs, keys = sweep.expand_grid(base, {"seed": [0, 1, 2], "tau": [0.0, 10.0], "fit_options.n_iter_lds": [3]})
+    assert len(configs) == 6 and keys == ["seed", "tau", "n_iter_lds"]
     assert {c["seed"] for c in configs} == {0, 1, 2}
     assert {c["model_params"]["tau"] for c in configs} == {0.0, 10.0}
-    assert all(c["fit_options"]["n_iter"] == 3 for c in configs)
+    assert all(c["fit_options"]["n_iter_lds"] == 3 for c in configs)
     assert len({runner.point_id(c) for c in configs}) == 6
     with pytest.raises(ValueError, match="non-empty list"):
-        sweep.expand_grid({"dataset": "lorenz63", "model": "rplrnn"}, {"seed": []})
+        sweep.expand_grid(base, {"seed": []})
+
+
+def test_a_grid_with_an_option_its_method_lacks_is_refused_before_any_fit(tmp_path):
+    # the same option is an engine option of Laplace-EM and a typo for teacher forcing
+    base = {"dataset": "lorenz63", "model": "rplrnn", "method": "teacher-forcing"}
+    with pytest.raises(ValueError, match=r"'teacher-forcing' does not accept the engine option\(s\) \['n_iter_lds'\]"):
+        sweep.run_sweep({**base, "grid": {"seed": [0, 1], "fit_options.n_iter_lds": [3]}}, out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"PLRNN does not accept the hyperparameter\(s\) \['taux'\]"):
+        sweep.run_sweep({**base, "grid": {"seed": [0], "model_params.taux": [1.0]}}, out=tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()      # refused before any folder
+    with pytest.raises(ValueError, match=r"does not accept the engine option\(s\) \['n_epoch'\]"):
+        benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2, overrides={"fit_options": {"n_epoch": 3}})
+    # spelt right, the same grid resolves
+    assert len(benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2,
+                                           overrides={"fit_options": {"n_epochs": 3}})) == 2
 
 
 def test_failed_point_is_recorded_and_rerun_skips_done_points(tmp_path):
@@ -470,3 +485,14 @@ def test_every_measured_cell_builds_without_dropping_settings(cell):
         assert getattr(est, key) == value, key
     for key, value in cfgmod.PAIR_DEFAULTS[cell].get("fit_options", {}).items():
         assert options[key] == value, key
+
+
+@pytest.mark.parametrize("name,text,kind", [("bad.toml", 'datasets = ["lorenz63"\n', "TOML"),
+                                            ("bad.json", '{"seeds": 2,}', "JSON"),
+                                            ("bad.yaml", "seeds: [1, 2\nmodels: 3\n", "YAML")])
+def test_a_config_file_that_does_not_parse_is_named(tmp_path, name, text, kind):
+    if kind == "YAML":
+        pytest.importorskip("yaml")
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=rf"config file '.*{name}' is not valid {kind}: .*(line|document)"):
+        load_config_file(tmp_path / name)

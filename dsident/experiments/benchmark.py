@@ -35,7 +35,7 @@ from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectr
 from .config import PRESETS, default_method, resolve_config
 from .machine import cpu_model
 from .registry import available_models, check_model_name
-from .runner import point_id, records_to_dataset, run_grid
+from .runner import check_run_options, point_id, records_to_dataset, run_grid
 from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
                      markdown_table, regime_table, starts_table, trend_note)
 
@@ -65,6 +65,7 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
                     ov = {**(overrides or {}), "seed": seed}
                     out.append(resolve_config(dataset, model, method, overrides=ov,
                                               preset="quick" if quick else None))
+    check_run_options(out)
     return out
 
 

@@ -761,14 +761,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"config file {str(path)!r} does not exist.")
     suffix = path.suffix.lower()
-    if suffix == ".toml":
-        data = _load_toml(path)
-    elif suffix in (".yaml", ".yml"):
-        data = _load_yaml(path)
-    elif suffix == ".json":
-        data = json.loads(path.read_text())
-    else:
+    readers = {".toml": ("TOML", _load_toml), ".yaml": ("YAML", _load_yaml), ".yml": ("YAML", _load_yaml),
+               ".json": ("JSON", lambda p: json.loads(p.read_text()))}
+    if suffix not in readers:
         raise ValueError(f"config file {str(path)!r} must end in .toml, .yaml, .yml or .json; got {suffix!r}.")
+    kind, read = readers[suffix]
+    try:
+        data = read(path)
+    except ValueError as err:
+        # the parsers' own messages say where ("line 3, column 1") but not which file
+        if str(err).startswith(("reading the ", "config file ")):
+            raise
+        raise ValueError(f"config file {str(path)!r} is not valid {kind}: {err}.") from err
+    except Exception as err:                   # yaml.YAMLError is not a ValueError
+        if type(err).__module__.split(".")[0] != "yaml":
+            raise
+        raise ValueError(f"config file {str(path)!r} is not valid {kind}: {' '.join(str(err).split())}.") from err
     if not isinstance(data, dict):
         raise ValueError(f"config file {str(path)!r} must hold a table of settings at the top level; "
                          f"got {type(data).__name__}.")

@@ -97,6 +97,20 @@ def build_estimator(cfg: Mapping[str, Any]) -> tuple[Any, dict[str, Any], list[s
     return cls(**params), options, [f"model_params.{k}" for k in dropped_p] + [f"fit_options.{k}" for k in dropped_o]
 
 
+def check_run_options(configs: Iterable[Mapping[str, Any]]) -> None:
+    """Refuse, before anything is fitted, a grid whose configurations name a hyperparameter or
+    engine option their model or method does not take (:func:`build_estimator`'s check): a typo
+    such as ``n_epoch`` would otherwise fail every point of the grid one by one."""
+    seen: set[tuple] = set()
+    for cfg in configs:
+        user = cfg.get("user_keys", {})
+        key = (cfg["model"], cfg["method"], tuple(sorted(user.get("model_params", ()))),
+               tuple(sorted(user.get("fit_options", ()))))
+        if key not in seen:
+            seen.add(key)
+            build_estimator(cfg)
+
+
 def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
     """Settings that depend on the data: an identity readout needs ``latent_dim`` ≥ channels.
 

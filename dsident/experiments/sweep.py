@@ -39,7 +39,7 @@ import xarray as xr
 
 from .config import RUN_KEYS, SCORING_KEYS, load_config_file, resolve_config, save_config
 from .machine import describe_machines
-from .runner import records_to_dataset, run_grid, run_point
+from .runner import check_run_options, records_to_dataset, run_grid, run_point
 from .tables import median_mad, regime_cell, _fmt
 
 #: keys of a sweep file besides the run configuration
@@ -335,6 +335,8 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     if not isinstance(file_slurm, Mapping):
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {file_slurm!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
+    if point_function is None:          # a replacement point function takes its own settings
+        check_run_options(configs)
     out = Path(out or data.get("out") or "dsident-results/sweep")
     out.mkdir(parents=True, exist_ok=True)
     save_config({"sweep": data}, out / "sweep_config.json")
