@@ -318,3 +318,26 @@ def test_a_time_budget_stops_the_search_between_batches_and_keeps_the_regions_vi
 def test_a_bad_time_budget_is_refused_by_name(budget):
     with pytest.raises(ValueError, match="time_budget"):
         analysis.fixed_points(multistable_plrnn(3, 4), time_budget=budget)
+
+
+@pytest.mark.parametrize("name,options", [("GatedNODE", {"hidden_dim": 16, "gate_hidden_dim": 16, "method": "rk4"}),
+                                          ("LTC", {"method": "rk4"})])
+def test_newton_eigenvalues_of_a_flow_are_those_of_its_step_over_dt(name, options):
+    # the analytic step Jacobian of continuous-time dynamics needs the step's dt; without it
+    # the reported eigenvalues were those of a step one time unit long (|1 + λ| instead of
+    # |exp(λ dt)|), and a stable point was printed as an unstable spiral
+    import scipy.linalg
+
+    from dsident import dynamics
+    from dsident.analysis.ct_tools import vector_field_jacobian
+
+    f, dt = getattr(dynamics, name)(3, seed=1, **options).double(), 0.05
+    res = analysis.newton_fixed_points(f, starts=np.random.default_rng(0).normal(size=(40, 3)), dt=dt, seed=0)
+    assert len(res) >= 1
+    for point, eig in zip(res.points[:, 0], res.eigenvalues):
+        z = torch.as_tensor(point)
+        step_jac = torch.func.jacrev(lambda v: f.step(v[None], None, dt)[0])(z).detach().numpy()
+        np.testing.assert_allclose(np.sort(np.abs(eig)), np.sort(np.abs(np.linalg.eigvals(step_jac))), atol=1e-9)
+        # independent route: RK4 over a short step is exp(J dt) of the vector field's Jacobian
+        flow = scipy.linalg.expm(vector_field_jacobian(f, point[None])[0] * dt)
+        np.testing.assert_allclose(np.sort(np.abs(eig)), np.sort(np.abs(np.linalg.eigvals(flow))), atol=1e-5)

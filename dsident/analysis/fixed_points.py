@@ -482,9 +482,13 @@ def cycles(model: Any, period: int, **options: Any) -> FixedPoints:
 # ----------------------------------------------------------------------------------------------
 # Generic dynamics: Newton's method from many starts
 # ----------------------------------------------------------------------------------------------
-def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tensor) -> torch.Tensor:
+def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tensor,
+                      dt: float | None = None) -> torch.Tensor:
+    """d step / d z at each row of ``z``, shape (B, M, M); ``dt`` is the step ``step`` takes
+    (an analytic ``jacobian`` of continuous-time dynamics needs it: without it, it is taken
+    over one time unit)."""
     if dyn is not None and type(dyn).jacobian is not LatentDynamics.jacobian:
-        return dyn.jacobian(z)
+        return dyn.jacobian(z, None, dt)
     return torch.func.vmap(torch.func.jacrev(lambda zi: step(zi[None])[0]))(z)
 
 
@@ -563,7 +567,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
             if not active.any():
                 break
             za, ga = z[active], g[active]
-            jac = _batched_jacobian(dyn_work if dyn is not None else None, step, za) - eye
+            jac = _batched_jacobian(dyn_work if dyn is not None else None, step, za, step_dt) - eye
             delta = torch.linalg.lstsq(jac, -ga[..., None]).solution[..., 0]
             # backtracking: halve the step while the residual grows (at most 10 times)
             lam = torch.ones(len(za), 1, dtype=torch.float64)
@@ -585,7 +589,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         pts = np.stack(points) if points else np.zeros((0, m))
         if len(pts):
             jac = _batched_jacobian(dyn_work if dyn is not None else None, step,
-                                    torch.as_tensor(pts, dtype=torch.float64)).numpy()
+                                    torch.as_tensor(pts, dtype=torch.float64), step_dt).numpy()
             eig = _sorted_eigenvalues(jac)
         else:
             eig = np.zeros((0, m), dtype=complex)
