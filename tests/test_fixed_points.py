@@ -123,10 +123,13 @@ def test_newton_works_for_non_piecewise_linear_dynamics_and_callables():
 
 
 def test_classify_eigenvalues():
-    lam = np.array([[0.5, 0.2], [1.5, 0.2], [1.5, 2.0], [0.3 + 0.4j, 0.3 - 0.4j], [1.0, 0.1]])
+    lam = np.array([[0.5, 0.2, 0.1], [1.5, 0.2, 0.1], [1.5, 2.0, 3.0], [0.3 + 0.4j, 0.3 - 0.4j, 0.1],
+                    [1.0, 0.1, 0.1], [4.8, 1.0, 0.5], [1.0, 2.0 + 1.0j, 2.0 - 1.0j]])
     stable, kind = analysis.classify_eigenvalues(lam)
-    assert stable.tolist() == [True, False, False, True, False]
-    assert kind == ["stable node", "saddle", "unstable node", "stable spiral", "marginal"]
+    assert stable.tolist() == [True, False, False, True, False, False, False]
+    # a neutral direction beside a growing one does not make a point marginal: it is unstable
+    assert kind == ["stable node", "saddle", "unstable node", "stable spiral", "marginal", "saddle",
+                    "unstable spiral"]
 
 
 def test_spectrum_statistics_by_hand():

@@ -58,7 +58,8 @@ class FixedPoints:
         All eigenvalues strictly inside the unit circle.
     kind : list of str, length n
         "stable node", "stable spiral", "unstable node", "unstable spiral", "saddle" or
-        "marginal" (an eigenvalue within 1e-6 of the unit circle).
+        "marginal" (an eigenvalue within 1e-6 of the unit circle and none outside it; a point
+        with a growing direction is a saddle or unstable whatever its neutral directions).
     regions : bool ndarray of shape (n, k, M) or None
         Sign patterns ``z > 0`` of the points (PLRNN only).
     period : int
@@ -133,12 +134,18 @@ def classify_eigenvalues(eigenvalues: np.ndarray, tol: float = _MARGINAL_TOL) ->
     kinds: list[str] = []
     for mod, lam in zip(modulus, eigenvalues):
         spiral = bool(np.any(np.abs(lam.imag) > 1e-12))
-        if np.any(np.abs(mod - 1.0) <= tol):
+        outside, on = mod > 1.0 + tol, np.abs(mod - 1.0) <= tol
+        # a direction that grows decides the type whatever the neutral ones do (the ODE-RFWP's
+        # fast weights give many eigenvalues of exactly 1); only without one is a point marginal
+        if outside.any():
+            if np.all(outside | on):
+                kinds.append("unstable spiral" if spiral else "unstable node")
+            else:
+                kinds.append("saddle")
+        elif on.any():
             kinds.append("marginal")
         elif np.all(mod < 1.0):
             kinds.append("stable spiral" if spiral else "stable node")
-        elif np.all(mod > 1.0):
-            kinds.append("unstable spiral" if spiral else "unstable node")
         else:
             kinds.append("saddle")
     return stable, kinds
