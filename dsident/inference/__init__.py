@@ -62,5 +62,8 @@ def check_engine_options(method: str, options: Mapping[str, Any], *, reserved: t
     unknown = sorted(set(options) - names)
     if unknown:
         accepted = sorted((names | set(also)) - set(reserved))
+        # the sampling step is the data's, not the fit's: say where it goes
+        hint = (" The sampling step belongs to the data: fit(dsident.as_dataset(x, dt=...))."
+                if set(unknown) & {"dt", "fs"} else "")
         raise ValueError(f"inference method {method!r} does not accept the option(s) {unknown}; "
-                         f"it accepts {accepted}.")
+                         f"it accepts {accepted}.{hint}")
