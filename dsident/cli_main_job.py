@@ -491,8 +491,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
                                         or s["starts"] < 1):
         raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
+    from .experiments.config import check_run_lengths
+
+    check_run_lengths({k: s.get(k) for k in ("eval_length", "pe_steps")})
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
+    check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     dt = s.get("dt") or cfg.get("dt")

@@ -496,6 +496,15 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
     assert "two.npy' have 2 channel(s) ['x0', 'x1'], but the model was fitted on 3: ['x', 'y', 'z']" in err
 
 
+@pytest.mark.parametrize("flags,match", [(["--eval-length", "-4"], "`eval_length` (--eval-length) must be"),
+                                         (["--pe-steps", "0"], "`pe_steps` (--pe-steps) must be"),
+                                         (["--eval-length", "15"], "`eval_length`=15 leaves no room for PE(20)")])
+def test_evaluate_refuses_lengths_it_cannot_score(fitted, tmp_path, capsys, flags, match):
+    out = tmp_path / "e"
+    assert main(["evaluate", str(fitted), "lorenz63", *flags, "--out", str(out)]) == 2
+    assert match in capsys.readouterr().err and not out.exists()
+
+
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])
 def test_a_worker_count_below_one_is_refused(verb, tmp_path):
     conf = tmp_path / "grid.toml"

@@ -496,3 +496,18 @@ def test_a_config_file_that_does_not_parse_is_named(tmp_path, name, text, kind):
     (tmp_path / name).write_text(text)
     with pytest.raises(ValueError, match=rf"config file '.*{name}' is not valid {kind}: .*(line|document)"):
         load_config_file(tmp_path / name)
+
+
+@pytest.mark.parametrize("overrides,match", [
+    ({"eval_length": -4}, r"`eval_length` \(--eval-length\) must be a whole number of samples >= 2; got eval_length=-4"),
+    ({"train_length": 0}, r"`train_length` \(--train-length\) must be .* got train_length=0"),
+    ({"pe_steps": 0}, r"`pe_steps` \(--pe-steps\) must be a whole number of steps ahead >= 1"),
+    ({"eval_length": 1000.5}, r"got eval_length=1000.5"),
+    ({"eval_length": 20, "pe_steps": 20}, r"`eval_length`=20 leaves no room for PE\(20\)"),
+])
+def test_lengths_that_cannot_be_scored_are_refused_before_a_fit(overrides, match):
+    # a negative length would have cut the series' end off (a slice), and a bad pe_steps was
+    # only found when the fitted model was scored
+    with pytest.raises(ValueError, match=match):
+        resolve_config("lorenz63", "shplrnn", "bptt", overrides=overrides)
+    assert resolve_config("lorenz63", "shplrnn", "bptt", overrides={"eval_length": 21, "pe_steps": 20})["eval_length"] == 21

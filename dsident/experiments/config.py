@@ -577,6 +577,26 @@ def check_test_starts(value: Any) -> int | None:
     return int(value)
 
 
+def check_run_lengths(cfg: Mapping[str, Any]) -> None:
+    """Refuse a ``train_length`` / ``eval_length`` that is not a whole number of samples >= 2,
+    a ``pe_steps`` below 1, and an ``eval_length`` too short for PE(``pe_steps``), before any
+    fit: ``dsident fit`` scores after fitting, and a negative length would cut the end off
+    instead of keeping the start."""
+    for key in ("train_length", "eval_length", "pe_steps"):
+        value = cfg.get(key)
+        low = 1 if key == "pe_steps" else 2
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            what = "steps ahead" if key == "pe_steps" else "samples"
+            raise ValueError(f"`{key}` (--{key.replace('_', '-')}) must be a whole number of {what} >= {low}; "
+                             f"got {key}={value!r}.")
+    eval_length, pe_steps = cfg.get("eval_length"), cfg.get("pe_steps")
+    if eval_length is not None and pe_steps is not None and eval_length <= pe_steps:
+        raise ValueError(f"`eval_length`={eval_length} leaves no room for PE({pe_steps}), which compares "
+                         f"{pe_steps}-step forecasts within the scored stretch; give eval_length > pe_steps.")
+
+
 def _merge(base: dict[str, Any], layer: Mapping[str, Any] | None) -> dict[str, Any]:
     """Overlay ``layer`` on ``base``; the nested tables model_params / fit_options merge key-wise."""
     out = copy.deepcopy(base)
@@ -706,6 +726,7 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
                         "fit_options": sorted((overrides.get("fit_options") or {}))}
     cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
     cfg["method"] = method
+    check_run_lengths(cfg)
     starts = check_test_starts(cfg.pop("test_starts", None))
     if starts is not None:
         cfg["test_starts"] = starts
