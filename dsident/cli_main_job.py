@@ -638,8 +638,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """``dsident sweep CONFIG [--engine process|dask|slurm] [--scheduler ADDRESS]``."""
     _threads(args)
     _check_workers(args.workers)
-    from .experiments.sweep import run_sweep
+    from .experiments.sweep import plan_sweep, run_sweep
 
+    if getattr(args, "dry_run", False):
+        _say(plan_sweep(args.sweep_config, out=args.out))
+        _say("[dsident] dry run: nothing was fitted or written")
+        return 0
     try:
         results, table = run_sweep(args.sweep_config, out=args.out, scheduler=args.scheduler,
                                    n_workers=args.workers, engine=args.engine,
@@ -738,6 +742,9 @@ def _build_benchmark(p: argparse.ArgumentParser) -> None:
 
 def _build_sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("sweep_config", metavar="CONFIG", help="TOML/YAML sweep file with a [grid] table")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the grid's combinations, the points already finished in the result folder and the "
+                        "expected fitting time, without fitting or writing anything")
     _add_engine_options(p)
     p.add_argument("--out", help="result folder (default: the file's `out`)")
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)

@@ -505,6 +505,16 @@ def test_evaluate_refuses_lengths_it_cannot_score(fitted, tmp_path, capsys, flag
     assert match in capsys.readouterr().err and not out.exists()
 
 
+def test_sweep_dry_run_lists_the_grid_and_writes_nothing(tmp_path, capsys):
+    conf = tmp_path / "grid.toml"
+    conf.write_text('dataset = "lorenz63"\nmodel = "shplrnn"\nmethod = "bptt"\n[grid]\nseed = [0, 1, 2]\n'
+                    'hidden_dim = [10]\n')
+    assert main(["sweep", str(conf), "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "| 10 | 0, 1, 2 | 0/3 |" in out and "3 points (1 combination)" in out
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])
 def test_a_worker_count_below_one_is_refused(verb, tmp_path):
     conf = tmp_path / "grid.toml"

@@ -511,3 +511,22 @@ def test_lengths_that_cannot_be_scored_are_refused_before_a_fit(overrides, match
     with pytest.raises(ValueError, match=match):
         resolve_config("lorenz63", "shplrnn", "bptt", overrides=overrides)
     assert resolve_config("lorenz63", "shplrnn", "bptt", overrides={"eval_length": 21, "pe_steps": 20})["eval_length"] == 21
+
+
+def test_sweep_dry_run_counts_finished_points_and_writes_nothing(tmp_path):
+    spec = {"dataset": "lorenz63", "model": "shplrnn", "method": "bptt",
+            "grid": {"seed": [0, 1], "hidden_dim": [20, 50], "fit_options.lr": [1e-3]}}
+    configs, _ = sweep.expand_grid(spec, spec["grid"])
+    # finish the two points with hidden_dim 20 (and nothing else) as a real sweep would
+    runner.run_grid([c for c in configs if c["model_params"]["hidden_dim"] == 20], tmp_path, progress=False,
+                    point_function=fake_point)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    plan = sweep.plan_sweep(spec, out=tmp_path)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    rows = [line for line in plan.splitlines() if line.startswith("| 20") or line.startswith("| 50")]
+    assert rows == ["| 20 | 0.001 | 0, 1 | 2/2 |", "| 50 | 0.001 | 0, 1 | 0/2 |"]
+    assert plan.splitlines()[0] == "| hidden_dim | lr | seeds | finished |"
+    assert "4 points (2 combinations)" in plan and "the 2 unfinished points" in plan
+    # the dry run refuses what the run would refuse
+    with pytest.raises(ValueError, match=r"does not accept the engine option\(s\) \['n_epoch'\]"):
+        sweep.plan_sweep({**spec, "fit_options": {"n_epoch": 2}}, out=tmp_path)

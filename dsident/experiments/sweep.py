@@ -27,6 +27,7 @@ runs the same jobs as local subprocesses). Results are gathered into one NetCDF 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
 import time
@@ -326,17 +327,8 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
         also written to ``out/sweep.nc`` and ``out/sweep.md``. Every point has its own folder
         ``out/points/<point_id>``.
     """
-    data = load_config_file(spec) if isinstance(spec, (str, Path)) else dict(spec)
-    unknown = sorted(set(data) - set(RUN_KEYS) - set(SWEEP_KEYS))
-    if unknown:
-        raise ValueError(f"unknown sweep key(s) {unknown}; expected run keys {list(RUN_KEYS)} "
-                         f"or {list(SWEEP_KEYS)}.")
+    data, configs, swept = _read_sweep(spec, check_options=point_function is None)
     file_slurm = data.get("slurm", {})
-    if not isinstance(file_slurm, Mapping):
-        raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {file_slurm!r}.")
-    configs, swept = expand_grid(data, data.get("grid", {}))
-    if point_function is None:          # a replacement point function takes its own settings
-        check_run_options(configs)
     out = Path(out or data.get("out") or "dsident-results/sweep")
     out.mkdir(parents=True, exist_ok=True)
     save_config({"sweep": data}, out / "sweep_config.json")
@@ -361,6 +353,62 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     table = sweep_table(results, [k for k in swept if k != "seed"])
     (out / "sweep.md").write_text(table)
     return results, table
+
+
+def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = True
+                ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The sweep file's settings, its points' resolved configurations and the swept key names;
+    ``check_options``: refuse model_params / fit_options a point's model or method lacks."""
+    data = load_config_file(spec) if isinstance(spec, (str, Path)) else dict(spec)
+    unknown = sorted(set(data) - set(RUN_KEYS) - set(SWEEP_KEYS))
+    if unknown:
+        raise ValueError(f"unknown sweep key(s) {unknown}; expected run keys {list(RUN_KEYS)} "
+                         f"or {list(SWEEP_KEYS)}.")
+    if not isinstance(data.get("slurm", {}), Mapping):
+        raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
+    configs, swept = expand_grid(data, data.get("grid", {}))
+    if check_options:          # a replacement point function takes its own settings
+        check_run_options(configs)
+    return data, configs, swept
+
+
+def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = None) -> str:
+    """What :func:`run_sweep` would run, without fitting or writing anything.
+
+    Returns
+    -------
+    str
+        A Markdown table, one row per combination of the swept keys (seeds pooled): its values,
+        the seeds, and how many of its points are already finished in ``out`` (a re-run skips
+        them); then the number of points, the result folder and the expected fitting time of
+        the unfinished points where the settings were measured
+        (:func:`~dsident.experiments.benchmark.describe_expected_time`).
+    """
+    from .benchmark import describe_expected_time
+    from .runner import is_done
+
+    data, configs, swept = _read_sweep(spec)
+    out = Path(out or data.get("out") or "dsident-results/sweep")
+    keys = [k for k in data.get("grid", {}) if k.rpartition(".")[2] != "seed"]
+    names = [k.rpartition(".")[2] for k in keys]
+
+    def value(cfg: Mapping[str, Any], key: str) -> Any:
+        table, _, name = key.rpartition(".")
+        if table in ("model_params", "fit_options"):
+            return cfg[table].get(name)
+        return cfg[key] if key in RUN_KEYS else cfg["model_params"].get(key)
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for cfg in configs:
+        rows.setdefault(json.dumps([value(cfg, k) for k in keys], default=str), []).append(cfg)
+    lines = ["| " + " | ".join([*names, "seeds", "finished"]) + " |", "|" + "---|" * (len(names) + 2)]
+    for combo, points in rows.items():
+        done = sum(is_done(c, out) for c in points)
+        lines.append("| " + " | ".join([*(str(v) for v in json.loads(combo)),
+                                         ", ".join(str(c["seed"]) for c in points), f"{done}/{len(points)}"]) + " |")
+    lines += ["", f"{len(configs)} point{'s' * (len(configs) != 1)} ({len(rows)} combination{'s' * (len(rows) != 1)}) → {out}.", "",
+              describe_expected_time(configs, out)]
+    return "\n".join(lines)
 
 
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
