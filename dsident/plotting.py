@@ -218,6 +218,19 @@ def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
     return np.asarray(power_spectrum(arr, sigma=sigma), dtype=float).reshape(-1, arr.shape[1])
 
 
+def _run_spectra(arr: np.ndarray, sigma: float, dt: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Smoothed spectra (freq, channel) of a generated run and their frequencies; None when it
+    has fewer than two finite samples (a free run that diverged at once has no spectrum)."""
+    n_finite = int(np.isfinite(arr).all(axis=1).sum()) if arr.size else 0
+    if n_finite < 2:
+        return None
+    q = _smoothed_spectra(arr, sigma)
+    return q, np.fft.rfftfreq(n_finite, d=dt)[: q.shape[0]]
+
+
+_NO_SPECTRUM = "generated: no finite samples\n(the free run diverged)"
+
+
 def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float = 20.0,
                        max_frequency: float | None = None, title: str | None = None,
                        save: str | Path | None = None) -> Figure:
@@ -234,11 +247,7 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
     x, names, dt = _series(true, argname="true")
     p = _smoothed_spectra(x, sigma)
     freqs = np.fft.rfftfreq(int(np.isfinite(x).all(axis=1).sum()), d=dt)[: p.shape[0]]
-    q = None
-    if generated is not None:
-        g = _series(generated, argname="generated")[0]
-        q = _smoothed_spectra(g, sigma)
-        fq = np.fft.rfftfreq(int(np.isfinite(g).all(axis=1).sum()), d=dt)[: q.shape[0]]
+    run = None if generated is None else _run_spectra(_series(generated, argname="generated")[0], sigma, dt)
     if max_frequency is None:
         cum = np.cumsum(p.mean(axis=1))
         max_frequency = float(freqs[min(np.searchsorted(cum, 0.999 * cum[-1]), len(freqs) - 1)]) or float(freqs[-1])
@@ -249,9 +258,11 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         ax = fig.add_subplot(math.ceil(shown / 3), min(shown, 3), i + 1)
         keep = freqs <= max_frequency
         ax.plot(freqs[keep], p[keep, i], label="data", color="0.3")
-        if q is not None:
-            keep_g = fq <= max_frequency
-            ax.plot(fq[keep_g], q[keep_g, i], label="generated", color="tab:red")
+        if run is not None:
+            q, fq = run
+            ax.plot(fq[fq <= max_frequency], q[fq <= max_frequency, i], label="generated", color="tab:red")
+        elif generated is not None and i == 0:
+            ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
         ax.set_title(names[i])
         ax.set_xlabel("frequency (1 / time unit)")
     fig.axes[0].set_ylabel("normalised power")
@@ -315,13 +326,16 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         ax.set_title(label)
     ax = fig.add_subplot(2, 3, 3)
     p = _smoothed_spectra(x[:, :1], 20.0)[:, 0]
-    q = _smoothed_spectra(g[:, :1], 20.0)[:, 0]
     f = np.fft.rfftfreq(int(np.isfinite(x[:, :1]).all(axis=1).sum()), d=dt)[: len(p)]
-    fg = np.fft.rfftfreq(int(np.isfinite(g[:, :1]).all(axis=1).sum()), d=dt)[: len(q)]
     cum = np.cumsum(p)
     fmax = f[min(np.searchsorted(cum, 0.999 * cum[-1]), len(f) - 1)] or f[-1]
     ax.plot(f[f <= fmax], p[f <= fmax], color="0.3", label="data")
-    ax.plot(fg[fg <= fmax], q[fg <= fmax], color="tab:red", label="generated")
+    run = _run_spectra(g[:, :1], 20.0, dt)
+    if run is not None:
+        q, fg = run[0][:, 0], run[1]
+        ax.plot(fg[fg <= fmax], q[fg <= fmax], color="tab:red", label="generated")
+    else:       # the page still shows the data, and says why the run's curve is missing
+        ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
     ax.set_title(f"power spectrum, {names[0]}")
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)

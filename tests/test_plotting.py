@@ -84,6 +84,21 @@ def test_power_spectra_match_the_metrics_spectrum(pair):
     assert fig.axes[1].lines[0].get_ydata().sum() == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("func", [plotting.plot_attractor, plotting.plot_attractor_pairs,
+                                  plotting.plot_time_series, plotting.plot_power_spectra,
+                                  plotting.plot_reconstruction])
+def test_a_free_run_that_diverged_at_once_still_gets_its_figure(func, pair, tmp_path):
+    # `dsident fit` draws these after a fit; a run with no finite sample crashed it there
+    true, _ = pair
+    gone = true.assign(x=true["x"].copy(data=np.full(true["x"].shape, np.nan)))
+    fig = func(true, gone, save=tmp_path / "fig.png")
+    assert _is_png(tmp_path / "fig.png")
+    if func is plotting.plot_reconstruction:
+        spectrum = fig.axes[2]
+        assert [line.get_label() for line in spectrum.lines] == ["data"]
+        assert "diverged" in spectrum.texts[0].get_text()
+
+
 def test_ragged_padding_is_not_drawn():
     x = _lorenz_like(300)
     ds = as_dataset([x, x[:200]], dt=0.02)

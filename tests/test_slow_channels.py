@@ -437,3 +437,18 @@ def test_load_test_refuses_test_data_whose_channels_are_not_the_fits(tmp_path):
     renamed = as_dataset(x, dt=DT, channel_names=["a", "b"])
     with pytest.raises(ValueError, match=r"channel 'x0', which test data .* lack \(channels \['a', 'b'\]\)"):
         load_test(renamed, cfg, channels=names)
+
+
+def test_generated_runs_of_a_zscored_fit_with_slow_channels_go_back_to_data_units():
+    # `dsident generate` undoes the z-score; the two slow channels after the data's have no data
+    # units (a broadcast error before)
+    from dsident.experiments.inputs import to_data_units
+
+    cfg = {"zscore": {"channel": ["a", "b"], "mean": [10.0, -2.0], "std": [3.0, 0.5]},
+           "slow_channels": {"cutoff": 0.5, "scale": 1.0}}
+    z = np.random.default_rng(0).normal(size=(1, 50, 4))
+    back = to_data_units(z, cfg)
+    np.testing.assert_allclose(back[..., :2], z[..., :2] * [3.0, 0.5] + [10.0, -2.0])
+    np.testing.assert_array_equal(back[..., 2:], z[..., 2:])
+    assert not np.shares_memory(back, z)
+    np.testing.assert_allclose(to_data_units(z[..., :2], cfg), back[..., :2])       # no slow channels

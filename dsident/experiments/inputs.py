@@ -305,8 +305,12 @@ def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], chann
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
     """Observations of shape (..., channel) in the model's units mapped back to the data's
-    units (undoes the fit's ``zscore``; unchanged without one)."""
+    units (undoes the fit's ``zscore``; unchanged without one). The slow channels a fit adds
+    after the data's (``cfg["slow_channels"]``) have no data units and stay as they are."""
     scaling = cfg.get("zscore")
     if not isinstance(scaling, dict):
         return values
-    return np.asarray(values, dtype=float) * np.asarray(scaling["std"]) + np.asarray(scaling["mean"])
+    out = np.array(values, dtype=float)
+    n = len(scaling["mean"])
+    out[..., :n] = out[..., :n] * np.asarray(scaling["std"]) + np.asarray(scaling["mean"])
+    return out
