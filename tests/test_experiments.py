@@ -530,3 +530,26 @@ def test_sweep_dry_run_counts_finished_points_and_writes_nothing(tmp_path):
     # the dry run refuses what the run would refuse
     with pytest.raises(ValueError, match=r"does not accept the engine option\(s\) \['n_epoch'\]"):
         sweep.plan_sweep({**spec, "fit_options": {"n_epoch": 2}}, out=tmp_path)
+
+
+def test_grid_data_files_are_checked_before_the_first_point(tmp_path, monkeypatch):
+    from dsident.experiments.inputs import load_data
+
+    monkeypatch.chdir(tmp_path)
+    x = np.sin(np.arange(3000) * 0.05)[:, None] * [1.0, 2.0]
+    np.save("plain.npy", x)
+    np.savez("with_dt.npz", x=x, dt=0.05)
+    np.savez("without_dt.npz", x=x)
+    spec = {"model": "shplrnn", "method": "bptt", "grid": {"seed": [0, 1]}}
+    for name, match in [("missing.nc", "data file 'missing.nc' does not exist"),
+                        ("plain.npy", "'plain.npy' carries no sampling step, and a benchmark or sweep point"),
+                        ("without_dt.npz", "'without_dt.npz' carries no sampling step")]:
+        with pytest.raises(ValueError, match=match):
+            sweep.plan_sweep({**spec, "dataset": name})
+        with pytest.raises(ValueError, match=match):
+            benchmark.plan_benchmark(datasets=[name], models=["shplrnn"], methods=["bptt"], seeds=1, echo=None)
+    # a .npz that stores its step needs no `dt`, in a grid or alone
+    assert "2 points" in sweep.plan_sweep({**spec, "dataset": "with_dt.npz"})
+    assert load_data("with_dt.npz").attrs["dt"] == 0.05
+    with pytest.raises(ValueError, match="carries no sampling step: pass `dt`"):
+        load_data("without_dt.npz")

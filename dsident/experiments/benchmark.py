@@ -33,6 +33,7 @@ import xarray as xr
 
 from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
 from .config import PRESETS, default_method, resolve_config
+from .inputs import check_grid_datasets
 from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
@@ -199,6 +200,7 @@ def _grid(datasets: Sequence[str] | None, models: Sequence[str] | None, methods:
             raise ValueError("no model is available in this build of dsident: "
                              + "; ".join(f"{m}: {e.error}" for m, e in entries.items()))
     methods = methods or grid.get("methods")
+    check_grid_datasets(datasets)
     configs = benchmark_configs(datasets, models, methods, seeds, quick=quick, overrides=overrides)
     return datasets, list(models), methods, configs
 

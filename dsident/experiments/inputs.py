@@ -14,7 +14,7 @@ are used for their formats; this module only decides which loader a path needs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import xarray as xr
@@ -80,6 +80,39 @@ def cut(ds: xr.Dataset, length: int) -> xr.Dataset:
     return out
 
 
+#: plain array formats; of them only a .npz can store its sampling step (a `dt` or `fs` entry)
+PLAIN_SUFFIXES = (".npy", ".npz", ".csv", ".tsv", ".txt")
+
+
+def carries_step(path: Path) -> bool:
+    """False for a plain array file without its sampling step (any other format carries one or
+    a default its reader documents)."""
+    suffix = path.suffix.lower()
+    if suffix not in PLAIN_SUFFIXES:
+        return True
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as archive:
+            return bool({"dt", "fs"} & set(archive.files))
+    return False
+
+
+def check_grid_datasets(datasets: Iterable[Any]) -> None:
+    """Refuse, before a benchmark or sweep starts, a data file that does not exist or cannot
+    tell its sampling step: grid points take no `dt`, so every point would fail on it."""
+    for name in dict.fromkeys(str(d) for d in datasets):
+        if not is_path_like(name):
+            continue
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"data file {name!r} does not exist; give a shipped set name "
+                             f"({', '.join(shipped_names())}) or an existing file.")
+        if not carries_step(path):
+            raise ValueError(f"data file {name!r} carries no sampling step, and a benchmark or sweep point takes "
+                             "no `dt`; store it with the data (dsident.data.save_dataset(dsident.as_dataset(x, "
+                             "dt=...), 'data.nc'), or numpy.savez('data.npz', x=x, dt=...)), or fit the file alone "
+                             "with `dsident fit FILE --dt DT`.")
+
+
 def _load_file(path: Path, dt: float | None) -> xr.Dataset:
     """Read a data file by its extension with :func:`dsident.data.load_any` (NetCDF, arrays,
     HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width."""
@@ -89,9 +122,8 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
         raise ValueError(f"data file {str(path)!r} does not exist; give a shipped set name "
                          f"({', '.join(shipped_names()) or 'see dsident.datasets'}) or an existing file.")
     suffix = path.suffix.lower()
-    if dt is None and suffix in (".npy", ".npz", ".csv", ".tsv", ".txt"):
-        # these formats cannot store the sampling step, and a guessed one silently rescales
-        # every time constant a continuous-time model learns
+    if dt is None and not carries_step(path):
+        # a guessed step would silently rescale every time constant a continuous-time model learns
         raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
     if suffix in (".nc", ".nc4", ".netcdf"):
         from ..data.io import load_dataset
