@@ -381,3 +381,8 @@ def test_a_word_in_a_csv_is_refused_not_masked(tmp_path):
         path.write_text(text)
         x = load_any(path, dt=0.1)["x"].values[0]
         assert np.isnan(x).sum() == 4 and x[4, 1] == 6.0
+    # spreadsheet exports quote their numbers and names; both are read as what they say
+    path.write_text('"a","b"\n"1.5","2"\n3,"NA"\n')
+    ds = load_any(path, dt=0.1)
+    assert list(ds["channel"].values) == ["a", "b"]
+    np.testing.assert_array_equal(ds["x"].values[0], [[1.5, 2.0], [3.0, np.nan]])

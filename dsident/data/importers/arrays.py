@@ -160,11 +160,13 @@ def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
 def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.ndarray, list[str], Any]:
     delimiter = "\t" if ext == ".tsv" else ("," if ext == ".csv" else None)
     with open(path, encoding="utf-8") as fh:
-        first = fh.readline().strip()
-    fields = [f.strip().strip('"') for f in (first.split(delimiter) if delimiter else first.split())]
+        # spreadsheet exports quote numbers ("1.5"); genfromtxt would read those as NaN
+        lines = [line.replace('"', "") for line in fh]
+    first = lines[0].strip() if lines else ""
+    fields = [f.strip() for f in (first.split(delimiter) if delimiter else first.split())]
     header = [] if all(_is_number(f) for f in fields) else fields
     try:
-        table = np.genfromtxt(path, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
+        table = np.genfromtxt(lines, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
                               missing_values="", filling_values=np.nan, ndmin=2)
     except ValueError as err:
         # numpy's own message ("Some errors were detected !") names neither the file nor what to do
@@ -172,7 +174,7 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
         raise ValueError(f"{path.name!r} is not a table with the same number of columns on every row "
                          f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
                          "column.") from err
-    _refuse_words(path, table, delimiter, skip=1 if header else 0)
+    _refuse_words(path, lines, table, delimiter, skip=1 if header else 0)
     sample_time = None
     if time_column is not None:
         if isinstance(time_column, str):
@@ -195,7 +197,7 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
 _MISSING_WORDS = frozenset({"", "nan", "na", "n/a"})
 
 
-def _refuse_words(path: Path, table: np.ndarray, delimiter: str | None, skip: int) -> None:
+def _refuse_words(path: Path, lines: list[str], table: np.ndarray, delimiter: str | None, skip: int) -> None:
     """Refuse a text table whose NaN cells came from words rather than missing-sample marks.
 
     genfromtxt reads any field it cannot parse ("1.2.3", "x", "12 mV") as NaN, which the package
@@ -203,11 +205,11 @@ def _refuse_words(path: Path, table: np.ndarray, delimiter: str | None, skip: in
     """
     if not np.isnan(table).any():
         return
-    raw = np.genfromtxt(path, delimiter=delimiter, skip_header=skip, dtype=str, ndmin=2,
+    raw = np.genfromtxt(lines, delimiter=delimiter, skip_header=skip, dtype=str, ndmin=2,
                         autostrip=True, filling_values="")
     rows, cols = np.nonzero(np.isnan(table))
     for r, c in zip(rows, cols):
-        field = str(raw[r, c]).strip().strip('"')
+        field = str(raw[r, c]).strip()
         if field.lower() not in _MISSING_WORDS:
             raise ValueError(f"{path.name!r}: data row {r + 1}, column {c + 1} holds {field!r}, which is not a "
                              "number; mark a missing sample with an empty field, NaN or NA, and remove or fix "
