@@ -159,8 +159,9 @@ def test_the_leading_exponent_alone_gives_the_verdict_and_lambda_max_of_the_whol
 def test_a_random_plrnn_has_the_same_leading_exponent_by_one_column_or_all():
     from dsident.dynamics.plrnn import PLRNN
 
-    torch.manual_seed(2)
-    dyn = PLRNN(latent_dim=12)
+    # the PLRNN draws its initialisation from its own `seed` (torch's global seed does not reach
+    # it): without one, an occasional draw diverged and the test failed at random
+    dyn = PLRNN(latent_dim=12, seed=0)
     with torch.no_grad():
         dyn.W.mul_(2.0)                     # livelier than the initialisation, still bounded
     model = StateSpaceModel(dyn, Gaussian(12, 12, readout="identity"), dt=1.0).double()
