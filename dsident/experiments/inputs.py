@@ -322,17 +322,17 @@ def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], chann
     """Refuse test data whose channels cannot be the fit's, naming both sides."""
     got = [str(c) for c in test["channel"].values]
     slow = cfg.get("slow_channels") if isinstance(cfg.get("slow_channels"), dict) else None
-    what = spec if isinstance(spec, (str, Path)) else "the test data"
+    what = f"test data {str(spec)!r}" if isinstance(spec, (str, Path)) else "the test data"
     if channels is not None:
         expected = [str(c) for c in channels][:-2] if slow else [str(c) for c in channels]
         if len(got) != len(expected):
             extra = " (and adds its two slow channels itself)" if slow else ""
-            raise ValueError(f"test data {str(what)!r} have {len(got)} channel(s) {got}, but the model was fitted on "
+            raise ValueError(f"{what} have {len(got)} channel(s) {got}, but the model was fitted on "
                              f"{len(expected)}: {expected}{extra}; give test data with the fit's channels.")
     source = slow.get("channel") if slow else None
     if isinstance(source, str) and source not in got:
-        raise ValueError(f"the fit adds slow channels from its training data's channel {source!r}, which test data "
-                         f"{str(what)!r} lack (channels {got}); give the test data the fit's channel names.")
+        raise ValueError(f"the fit adds slow channels from its training data's channel {source!r}, which {what} "
+                         f"lack (channels {got}); give the test data the fit's channel names.")
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
