@@ -391,25 +391,21 @@ def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None =
 
     data, configs, swept = _read_sweep(spec)
     out = Path(out or data.get("out") or "dsident-results/sweep")
-    keys = [k for k in data.get("grid", {}) if k.rpartition(".")[2] != "seed"]
-    names = [k.rpartition(".")[2] for k in keys]
-
-    def value(cfg: Mapping[str, Any], key: str) -> Any:
-        table, _, name = key.rpartition(".")
-        if table in ("model_params", "fit_options"):
-            return cfg[table].get(name)
-        return cfg[key] if key in RUN_KEYS else cfg["model_params"].get(key)
-
+    grid = data.get("grid", {})
+    shown = [i for i, name in enumerate(swept) if name != "seed"]
+    # expand_grid makes one point per combination, in itertools.product order over the grid
     rows: dict[str, list[dict[str, Any]]] = {}
-    for cfg in configs:
-        rows.setdefault(json.dumps([value(cfg, k) for k in keys], default=str), []).append(cfg)
-    lines = ["| " + " | ".join([*names, "seeds", "finished"]) + " |", "|" + "---|" * (len(names) + 2)]
+    for cfg, combo in zip(configs, itertools.product(*grid.values())):
+        rows.setdefault(json.dumps([combo[i] for i in shown], default=str), []).append(cfg)
+    lines = ["| " + " | ".join([*(swept[i] for i in shown), "seeds", "finished"]) + " |",
+             "|" + "---|" * (len(shown) + 2)]
     for combo, points in rows.items():
         done = sum(is_done(c, out) for c in points)
         lines.append("| " + " | ".join([*(str(v) for v in json.loads(combo)),
                                          ", ".join(str(c["seed"]) for c in points), f"{done}/{len(points)}"]) + " |")
-    lines += ["", f"{len(configs)} point{'s' * (len(configs) != 1)} ({len(rows)} combination{'s' * (len(rows) != 1)}) → {out}.", "",
-              describe_expected_time(configs, out)]
+    n_points, n_rows = len(configs), len(rows)
+    lines += ["", f"{n_points} point{'s' * (n_points != 1)} ({n_rows} combination{'s' * (n_rows != 1)}) → {out}.",
+              "", describe_expected_time(configs, out)]
     return "\n".join(lines)
 
 
