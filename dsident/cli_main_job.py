@@ -493,7 +493,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
     from .experiments.config import check_run_lengths
 
-    check_run_lengths({k: s.get(k) for k in ("eval_length", "pe_steps")})
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
