@@ -752,8 +752,11 @@ def _load_toml(path: Path) -> dict[str, Any]:
         except ModuleNotFoundError as err:
             raise ValueError(f"reading the TOML file {str(path)!r} on Python 3.10 needs `tomli` "
                              "(pip install tomli).") from err
-    with open(path, "rb") as fh:
-        return tomllib.load(fh)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise _not_valid(path, "TOML", err) from err
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -762,9 +765,24 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     except ModuleNotFoundError as err:
         raise ValueError(f"reading the YAML file {str(path)!r} needs PyYAML (pip install pyyaml); "
                          "or write the configuration as TOML.") from err
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
+    try:
+        with open(path) as fh:
+            data = yaml.safe_load(fh)
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise _not_valid(path, "YAML", err) from err
     return {} if data is None else data
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise _not_valid(path, "JSON", err) from err
+
+
+def _not_valid(path: Path, kind: str, err: Exception) -> ValueError:
+    """The parser's message, which says where ("line 3, column 1"), with the file it was about."""
+    return ValueError(f"config file {str(path)!r} is not valid {kind}: {' '.join(str(err).split())}.")
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -782,22 +800,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"config file {str(path)!r} does not exist.")
     suffix = path.suffix.lower()
-    readers = {".toml": ("TOML", _load_toml), ".yaml": ("YAML", _load_yaml), ".yml": ("YAML", _load_yaml),
-               ".json": ("JSON", lambda p: json.loads(p.read_text()))}
+    readers = {".toml": _load_toml, ".yaml": _load_yaml, ".yml": _load_yaml, ".json": _load_json}
     if suffix not in readers:
         raise ValueError(f"config file {str(path)!r} must end in .toml, .yaml, .yml or .json; got {suffix!r}.")
-    kind, read = readers[suffix]
-    try:
-        data = read(path)
-    except ValueError as err:
-        # the parsers' own messages say where ("line 3, column 1") but not which file
-        if str(err).startswith(("reading the ", "config file ")):
-            raise
-        raise ValueError(f"config file {str(path)!r} is not valid {kind}: {err}.") from err
-    except Exception as err:                   # yaml.YAMLError is not a ValueError
-        if type(err).__module__.split(".")[0] != "yaml":
-            raise
-        raise ValueError(f"config file {str(path)!r} is not valid {kind}: {' '.join(str(err).split())}.") from err
+    data = readers[suffix](path)
     if not isinstance(data, dict):
         raise ValueError(f"config file {str(path)!r} must hold a table of settings at the top level; "
                          f"got {type(data).__name__}.")
