@@ -437,6 +437,9 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
                      f"| {state} |")
     lines += ["", f"- median D_stsp {_fmt4(res.attrs['median_D_stsp'])}, worst {_fmt4(res.attrs['max_D_stsp'])}; "
                   f"{res.attrs['fraction_at_rest']:.0%} of the runs at rest, {res.attrs['fraction_diverged']:.0%} diverged"]
+    if res.attrs["n_overlapping"]:
+        lines.append(f"- {res.attrs['n_overlapping']} of the windows overlap the one before them (more starts than the "
+                     "test data hold side by side): they share samples, so the spread understates the data's own")
     return lines
 
 

@@ -102,7 +102,12 @@ def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted
                                                                        nan_ok=True)
     text = (out / "metrics.md").read_text()
     assert "Free runs from 3 starts" in text and f"| 0, {100_000 - 250} |" in text
-    assert "of the runs at rest" in text
+    assert "of the runs at rest" in text and "overlap" not in text          # 3 windows of 250 lie apart
+    # more starts than windows side by side: the table says their windows overlap
+    from dsident.cli_main_job import _starts_table
+    with pytest.warns(RuntimeWarning, match="overlap"):
+        lines = _starts_table(est, full.isel(time=slice(0, 600)), 5, 250, 0, tmp_path, progress=False)
+    assert any(line.startswith("- 4 of the windows overlap the one before them") for line in lines)
     with pytest.raises(SystemExit, match="--starts must be a positive number"):
         main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--starts", "0", "--out", str(out)])
 

@@ -53,7 +53,8 @@ def test_a_model_that_settles_from_some_starts_is_caught():
     # start (trial 0's first sample for a one-trial test) would never see it
     data = dsident.as_dataset(np.stack([_orbit(1000), _orbit(1000, radius=0.4, phase=1.0)]), dt=0.1)
     model = StateSpaceModel(InnerCollapse(_rotation(ANGLE)), IdentityObservation(2), dt=0.1).double()
-    res = evaluate_starts(model, data, n_starts=6, length=400)
+    with pytest.warns(RuntimeWarning, match="overlap"):            # 4 fit side by side; 6 asked for
+        res = evaluate_starts(model, data, n_starts=6, length=400)
     # 601 positions per trial, 1202 in all: starts spread over both trials
     np.testing.assert_array_equal(res.trial.values, [0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(res.at_rest.values, res.trial.values == 1)
@@ -76,9 +77,28 @@ def test_diverging_runs_are_counted_with_one_warning():
 def test_fewer_positions_than_starts_and_default_length():
     data = dsident.as_dataset(_orbit(300), dt=0.1)
     model = linear_model(_rotation(ANGLE), dt=0.1)
-    res = evaluate_starts(model, data, n_starts=10, length=298)       # three positions only
+    with pytest.warns(RuntimeWarning, match=r"the 3 windows \(`n_starts`=10\) .* overlap \(2 share"):
+        res = evaluate_starts(model, data, n_starts=10, length=298)       # three positions only
     np.testing.assert_array_equal(res.start_index.values, [0, 1, 2])
     assert evaluate_starts(model, data, n_starts=1).attrs["length"] == 300
+
+
+def test_overlapping_windows_are_counted_and_warned_about():
+    data = dsident.as_dataset(np.stack([_orbit(1000), _orbit(1000, phase=1.0)]), dt=0.1)
+    model = linear_model(_rotation(ANGLE), dt=0.1)
+    # 2 × 2 windows of 400 fit side by side: four starts do not overlap, and no warning comes
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        apart = evaluate_starts(model, data, n_starts=4, length=400)
+    assert apart.attrs["n_overlapping"] == 0
+    with pytest.warns(RuntimeWarning, match=r"the 8 windows \(`n_starts`=8\) of `length`=400 samples overlap \(6 share .* "
+                                            r"hold 4 non-overlapping"):
+        close = evaluate_starts(model, data, n_starts=8, length=400)
+    # per trial starts 0, 150(ish), ...: every window after a trial's first starts < 400 samples on
+    starts, trials = close.start_index.values, close.trial.values
+    by_hand = sum(1 for k in range(1, 8) if trials[k] == trials[k - 1] and starts[k] - starts[k - 1] < 400)
+    assert close.attrs["n_overlapping"] == by_hand == 6
 
 
 @pytest.mark.parametrize("kwargs, match", [

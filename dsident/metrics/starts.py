@@ -44,7 +44,9 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         Observations in the model's units (e.g. a test split); ``attrs["auxiliary_channels"]``
         are honoured as in :func:`evaluate`.
     n_starts : int
-        Number of windows (fewer when fewer positions exist).
+        Number of windows (fewer when fewer positions exist). More than the data hold
+        side by side makes them overlap: allowed (each start is its own initial condition),
+        with a warning, since overlapping windows share samples.
     length : int, optional
         Samples per window, the ``T`` of the protocol (default: the smaller of 10 000 and the
         longest trial).
@@ -60,7 +62,9 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         trial), ``state_space_divergence``, ``power_spectrum_distance``,
         ``state_space_coverage``, ``diverged`` and ``at_rest`` (the compared window's last
         tenth stands still: a fixed point). attrs: ``length``, the settings, and the summary
-        ``median_D_stsp``, ``max_D_stsp``, ``fraction_diverged``, ``fraction_at_rest``.
+        ``median_D_stsp``, ``max_D_stsp``, ``fraction_diverged``, ``fraction_at_rest``, and
+        ``n_overlapping``: windows that share samples with the one before them (more starts
+        than the data hold non-overlapping windows; a RuntimeWarning says so).
 
     Raises
     ------
@@ -92,6 +96,15 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
     picks = np.unique(np.round(np.linspace(0, offsets[-1] - 1, int(n_starts))).astype(int))
     trials = np.searchsorted(offsets, picks, side="right") - 1
     chosen = [(int(i), int(k - offsets[i])) for i, k in zip(trials, picks)]
+    n_overlapping = _overlapping(chosen, length)
+    if n_overlapping:
+        # still scored: each start is its own initial condition, but not its own stretch of data
+        n_apart = int(np.sum(lengths // length))
+        warnings.warn(f"the {len(chosen)} windows (`n_starts`={int(n_starts)}) of `length`={length} samples overlap ({n_overlapping} share "
+                      f"samples with the window before them): `data` hold {n_apart} non-overlapping windows of that "
+                      "length, so the spread over starts understates the data's variation from stretch to stretch. "
+                      f"Pass n_starts <= {n_apart} or a shorter length for separate stretches.", RuntimeWarning,
+                      stacklevel=2)
 
     columns: dict[str, list[float]] = {name: [] for name in ("state_space_divergence", "power_spectrum_distance",
                                                              "state_space_coverage", "diverged", "at_rest")}
@@ -131,6 +144,7 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         "max_D_stsp": float(finite.max()) if finite.size else float("nan"),
         "fraction_diverged": float(np.mean(columns["diverged"])),
         "fraction_at_rest": float(np.mean(columns["at_rest"])),
+        "n_overlapping": n_overlapping,
         "data_name": str(ds.attrs.get("name", "data")), "dsident_version": __version__,
     }
     n_div = int(np.sum(columns["diverged"]))
@@ -138,3 +152,9 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
         warnings.warn(f"{n_div} of {len(chosen)} free runs diverged (their D_stsp and D_H are NaN).", RuntimeWarning,
                       stacklevel=2)
     return out
+
+
+def _overlapping(chosen: list[tuple[int, int]], length: int) -> int:
+    """How many of the (trial, first sample) windows, in order, start within ``length`` samples
+    of the window before them in the same trial."""
+    return sum(1 for (t0, s0), (t1, s1) in zip(chosen, chosen[1:]) if t0 == t1 and s1 - s0 < length)
