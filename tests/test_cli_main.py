@@ -288,7 +288,9 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys, monkeypatch):
 
 def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, capsys):
     from dsident.experiments.benchmark import DEFAULT_DATASETS, DEFAULT_MODELS
+    from dsident.experiments.config import resolve_config
     from dsident.metrics import floor
+    from dsident.models.candidates import usable_cores
 
     out = tmp_path / "never"
     expected = 0.0
@@ -329,7 +331,10 @@ def test_benchmark_dry_run_lists_the_default_grid_and_writes_nothing(tmp_path, c
             assert f"D_stsp {record['D_stsp']:#.3g} ({float(ratio):.2f}×" in row
             assert ("✓" in row) == (ratio <= 3 and record["D_H"] <= 0.15)
             assert f"| {record['fit_time_s']:.0f} s |" in row
-            expected += 2 * record["fit_time_s"]
+            # a best-of-k cell (measured one candidate after another) trains them on the cores at once
+            k = resolve_config(dataset, model, method)["fit_options"].get("best_of", 1)
+            rounds = -(-k // min(usable_cores(), k))
+            expected += 2 * record["fit_time_s"] * rounds / k
     assert f"points: ≈ {expected / 3600:.1f} h with one worker" in text
 
 
@@ -363,6 +368,24 @@ def test_expected_fit_time_counts_only_unfinished_points_with_a_measured_time(tm
     # other settings than the measured ones: no time to expect
     other = benchmark_configs(["lorenz63"], ["gnode"], None, 1, overrides={"model_params": {"latent_dim": 5}})
     assert expected_fit_time(other, tmp_path) == (0.0, 1, 1)
+
+
+def test_expected_fit_time_of_a_best_of_cell_counts_its_candidates_trained_at_once(tmp_path):
+    from dsident.experiments.benchmark import benchmark_configs, expected_fit_time
+    from dsident.experiments.config import PRESET_MEASURED
+
+    (cfg,) = benchmark_configs(["lorenz63"], ["shplrnn"], ["teacher-forcing"], 1, quick=True)
+    assert cfg["fit_options"]["best_of"] == 3
+    sequential = PRESET_MEASURED["quick"][("lorenz63", "shplrnn", "teacher-forcing")]["fit_time_s"]
+    # three candidates: one after another, two rounds on 2 cores, one round on 3 or more
+    for jobs, rounds in [(1, 3), (2, 2), (3, 1), (16, 1)]:
+        seconds, _, _ = expected_fit_time([cfg], tmp_path, quick=True, jobs=jobs)
+        assert seconds == pytest.approx(sequential * rounds / 3)
+    from dsident.experiments.benchmark import _side_by_side_share
+
+    # a cell's own n_jobs stands; restarts run the candidates one after another
+    for options in ({"n_jobs": 1}, {"restarts": 2}):
+        assert _side_by_side_share({**cfg, "fit_options": {**cfg["fit_options"], **options}}, 16) == 1.0
 
 
 def test_sweep_verb_from_a_toml_file(tmp_path):

@@ -103,7 +103,7 @@ def test_unknown_method_lists_the_engines(tiny_data):
 def test_an_option_the_engine_does_not_take_is_named_before_any_work(tiny_data, dummy_engine):
     est = PLRNN(latent_dim=3)
     with pytest.raises(ValueError, match=r"'dummy' does not accept the option\(s\) \['n_iters'\]; it accepts "
-                                         r"\['best_of', 'lr', 'n_iter', 'polish', 'progress', 'restart_above'"):
+                                         r"\['best_of', 'lr', 'n_iter', 'n_jobs', 'polish', 'progress', 'restart_above'"):
         est.fit(tiny_data, method=dummy_engine, n_iters=2)
     assert not hasattr(est, "model_")
     with pytest.raises(ValueError, match=r"\['seed'\] cannot be given as inference option"):

@@ -234,7 +234,7 @@ def test_a_benchmark_cell_passes_restarts_to_the_estimator():
     assert not any("restart" in d for d in dropped)
 
 
-def run_tiny_point(tmp_path, seed, **fit_options):
+def run_tiny_point(tmp_path, seed, jobs=1, **fit_options):
     """A Lorenz-63 grid point of a tiny shallow PLRNN with ``fit_options``: its record as written
     to result.json and the history its saved model carries (both write a non-finite score as null)."""
     from dsident.experiments.runner import read_record, run_point
@@ -247,7 +247,7 @@ def run_tiny_point(tmp_path, seed, **fit_options):
                         **fit_options}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rec = run_point(cfg, tmp_path)
+        rec = run_point(cfg, tmp_path, jobs=jobs)
     assert rec["status"] == "done", rec["error"]
     folder = next((tmp_path / "points").iterdir())
     return read_record(folder), read_saved_config(folder / "model")["metadata"]["estimator"]["history"]
@@ -317,7 +317,7 @@ def test_candidate_score_ranks_fits_without_a_finite_score_last():
 
 def test_a_grid_point_records_its_candidates_beside_the_saved_history(tmp_path):
     rec, saved = run_tiny_point(tmp_path, 1, best_of=2)
-    assert rec["best_of"] == {"candidates": saved["best_of"], "seed_used": saved["seed_used"]}
+    assert rec["best_of"] == {"candidates": saved["best_of"], "seed_used": saved["seed_used"], "processes": 1}
     assert [c["seed"] for c in saved["best_of"]] == [1, restart_seed(1, 1)]
 
 

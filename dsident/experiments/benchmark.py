@@ -321,8 +321,13 @@ def measured_cell(cell: Mapping[str, Any], quick: bool = False) -> dict[str, flo
 
 
 def expected_fit_time(configs: Sequence[Mapping[str, Any]], out: str | Path,
-                      quick: bool = False) -> tuple[float, int, int]:
+                      quick: bool = False, jobs: int = 1) -> tuple[float, int, int]:
     """Measured fitting time of the grid points not finished in ``out``.
+
+    ``jobs``: the cores a point run alone may use. A cell that keeps the best of k fits
+    (``best_of``, measured with its candidates one after another) then trains them
+    ``min(jobs, k)`` at a time (:func:`.runner.fit_point`), so its time is scaled by
+    ``ceil(k / min(jobs, k)) / k``.
 
     Returns
     -------
@@ -344,19 +349,33 @@ def expected_fit_time(configs: Sequence[Mapping[str, Any]], out: str | Path,
         if record is None or not math.isfinite(record["fit_time_s"]):
             n_unknown += 1
         else:
-            seconds += record["fit_time_s"]
+            seconds += record["fit_time_s"] * _side_by_side_share(cfg, jobs)
     return seconds, n_unknown, n_todo
+
+
+def _side_by_side_share(cfg: Mapping[str, Any], jobs: int) -> float:
+    """The share of a best_of cell's sequential time left when ``jobs`` processes train its
+    candidates (1 for any other cell, or one whose options fix ``n_jobs`` or ask for restarts)."""
+    options = cfg.get("fit_options") or {}
+    k = int(options.get("best_of", 1))
+    if k <= 1 or jobs <= 1 or "n_jobs" in options or options.get("restarts"):
+        return 1.0
+    return math.ceil(k / min(jobs, k)) / k
 
 
 def describe_expected_time(configs: Sequence[Mapping[str, Any]], out: str | Path, quick: bool = False) -> str:
     """One sentence: the expected fitting time of the unfinished points (:func:`expected_fit_time`)."""
-    seconds, unknown, n_todo = expected_fit_time(configs, out, quick)
+    from ..models.candidates import usable_cores
+
+    cores = usable_cores()
+    seconds, unknown, n_todo = expected_fit_time(configs, out, quick, jobs=cores)
     if n_todo == 0:
         return "Every point is already finished."
     if n_todo == unknown:
         return f"Expected fitting time of the {n_todo} unfinished points: not measured for these settings."
     return (f"Expected fitting time of the {n_todo} unfinished points: ≈ {_duration(seconds)} with one worker "
-            "(`--workers N` runs N at once)" + (f", plus {unknown} without a measured time" if unknown else "")
+            f"(`--workers N` runs N at once; with one, a best-of-k cell trains its candidates on the {cores} cores)"
+            + (f", plus {unknown} without a measured time" if unknown else "")
             + ". Times were measured with one torch thread on 2 shared cores of the development machines, "
             f"which differ among themselves by up to 2× (this machine: {cpu_model()}, {os.cpu_count()} logical "
             "cores); the late free run and scoring add ≈ 10-20 s a point.")

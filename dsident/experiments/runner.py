@@ -152,8 +152,13 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
 
 
 def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = False,
-              init: Any = None) -> tuple[Any, float, list[str]]:
+              init: Any = None, jobs: int = 1) -> tuple[Any, float, list[str]]:
     """Fit the estimator of ``cfg`` on ``train``; returns (estimator, fit seconds, dropped defaults).
+
+    ``jobs``: processes this fit may use. A ``best_of`` fit whose options do not set ``n_jobs``
+    trains up to that many candidates at once (:mod:`dsident.models.candidates`; the kept
+    model is the same). It is how the fit runs, not what it is, so it stays out of ``cfg``
+    and the point's id.
 
     ``init``: a fitted estimator to go on from (``fit(..., warm_start=True)``) with the engine
     options of ``cfg``; its own hyperparameters stand, ``cfg``'s model parameters are not used,
@@ -177,6 +182,8 @@ def fit_point(cfg: Mapping[str, Any], train: xr.Dataset, *, progress: bool = Fal
             if key in options and key not in user:
                 del options[key]
                 dropped = [*dropped, f"fit_options.{key}"]
+    if jobs > 1 and int(options.get("best_of", 1)) > 1 and "n_jobs" not in options:
+        options["n_jobs"] = min(int(jobs), int(options["best_of"]))
     t0 = time.perf_counter()
     est.fit(train, method=cfg["method"], **options)
     return est, time.perf_counter() - t0, dropped
@@ -195,7 +202,7 @@ def without_dropped(cfg: Mapping[str, Any], dropped: Sequence[str]) -> dict[str,
 
 
 def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = False,
-              keep_model: bool = True) -> dict[str, Any]:
+              keep_model: bool = True, jobs: int = 1) -> dict[str, Any]:
     """Fit, evaluate and save one grid point; never raises for a failed fit (records it).
 
     Parameters
@@ -208,6 +215,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         Show the engine's progress bar.
     keep_model : bool
         Save the fitted model under ``model/``.
+    jobs : int
+        Processes the fit may use (:func:`fit_point`; the grid gives a point run alone in this
+        process the machine's cores).
 
     Returns
     -------
@@ -240,14 +250,15 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
         seed = int(cfg.get("seed", 0))
         train, test, cfg = point_data(cfg)
         used = adapt_to_data(cfg, train)
-        est, fit_time, dropped = fit_point(used, train, progress=progress)
+        est, fit_time, dropped = fit_point(used, train, progress=progress, jobs=jobs)
         record["fit_time"] = fit_time
         record["config"] = {**without_dropped(used, dropped), "dropped_defaults": dropped}
         history = getattr(est, "history_", None) or {}
         if "restarts" in history:          # fit(restarts=...): what was abandoned, which seed was kept
             record["restarts"] = {"abandoned": history["restarts"], "seed_used": history["seed_used"]}
         if "best_of" in history:           # fit(best_of=...): every candidate's training score, the seed kept
-            record["best_of"] = {"candidates": history["best_of"], "seed_used": history["seed_used"]}
+            record["best_of"] = {"candidates": history["best_of"], "seed_used": history["seed_used"],
+                                 "processes": history.get("best_of_processes", 1)}
         if "polish" in history:            # fit(polish=...): the training scores before and after, and which stands
             record["polish"] = {k: history["polish"][k] for k in ("score_before", "score_after", "kept", "best_epoch")}
         trend = training_trend(history)
@@ -380,9 +391,11 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     out_root : path
         Result folder.
     executor : object with ``submit(fn, *args, **kwargs)`` returning futures with ``result()``, optional
-        A ``concurrent.futures`` pool or a ``dask.distributed.Client``. None runs in this process.
+        A ``concurrent.futures`` pool or a ``dask.distributed.Client``. None runs in this process,
+        one point at a time, and a point that keeps the best of several fits (``best_of``)
+        trains them at once on this machine's cores (:mod:`dsident.models.candidates`).
     progress : bool
-        tqdm bar over the points.
+        tqdm bar over the points (and, in this process, the engine's).
     skip_done : bool
         Skip points whose folder already holds a successful result (their record is re-read).
     point_function : callable, optional
@@ -396,9 +409,15 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     out_root.mkdir(parents=True, exist_ok=True)
     if point_function is not None:
         fn = point_function
-    elif executor is None and progress:
-        def fn(cfg: dict[str, Any], root: str) -> dict[str, Any]:  # in this process: show the engine's bar too
-            return run_point(cfg, root, progress=True)
+    elif executor is None:
+        from ..models.candidates import usable_cores
+
+        cores = usable_cores()
+
+        def fn(cfg: dict[str, Any], root: str) -> dict[str, Any]:
+            # one point at a time in this process: show the engine's bar, and let a best_of fit
+            # train its candidates on the cores that would otherwise idle
+            return run_point(cfg, root, progress=progress, jobs=cores)
     else:
         fn = run_point
     records: list[dict[str, Any] | None] = [None] * len(configs)

@@ -137,7 +137,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
     # -- fitting ------------------------------------------------------------------------------
     def fit(self, data: Any, method: str | None = None, *, warm_start: bool = False, restarts: int = 0,
             restart_after: int | None = None, restart_above: float | None = None, best_of: int = 1,
-            polish: dict[str, Any] | None = None, **engine_options: Any) -> "LatentModelEstimator":
+            n_jobs: int = 1, polish: dict[str, Any] | None = None,
+            **engine_options: Any) -> "LatentModelEstimator":
         """Build the state-space model and fit it with an inference engine.
 
         Parameters
@@ -184,6 +185,14 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
             of the same budget. ``history_["best_of"]`` lists every candidate (seed, score, kept
             epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
+        n_jobs : int, default 1
+            Worker processes that train ``best_of``'s candidates at once (-1: one per usable
+            core; at most ``best_of``): about one fit's time instead of ``best_of`` fits' on a
+            machine with the cores to spare. Each worker gets this process's torch threads
+            divided among them, and with the same thread count the kept model is the one
+            ``n_jobs=1`` keeps, to the bit. CPU only; not with ``restarts``; a ``callback``
+            runs in the workers and must be picklable (:mod:`dsident.models.candidates`).
+            ``history_["best_of_processes"]`` records the number used.
         polish : dict, optional
             Engine options for a second training stage from the kept state, e.g.
             ``{"batch_size": 128, "batches_per_epoch": 20, "lr": 1e-4, "lr_end": 1e-5,
@@ -201,6 +210,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         self
         """
         from ..inference import check_engine_options, get_engine
+        from .candidates import check_n_jobs
         from .polish import check_polish, polish_fit
 
         method = self.default_method if method is None else method
@@ -218,9 +228,11 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         restarts, restart_after, restart_above = self._check_restarts(engine, method, restarts, restart_after,
                                                                       restart_above, warm_start, engine_options)
         best_of = self._check_best_of(method, best_of, warm_start, engine_options)
+        n_jobs = check_n_jobs(n_jobs, best_of, restarts, engine_options)
         polish = check_polish(method, polish, engine_options)
         check_engine_options(method, engine_options, reserved=("seed",),
-                             also=("warm_start", "restarts", "restart_after", "restart_above", "best_of", "polish"))
+                             also=("warm_start", "restarts", "restart_after", "restart_above", "best_of", "n_jobs",
+                                   "polish"))
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)
@@ -229,7 +241,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history = engine(model, ds, seed=self.seed, **engine_options)
         else:
             model, history = self._fit_fresh(engine, ds, arrays, channel_names, input_dim, restarts,
-                                             restart_after, restart_above, engine_options, best_of)
+                                             restart_after, restart_above, engine_options, best_of,
+                                             method=method, n_jobs=n_jobs)
         if polish:
             seed = history.get("seed_used", self.seed) if history else self.seed
             history = polish_fit(engine, model, history or {}, ds, seed=seed, engine_options=engine_options,
@@ -296,17 +309,34 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     def _fit_fresh(self, engine: Any, ds: xr.Dataset, arrays: Any, channel_names: list[str],
                    input_dim: int, restarts: int, restart_after: int, restart_above: float | None,
-                   engine_options: dict[str, Any],
-                   best_of: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
+                   engine_options: dict[str, Any], best_of: int = 1, *, method: str = "",
+                   n_jobs: int = 1) -> tuple[StateSpaceModel, dict[str, Any]]:
         """Build and fit ``best_of`` fresh models and keep the one with the lowest training score;
         with ``restarts``, a fit that is stuck (:class:`~dsident.models.restarts.StuckWatch`) gives
-        way to the next seed, ``restarts`` times in all."""
+        way to the next seed, ``restarts`` times in all. With ``n_jobs`` > 1 (no restarts) the
+        candidates train at once in worker processes (:mod:`dsident.models.candidates`)."""
+        from .candidates import train_side_by_side
         from .restarts import StuckWatch, any_free_run_moved, candidate_score, restart_seed
 
         user_seed, abandoned, candidates = self.seed, [], []
         attempt, kept = 0, None
+
+        def consider(seed: int | None, model: StateSpaceModel, history: dict[str, Any]) -> None:
+            nonlocal kept
+            score = candidate_score(history)
+            candidates.append({"seed": seed, "best_state_space_divergence": score,
+                               "best_epoch": history.get("best_epoch"),
+                               "moved": any_free_run_moved(history, restart_above)})
+            if kept is None or score < kept[0]:        # ties keep the earlier seed
+                kept = (score, model, history, seed)
+
+        if n_jobs > 1:
+            seeds = [restart_seed(user_seed, k) for k in range(best_of)]
+            for seed, (model, history) in zip(seeds, train_side_by_side(self, method, ds, seeds, engine_options,
+                                                                        n_jobs)):
+                consider(seed, model, history)
         try:
-            for _ in range(best_of):
+            for _ in range(best_of if n_jobs == 1 else 0):
                 while True:
                     # the builders read `seed`; each attempt gets its own for this fit only
                     self.seed = restart_seed(user_seed, attempt)
@@ -327,12 +357,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                                   f"moved on the data's grid (each diverged, left the data's range or came to "
                                   f"rest{below}); starting again from seed {restart_seed(user_seed, attempt)} "
                                   f"(restart {len(abandoned)} of {restarts}).", RuntimeWarning, stacklevel=3)
-                score = candidate_score(history)
-                candidates.append({"seed": self.seed, "best_state_space_divergence": score,
-                                   "best_epoch": history.get("best_epoch"),
-                                   "moved": any_free_run_moved(history, restart_above)})
-                if kept is None or score < kept[0]:        # ties keep the earlier seed
-                    kept = (score, model, history, self.seed)
+                consider(self.seed, model, history)
         finally:
             self.seed = user_seed
         _, model, history, seed_used = kept
@@ -340,6 +365,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history["seed_used"] = seed_used
         if best_of > 1:
             history["best_of"] = candidates
+            history["best_of_processes"] = n_jobs
         if restarts:
             history["restarts"] = abandoned
             if restart_above is not None:
