@@ -105,10 +105,9 @@ def train_side_by_side(estimator: Any, method: str, ds: Any, seeds: Sequence[int
     n_jobs : int
         Worker processes (at most one per candidate).
     """
-    import multiprocessing
-
     import torch
     from joblib.externals.loky import get_reusable_executor
+    from joblib.externals.loky.backend.context import get_context
     from tqdm.auto import tqdm
 
     options = dict(engine_options)
@@ -116,7 +115,8 @@ def train_side_by_side(estimator: Any, method: str, ds: Any, seeds: Sequence[int
     n_epochs = _n_epochs(method, options)
     threads = max(1, torch.get_num_threads() // n_jobs)
     executor = get_reusable_executor(max_workers=n_jobs)
-    with multiprocessing.Manager() as manager:
+    # the queue's server process is started as the workers are (not forked; no script re-run)
+    with get_context("loky").Manager() as manager:
         relay = manager.Queue() if progress else None
         futures = [executor.submit(_train_candidate, estimator, method, ds, seed, options, threads, relay, k)
                    for k, seed in enumerate(seeds)]
