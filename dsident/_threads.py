@@ -29,3 +29,14 @@ def set_blas_threads(n_threads: int) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=int(n_threads), user_api="blas")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: a container or ``taskset`` can narrow them below
+    ``os.cpu_count()`` (Linux's affinity mask; elsewhere every core)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):      # not on Linux
+        return os.cpu_count() or 1

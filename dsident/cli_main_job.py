@@ -236,7 +236,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if cfg.get("slow_channels") is not None:
         # a slow band of one channel and its quadrature as two more observed channels (not scored)
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
-    from .models.candidates import usable_cores
+    from ._threads import usable_cores
 
     # one fit on this machine: a best_of cell trains its candidates on all the cores at once
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start, jobs=usable_cores())

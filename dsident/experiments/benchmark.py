@@ -365,7 +365,7 @@ def _side_by_side_share(cfg: Mapping[str, Any], jobs: int) -> float:
 
 def describe_expected_time(configs: Sequence[Mapping[str, Any]], out: str | Path, quick: bool = False) -> str:
     """One sentence: the expected fitting time of the unfinished points (:func:`expected_fit_time`)."""
-    from ..models.candidates import usable_cores
+    from .._threads import usable_cores
 
     cores = usable_cores()
     seconds, unknown, n_todo = expected_fit_time(configs, out, quick, jobs=cores)

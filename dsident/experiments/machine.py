@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._threads import usable_cores
 from .._version import __version__
 
 #: where Linux describes its processors
@@ -66,10 +67,7 @@ def machine_info() -> dict[str, Any]:
     """
     import torch
 
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):      # not on Linux
-        usable = os.cpu_count()
+    usable = usable_cores()
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable,
             "torch_threads": torch.get_num_threads(), "gpu": gpu, "python": platform.python_version(),

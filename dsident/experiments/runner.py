@@ -410,7 +410,7 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     if point_function is not None:
         fn = point_function
     elif executor is None:
-        from ..models.candidates import usable_cores
+        from .._threads import usable_cores
 
         cores = usable_cores()
 

@@ -27,7 +27,9 @@ import queue as queue_module
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["check_n_jobs", "train_side_by_side"]
+from .._threads import usable_cores
+
+__all__ = ["check_n_jobs", "train_side_by_side", "usable_cores"]
 
 #: seconds between looks at the workers' progress queue
 _POLL_S = 0.2
@@ -72,16 +74,6 @@ def check_n_jobs(n_jobs: Any, best_of: int, restarts: int, engine_options: dict[
                              f"picklable (a module-level function or class instance); pickling it failed: "
                              f"{exc}. Pass n_jobs=1 to keep it in this process.") from None
     return n
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (a container or ``taskset`` can narrow them)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):      # not on Linux
-        return os.cpu_count() or 1
 
 
 def train_side_by_side(estimator: Any, method: str, ds: Any, seeds: Sequence[int | None],
