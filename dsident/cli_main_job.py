@@ -307,8 +307,10 @@ def _best_of_lines(history: dict[str, Any]) -> list[str]:
         return []
     scores = ", ".join(f"seed {c['seed']}: {_training_score(c['best_state_space_divergence'])}"
                        for c in history["best_of"])
-    return [f"- best of {len(history['best_of'])} fits, chosen by the training D_stsp of each kept free run "
-            f"({scores}): the model from seed {history['seed_used']} is kept"]
+    processes = int(history.get("best_of_processes", 1))
+    together = f", trained {processes} at a time" if processes > 1 else ""
+    return [f"- best of {len(history['best_of'])} fits{together}, chosen by the training D_stsp of each kept free "
+            f"run ({scores}): the model from seed {history['seed_used']} is kept"]
 
 
 def _polish_lines(history: dict[str, Any]) -> list[str]:

@@ -344,5 +344,7 @@ def test_fit_md_lists_every_candidate_and_the_one_kept():
                "seed_used": 10_000}
     (line,) = _best_of_lines(history)
     assert "best of 3 fits" in line and "seed 0: 0.528, seed 10000: 0.381, seed 20000: –" in line
-    assert line.endswith("the model from seed 10000 is kept")
+    assert line.endswith("the model from seed 10000 is kept") and "at a time" not in line
+    (line,) = _best_of_lines({**history, "best_of_processes": 2})
+    assert line.startswith("- best of 3 fits, trained 2 at a time, chosen by")
     assert _best_of_lines({"seed_used": 3}) == []
