@@ -21,6 +21,7 @@ side effects stay in the worker.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import queue as queue_module
@@ -107,20 +108,19 @@ def train_side_by_side(estimator: Any, method: str, ds: Any, seeds: Sequence[int
     n_epochs = _n_epochs(method, options)
     threads = max(1, torch.get_num_threads() // n_jobs)
     executor = get_reusable_executor(max_workers=n_jobs)
-    # the queue's server process is started as the workers are (not forked; no script re-run)
-    with get_context("loky").Manager() as manager:
+    # the progress queue's server starts as the workers do (not forked; no re-run of a script)
+    with (get_context("loky").Manager() if progress else contextlib.nullcontext()) as manager:
         relay = manager.Queue() if progress else None
         futures = [executor.submit(_train_candidate, estimator, method, ds, seed, options, threads, relay, k)
                    for k, seed in enumerate(seeds)]
-        bar = tqdm(total=len(seeds) * n_epochs, desc=f"{method}: best of {len(seeds)} ({n_jobs} processes)",
-                   disable=not progress, unit="epoch")
-        best: dict[int, float] = {}
-        while not all(f.done() for f in futures):
-            _drain(relay, bar, best)
-        _drain(relay, bar, best, wait=False)
-        results = [f.result() for f in futures]        # a worker's error is raised here, as in one process
-        bar.update(bar.total - bar.n)
-        bar.close()
+        with tqdm(total=len(seeds) * n_epochs, desc=f"{method}: best of {len(seeds)} ({n_jobs} processes)",
+                  disable=not progress, unit="epoch") as bar:
+            best: dict[int, float] = {}
+            while not all(f.done() for f in futures):
+                _drain(relay, bar, best)
+            _drain(relay, bar, best, wait=False)
+            results = [f.result() for f in futures]    # a worker's error is raised here, as in one process
+            bar.update(max(0, bar.total - bar.n))      # fits that stopped early: the bar still ends full
     return results
 
 
