@@ -377,8 +377,9 @@ def describe_expected_time(configs: Sequence[Mapping[str, Any]], out: str | Path
             f"(`--workers N` runs N at once; with one, a best-of-k cell trains its candidates on the {cores} cores)"
             + (f", plus {unknown} without a measured time" if unknown else "")
             + ". Times were measured with one torch thread on 2 shared cores of the development machines, "
-            f"which differ among themselves by up to 2× (this machine: {cpu_model()}, {os.cpu_count()} logical "
-            "cores); the late free run and scoring add ≈ 10-20 s a point.")
+            "which differ among themselves by up to 4× (the quick job took 105-410 s with the same code); "
+            f"this machine: {cpu_model()}, {os.cpu_count()} logical cores. The late free run and scoring add "
+            "≈ 10-20 s a point.")
 
 
 def _as_measured(cell: Mapping[str, Any], quick: bool) -> bool:
