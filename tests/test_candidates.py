@@ -140,3 +140,18 @@ def test_the_relay_callback_passes_the_users_stop_through():
 
 def _stop_at_epoch_one(epoch, record, model):
     return True if epoch == 1 else None
+
+
+class CandidateFailed(RuntimeError):
+    pass
+
+
+def _fail_in_the_worker(epoch, record, model):
+    raise CandidateFailed(f"raised at epoch {epoch}")
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_an_error_in_a_worker_reaches_the_caller_with_its_own_type(one_thread, progress):
+    # with the bar on, the queue's server and the bar must close too, not hang on the missing epochs
+    with pytest.raises(CandidateFailed, match="raised at epoch 0"):
+        _fit(2, callback=_fail_in_the_worker, progress=progress)
