@@ -62,7 +62,8 @@ def report(name: str, test: np.ndarray, run: np.ndarray, near_qrs: np.ndarray) -
     phases = np.angle(run[peaks, 5] + 1j * run[peaks, 6]) if run.shape[1] >= 7 else np.array([])
     print(f"{name}\n    D_stsp {state_space_divergence(test[:, :5], run[:, :5]):5.2f}  coverage {np.mean(covered):.3f}"
           f"  uncovered near R {1 - covered[near_qrs].mean():.2f} / elsewhere {1 - covered[~near_qrs].mean():.2f}"
-          f"  beats {peaks.size}  RR {rr.mean():.0f} ± {rr.std():.0f}"
+          f"  beats {peaks.size}"
+          + (f"  RR {rr.mean():.0f} ± {rr.std():.0f}" if rr.size else "  RR – (fewer than two beats)")
           + (f"  breathing phases {np.array2string(np.sort(phases), precision=2, max_line_width=400)}" if phases.size else ""))
 
 
