@@ -286,7 +286,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if cfg.get("test_starts"):        # the same protocol from K starts over the whole test data
             full = in_fit_units(held_out, cfg, before=recorded_before) if held_out is not None else \
                 load_test(test_spec, cfg, dt=cfg.get("dt"))
-            lines += _starts_table(est, full, int(cfg["test_starts"]), cfg.get("eval_length"),
+            lines += _starts_table(est, full, int(cfg["test_starts"]), _starts_length(cfg, test),
                                    int(cfg.get("seed", 0)), out, progress=progress)
     else:
         gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
@@ -384,12 +384,18 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
         plotting.plot_attractor_pairs(test.sel(scored), gen.sel(scored), projections=projections,
                                       title=f"{label}: where the free run misses", save=out / "pairs.png")
     pe = int(cfg.get("pe_steps", 20))
+    diverged = bool(scores["diverged"])
     lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
-             f"| test ({test.sizes['time']} samples) | " + " | ".join(
-                 _fmt4(scores[k]) for k in ("D_stsp", "D_H", "PE", "diverged")) + " |"]
+             f"| test ({test.sizes['time']} samples) | {_fmt_divergence(scores['D_stsp'], diverged)} | " + " | ".join(
+                 _fmt4(scores[k]) for k in ("D_H", "PE", "diverged")) + " |"]
     late = late_run_record(model, test, seed=seed)
     if late.get("regime"):
-        lines += [f"| late stretch [1.25 T, 2.25 T) | {_fmt4(late['D_stsp'])} | {_fmt4(late['D_H'])} | – | – |", "",
+        late_diverged = late["regime"] == "diverged"
+        lines += [f"| late stretch [1.25 T, 2.25 T) | {_fmt_divergence(late['D_stsp'], late_diverged)} "
+                  f"| {_fmt4(late['D_H'])} | – | – |"]
+    lines += _off_grid_note(scores["D_stsp"], diverged)
+    if late.get("regime"):
+        lines += ["",
                   f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "
                   f"λ_max = {_fmt4(late['lambda_max'])} per time unit (a late D_stsp well above the scored "
                   "one means the scored stretch was a transient)"]
@@ -412,7 +418,8 @@ def _projections_table(projections: Any) -> list[str]:
                  "of each pair (`dsident.metrics.state_space_projections`; 0 = the same distribution, in nats):", "",
              "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for i, name in enumerate(names):
-        lines.append(f"| {name} | " + " | ".join(_fmt4(float(d[i, j])) if j >= i else "" for j in range(len(names))) + " |")
+        lines.append(f"| {name} | " + " | ".join(_fmt_divergence(float(d[i, j])) if j >= i else ""
+                                                 for j in range(len(names))) + " |")
     pair = worst_pair(d)
     if pair is not None:
         i, j = pair
@@ -422,22 +429,38 @@ def _projections_table(projections: Any) -> list[str]:
     return lines
 
 
+def _starts_length(cfg: dict[str, Any], test: Any) -> int | None:
+    """The starts' window: the evaluation length, but no longer than the stretch the first score
+    used (a held-out tail can be shorter); None (evaluate_starts' 10 000 or the whole data if
+    shorter) when no evaluation length is set."""
+    length = cfg.get("eval_length")
+    return None if length is None else min(int(length), int(test.sizes["time"]))
+
+
 def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed: int, out: Path, *,
                   progress: bool) -> list[str]:
     """``evaluate --starts K``: the protocol from K starts spread over the whole test data
-    (:func:`dsident.metrics.evaluate_starts`) on windows of ``length`` samples (None: 10 000 or
-    the whole data if shorter), written to starts.nc; returns a Markdown table."""
+    (:func:`dsident.metrics.evaluate_starts`) on windows of ``length`` samples (the length the
+    first stretch was scored on; None: 10 000 or the whole data if shorter), written to
+    starts.nc; returns a Markdown table. A refusal of the starts becomes a line of the table's
+    place instead of an error, so the scores and figures already computed are not lost."""
     from .experiments.runner import _write_netcdf
     from .metrics import evaluate_starts
 
-    res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
+    try:
+        res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
+    except ValueError as err:
+        _say(f"[dsident] scores from {n_starts} starts not computed: {err}")
+        return ["", f"- scores from {n_starts} starts not computed: {err}"]
     _write_netcdf(res, out / "starts.nc")
-    lines = ["", f"Free runs from {res.sizes['start']} starts spread over the test data ({res.attrs['length']} samples each; "
-                 "`dsident.metrics.evaluate_starts`):", "",
+    n_run = res.sizes["start"]
+    lines = ["", f"Free runs from {n_run} start{'s' if n_run != 1 else ''} spread over the test data "
+                 f"({res.attrs['length']} samples each; `dsident.metrics.evaluate_starts`):", "",
              "| start (trial, sample) | D_stsp | D_H | coverage | settled |", "|---|---|---|---|---|"]
     for k in range(res.sizes["start"]):
         state = "diverged" if bool(res.diverged[k]) else ("at rest" if bool(res.at_rest[k]) else "moving")
-        lines.append(f"| {int(res.trial[k])}, {int(res.start_index[k])} | {_fmt4(float(res.state_space_divergence[k]))} "
+        lines.append(f"| {int(res.trial[k])}, {int(res.start_index[k])} "
+                     f"| {_fmt_divergence(float(res.state_space_divergence[k]), bool(res.diverged[k]))} "
                      f"| {_fmt4(float(res.power_spectrum_distance[k]))} | {_fmt4(float(res.state_space_coverage[k]))} "
                      f"| {state} |")
     lines += ["", f"- median D_stsp {_fmt4(res.attrs['median_D_stsp'])}, worst {_fmt4(res.attrs['max_D_stsp'])}; "
@@ -450,6 +473,28 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
 
 def _fmt4(value: float) -> str:
     return "–" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _fmt_divergence(value: float, diverged: bool = False) -> str:
+    """A D_stsp cell: "diverged" for a free run that became non-finite or left the data's range,
+    "off grid" for one none of whose samples falls on the test data's grid (the divergence is
+    then undefined, SPEC-metrics §1), else four digits; the benchmark table's words."""
+    if diverged:
+        return "diverged"
+    return "off grid" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _off_grid_note(d_stsp: float, diverged: bool) -> list[str]:
+    """A line saying why a D_stsp is missing, or nothing when it is a number."""
+    if diverged:
+        return ["", "- the free run diverged (it became non-finite or left 1000 std of the data's range), so its "
+                    "scores are undefined (SPEC-metrics §4); `reconstruction.png` shows where it went"]
+    if not math.isfinite(d_stsp):
+        return ["", "- D_stsp off grid: no sample of the free run falls on the test data's grid (each channel's range "
+                    "± 0.1 std, SPEC-metrics §1), so the divergence is undefined; the run lives elsewhere in state "
+                    "space (a fixed point or cycle away from the data, or data in large units fitted without "
+                    "`--zscore`). `reconstruction.png` shows where it went"]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,7 +560,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
     if s.get("starts") is not None:
         full = load_test(args.test_data, cfg, dt=dt, before=before)
-        lines += _starts_table(est, full, int(s["starts"]), cfg.get("eval_length"), int(cfg.get("seed", 0)), out,
+        lines += _starts_table(est, full, int(s["starts"]), _starts_length(cfg, test), int(cfg.get("seed", 0)), out,
                                progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))

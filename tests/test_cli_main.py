@@ -213,6 +213,65 @@ def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys
     assert "--test-fraction" in capsys.readouterr().err
 
 
+def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
+    """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
+    default evaluation length (10 000). The starts used to ask for 10 000-sample windows,
+    raise after the fit, and leave no fit.md; they take the length the first stretch was
+    scored on."""
+    from dsident import datasets
+
+    raw = datasets.load("lorenz63", split="train")["x"].values[0, :600]
+    np.save(tmp_path / "rec.npy", raw)
+    out = tmp_path / "tail"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--zscore", "--test-fraction", "0.25", "--starts",
+                 "2", *TINY[:4], *TINY[8:], "--out", str(out)]) == 0
+    starts = xr.open_dataset(out / "starts.nc", engine="h5netcdf")
+    assert int(starts.attrs["length"]) == 150
+    saved = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert float(starts["state_space_divergence"][0]) == pytest.approx(float(saved["state_space_divergence"]),
+                                                                       rel=1e-12, nan_ok=True)
+    assert "Free runs from" in (out / "fit.md").read_text()
+
+
+def test_a_refused_starts_table_becomes_a_line_and_keeps_the_scores(fitted, tmp_path):
+    from dsident.cli_main_job import _starts_table, load_fitted
+    from dsident.experiments.inputs import load_data
+
+    est, _ = load_fitted(fitted)
+    short = load_data("lorenz63", split="test").isel(time=slice(0, 100))
+    lines = _starts_table(est, short, 3, 250, 0, tmp_path, progress=False)
+    assert len(lines) == 2 and lines[1].startswith("- scores from 3 starts not computed:") and "250" in lines[1]
+    assert not (tmp_path / "starts.nc").exists()
+
+
+def test_a_free_run_off_the_data_grid_reads_off_grid_with_the_reason(tmp_path):
+    """Data in large units fitted without --zscore: one epoch leaves the model's free run near
+    the origin, far off the data's grid around 1000 (yet within 1000 std), so D_stsp is
+    undefined. The report says "off grid" and why, the benchmark table's word, not a bare dash."""
+    t = np.arange(800) * 0.05
+    raw = 1000.0 + 100.0 * np.c_[np.sin(t), np.cos(1.3 * t)]     # 14 std from the origin: off grid, not diverged
+    np.save(tmp_path / "far.npy", raw)
+    out = tmp_path / "far"
+    assert main(["fit", str(tmp_path / "far.npy"), "--dt", "0.05", "--test-fraction", "0.25", *TINY[:4], *TINY[8:],
+                 "--out", str(out)]) == 0
+    saved = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert np.isnan(float(saved["state_space_divergence"])) and int(saved["diverged"]) == 0
+    text = (out / "fit.md").read_text()
+    assert "| test (200 samples) | off grid |" in text
+    assert "- D_stsp off grid: no sample of the free run falls on the test data's grid" in text
+
+
+def test_the_report_words_for_a_missing_divergence():
+    from dsident.cli_main_job import _fmt_divergence, _off_grid_note
+
+    assert _fmt_divergence(0.123456) == "0.1235"
+    assert _fmt_divergence(float("nan")) == "off grid"
+    assert _fmt_divergence(float("nan"), diverged=True) == "diverged"
+    assert _off_grid_note(0.5, False) == []
+    assert "diverged" in _off_grid_note(float("nan"), True)[1]
+    assert "off grid" in _off_grid_note(float("nan"), False)[1]
+
+
 def test_zscore_names_a_constant_channel(tmp_path, capsys):
     x = np.random.default_rng(0).normal(size=(200, 2))
     x[:, 1] = 7.0

@@ -81,6 +81,10 @@ def test_fewer_positions_than_starts_and_default_length():
         res = evaluate_starts(model, data, n_starts=10, length=298)       # three positions only
     np.testing.assert_array_equal(res.start_index.values, [0, 1, 2])
     assert evaluate_starts(model, data, n_starts=1).attrs["length"] == 300
+    # one position only: no overlap to warn about, but the missing start is not passed over in silence
+    with pytest.warns(RuntimeWarning, match=r"only 1 window\(s\) of `length`=300 .* not `n_starts`=2"):
+        one = evaluate_starts(model, data, n_starts=2, length=300)
+    assert one.sizes["start"] == 1
 
 
 def test_overlapping_windows_are_counted_and_warned_about():

@@ -105,6 +105,11 @@ def evaluate_starts(model: Any, data: Any, *, n_starts: int = 8, length: int | N
                       "length, so the spread over starts understates the data's variation from stretch to stretch. "
                       f"Pass n_starts <= {n_apart} or a shorter length for separate stretches.", RuntimeWarning,
                       stacklevel=2)
+    elif len(chosen) < int(n_starts):
+        # e.g. a window as long as the data: asking for more starts must not pass in silence
+        warnings.warn(f"only {len(chosen)} window(s) of `length`={length} samples fit in `data`, so "
+                      f"{len(chosen)} start(s) are scored, not `n_starts`={int(n_starts)}; pass a shorter length "
+                      "for more.", RuntimeWarning, stacklevel=2)
 
     columns: dict[str, list[float]] = {name: [] for name in ("state_space_divergence", "power_spectrum_distance",
                                                              "state_space_coverage", "diverged", "at_rest")}
