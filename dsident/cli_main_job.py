@@ -478,10 +478,12 @@ def _fmt4(value: float) -> str:
 def _fmt_divergence(value: float, diverged: bool = False) -> str:
     """A D_stsp cell: "diverged" for a free run that became non-finite or left the data's range,
     "off grid" for one none of whose samples falls on the test data's grid (the divergence is
-    then undefined, SPEC-metrics §1), else four digits; the benchmark table's words."""
-    if diverged:
-        return "diverged"
-    return "off grid" if not math.isfinite(value) else f"{value:.4g}"
+    then undefined, SPEC-metrics §1), else four digits: the words the training progress bar
+    uses (:func:`~dsident.inference.teacher_forcing.free_run_label`)."""
+    from .inference.teacher_forcing import free_run_label
+
+    label = free_run_label(math.inf if diverged else value)
+    return label if isinstance(label, str) else f"{label:.4g}"
 
 
 def _off_grid_note(d_stsp: float, diverged: bool) -> list[str]:
