@@ -91,6 +91,78 @@ def test_csv_time_column_gives_sample_times(tmp_path):
     assert list(ds["channel"].values) == ["v"]
 
 
+def _uniform_table(path, header, ramp_col=None):
+    """A csv of DATA with (optionally) a uniformly rising column inserted at ``ramp_col``."""
+    table = DATA.copy()
+    if ramp_col is not None:
+        table = np.insert(table, ramp_col, 0.05 * np.arange(len(DATA)), axis=1)
+    np.savetxt(path, table, delimiter=",", header=header, comments="", fmt="%.6g")
+    return table
+
+
+@pytest.mark.parametrize("name", ["time", "Time (s)", "t_ms", "timestamp", "t [s]"])
+def test_csv_header_time_column_is_read_as_sample_times(tmp_path, name):
+    # A time column left in the data would be fitted as a channel that never returns.
+    path = tmp_path / "rec.csv"
+    table = _uniform_table(path, f"a,{name},b,c", ramp_col=1)
+    ds = load_array(path)
+    assert list(ds["channel"].values) == ["a", "b", "c"]
+    np.testing.assert_allclose(ds["x"].values[0], np.delete(table, 1, axis=1), rtol=1e-5)
+    assert ds.attrs["dt"] == 0.05                       # the step of the times, without the text's rounding
+    assert json.loads(ds.attrs["provenance"])["time_column"] == name
+    # the same column kept as data on request (then the step must be given)
+    kept = load_array(path, time_column=False, dt=0.05)
+    assert list(kept["channel"].values) == ["a", name, "b", "c"]
+
+
+def test_csv_ramp_column_without_a_time_name_is_refused(tmp_path):
+    path = tmp_path / "rec.csv"
+    _uniform_table(path, "", ramp_col=0)                 # no header line
+    with pytest.raises(ValueError, match=r"column 1 changes by the same step \(0.05\) on every row"):
+        load_array(path, dt=0.05)
+    ds = load_array(path, time_column=0)
+    assert ds.sizes["channel"] == 3 and ds.attrs["dt"] == 0.05
+    # a recorded variable is never a ramp: the same file without the column loads as before
+    np.savetxt(path, DATA, delimiter=",")
+    assert load_array(path, dt=0.05).sizes["channel"] == 3
+
+
+def test_csv_channel_named_like_time_but_not_increasing_stays_data(tmp_path):
+    path = tmp_path / "rec.csv"
+    np.savetxt(path, DATA, delimiter=",", header="t,b,c", comments="")
+    ds = load_array(path, dt=0.1)
+    assert list(ds["channel"].values) == ["t", "b", "c"] and "sample_time" not in ds
+    for name in ("ts", "th", "tmin", "theta"):      # names that only start like one
+        np.savetxt(path, np.insert(DATA, 0, np.arange(len(DATA)), axis=1), delimiter=",",
+                   header=f"{name},a,b,c", comments="")
+        with pytest.raises(ValueError, match=f"column 1 \\({name!r}\\) changes by the same step"):
+            load_array(path, dt=0.1)
+
+
+def test_dt_that_contradicts_the_sample_times_is_refused(tmp_path):
+    path = tmp_path / "rec.csv"
+    _uniform_table(path, "time,a,b,c", ramp_col=0)
+    assert load_array(path, dt=0.05).attrs["dt"] == 0.05
+    with pytest.raises(ValueError, match=r"`dt`=50.0 disagrees with the sample times, whose median step is 0.05"):
+        load_array(path, dt=50.0)                     # milliseconds given for seconds
+    with pytest.raises(ValueError, match="disagrees with the sample times"):
+        as_dataset(DATA, dt=0.1, time=0.05 * np.arange(len(DATA)))
+
+
+def test_cli_reads_a_csv_with_a_time_column_without_dt(tmp_path):
+    from dsident.experiments.inputs import carries_step, load_data
+
+    path = tmp_path / "rec.csv"
+    _uniform_table(path, "time,a,b,c", ramp_col=0)
+    assert carries_step(path)
+    ds = load_data(str(path))
+    assert list(ds["channel"].values) == ["a", "b", "c"] and ds.attrs["dt"] == 0.05
+    np.savetxt(path, DATA, delimiter=",", header="a,b,c", comments="")
+    assert not carries_step(path)
+    with pytest.raises(ValueError, match="carries no sampling step: pass `dt`"):
+        load_data(str(path))
+
+
 # --------------------------------------------------------------------------- HDF5
 
 

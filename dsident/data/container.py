@@ -356,7 +356,8 @@ def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
         if sample_time is None:
             return 1.0
         steps = np.diff(sample_time, axis=1)
-        return float(np.nanmedian(steps))
+        # times read from text carry its rounding (0.05000000000001137); 12 digits keep any real step
+        return float(f"{float(np.nanmedian(steps)):.12g}")
     if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (numbers.Real, np.floating, np.integer)):
         if isinstance(dt, np.ndarray) and dt.ndim == 0:
             return _check_dt(dt.item(), sample_time)
@@ -365,6 +366,13 @@ def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
     if not np.isfinite(dt) or dt <= 0:
         raise ValueError(f"`dt` must be a positive finite number in the unit of the `time` coordinate; got dt={dt!r}. "
                          "For irregular sampling pass `time=` (per-trial sample times) instead.")
+    if sample_time is not None and sample_time.shape[1] > 1:
+        # continuous-time models step by dt; one that contradicts the times (a unit slip, s vs ms)
+        # would rescale every time constant they learn
+        typical = float(np.nanmedian(np.diff(sample_time, axis=1)))
+        if np.isfinite(typical) and abs(typical - dt) > 0.01 * dt:
+            raise ValueError(f"`dt`={dt!r} disagrees with the sample times, whose median step is {typical:.6g} "
+                             f"(the same unit); give dt={typical:.6g}, or leave `dt` out to take it from the times.")
     return dt
 
 

@@ -86,14 +86,16 @@ PLAIN_SUFFIXES = (".npy", ".npz", ".csv", ".tsv", ".txt")
 
 def carries_step(path: Path) -> bool:
     """False for a plain array file without its sampling step (any other format carries one or
-    a default its reader documents)."""
+    a default its reader documents; a text table with a time column, its sample times)."""
+    from ..data.importers.arrays import time_column_of
+
     suffix = path.suffix.lower()
     if suffix not in PLAIN_SUFFIXES:
         return True
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as archive:
             return bool({"dt", "fs"} & set(archive.files))
-    return False
+    return suffix != ".npy" and time_column_of(path) is not None
 
 
 def check_grid_datasets(datasets: Iterable[Any]) -> None:
@@ -109,7 +111,8 @@ def check_grid_datasets(datasets: Iterable[Any]) -> None:
         if not carries_step(path):
             raise ValueError(f"data file {name!r} carries no sampling step, and a benchmark or sweep point takes "
                              "no `dt`; store it with the data (dsident.data.save_dataset(dsident.as_dataset(x, "
-                             "dt=...), 'data.nc'), or numpy.savez('data.npz', x=x, dt=...)), or fit the file alone "
+                             "dt=...), 'data.nc'), numpy.savez('data.npz', x=x, dt=...), or a text table's column of sample "
+                             "times named `time` in its header line), or fit the file alone "
                              "with `dsident fit FILE --dt DT`.")
 
 
@@ -124,7 +127,8 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
     suffix = path.suffix.lower()
     if dt is None and not carries_step(path):
         # a guessed step would silently rescale every time constant a continuous-time model learns
-        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt).")
+        raise ValueError(f"plain array file {str(path)!r} carries no sampling step: pass `dt` (--dt), or, for a "
+                         "text table, give it a column of sample times named `time` in a header line.")
     if suffix in (".nc", ".nc4", ".netcdf"):
         from ..data.io import load_dataset
 

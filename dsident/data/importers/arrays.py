@@ -26,7 +26,7 @@ import xarray as xr
 from ..container import as_dataset
 from ._common import provenance, require, sampling_step
 
-__all__ = ["load_array", "ARRAY_EXTENSIONS", "PICKLE_EXTENSIONS"]
+__all__ = ["load_array", "time_column_of", "ARRAY_EXTENSIONS", "PICKLE_EXTENSIONS"]
 
 ARRAY_EXTENSIONS = (".npy", ".npz", ".csv", ".tsv", ".txt", ".h5", ".hdf5", ".mat")
 #: file types that can only be read by unpickling, which dsident never does
@@ -60,9 +60,12 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         dataset or file, a MAT variable), else 1.0 (one sample per time unit).
     channel_names : sequence of str, optional
         Channel names; default the csv header, else ``x0, x1, ...``.
-    time_column : str or int, optional
+    time_column : str, int or False, optional
         Text files: a column holding the sample times instead of data (irregular sampling is
-        kept as ``sample_time``; ``fs``/``dt`` are then optional).
+        kept as ``sample_time``; ``fs``/``dt`` are then optional, and a ``dt`` given as well must
+        agree with the times). Default: the header column named like a time axis (``time``,
+        ``t``, ``time_s``, ``Time (ms)``, ``timestamp``, ``seconds``, ...; see
+        :func:`time_column_of`), if there is one. ``False`` reads every column as data.
     name : str, optional
         ``attrs["name"]``; default the file's stem.
 
@@ -77,7 +80,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     ValueError
         Pickled (object) arrays, a missing or ambiguous ``key`` (the message lists what
         exists), a ``dims`` that does not match the array, a text file without ``fs``/``dt``,
-        an unknown extension.
+        a text column that rises by the same step on every row but is not named as a time
+        axis (a time column read as data would be fitted as a channel), an unknown extension.
     TypeError
         Non-numeric data (strings, structs, complex numbers).
     FileNotFoundError
@@ -96,10 +100,12 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     elif ext == ".npz":
         trials, meta, fmt = *_read_npz(path, key), "npz"
     elif ext in (".csv", ".tsv", ".txt"):
-        trials, header, sample_time = _read_text(path, ext, time_column)
+        trials, header, sample_time, used = _read_text(path, ext, time_column)
         if step is None and sample_time is None:
             sampling_step(None, None, required=True, what=f"text file {path.name!r}")
         meta, fmt = ({"channel_names": header} if header else {}), "text"
+        if used is not None:
+            meta["time_column"] = used
     elif ext in (".h5", ".hdf5"):
         trials, meta, fmt = *_read_hdf5(path, key), "hdf5"
     elif ext == ".mat":
@@ -112,7 +118,9 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         channel_names = meta["channel_names"]
     data, order = _arrange(trials, dims)
     prov = provenance("dsident.data.load_array", path, format=fmt, key=key, dims=order,
-                      dt=step if step is not None else "1.0 (no sampling rate in the file or the call)")
+                      time_column=meta.get("time_column"),
+                      dt=step if step is not None else ("the median step of the time column" if sample_time is not None
+                                                        else "1.0 (no sampling rate in the file or the call)"))
     return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
                       time=sample_time, min_length=1)
 
@@ -157,14 +165,14 @@ def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
             raise
 
 
-def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.ndarray, list[str], Any]:
-    delimiter = "\t" if ext == ".tsv" else ("," if ext == ".csv" else None)
+def _read_text(path: Path, ext: str, time_column: str | int | bool | None
+               ) -> tuple[np.ndarray, list[str], Any, str | int | None]:
+    """The table, its header, the sample times (or None) and which column gave them (or None)."""
+    delimiter = _delimiter(ext)
     with open(path, encoding="utf-8") as fh:
         # spreadsheet exports quote numbers ("1.5"); genfromtxt would read those as NaN
         lines = [line.replace('"', "") for line in fh]
-    first = lines[0].strip() if lines else ""
-    fields = [f.strip() for f in (first.split(delimiter) if delimiter else first.split())]
-    header = [] if all(_is_number(f) for f in fields) else fields
+    header = _header(lines, delimiter)
     try:
         table = np.genfromtxt(lines, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
                               missing_values="", filling_values=np.nan, ndmin=2)
@@ -175,22 +183,98 @@ def _read_text(path: Path, ext: str, time_column: str | int | None) -> tuple[np.
                          f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
                          "column.") from err
     _refuse_words(path, lines, table, delimiter, skip=1 if header else 0)
-    sample_time = None
-    if time_column is not None:
-        if isinstance(time_column, str):
-            if time_column not in header:
-                raise ValueError(f"`time_column`={time_column!r} is not a column of {path.name!r}; columns: {header}.")
-            col = header.index(time_column)
-        else:
-            col = int(time_column)
-            if not -table.shape[1] <= col < table.shape[1]:
-                raise ValueError(f"`time_column`={time_column!r} is out of range for {table.shape[1]} columns.")
-            col %= table.shape[1]
-        sample_time = table[:, col]
-        table = np.delete(table, col, axis=1)
-        if header:
-            header = [h for i, h in enumerate(header) if i != col]
-    return table, header, sample_time
+    if time_column is None:
+        time_column = _named_time_column(header)
+        if time_column is not None and not _increasing(table[:, header.index(time_column)]):
+            time_column = None  # named like a time axis but not one (a channel called "t"): data
+        if time_column is None:
+            _refuse_ramps(path, table, header)
+    if time_column is None or time_column is False:
+        return table, header, None, None
+    if isinstance(time_column, str):
+        if time_column not in header:
+            raise ValueError(f"`time_column`={time_column!r} is not a column of {path.name!r}; columns: {header}.")
+        col = header.index(time_column)
+    else:
+        if isinstance(time_column, bool) or not isinstance(time_column, (int, np.integer)):
+            raise TypeError(f"`time_column` must be a column name, a column index or False; got {time_column!r}.")
+        col = int(time_column)
+        if not -table.shape[1] <= col < table.shape[1]:
+            raise ValueError(f"`time_column`={time_column!r} is out of range for {table.shape[1]} columns.")
+        col %= table.shape[1]
+    if table.shape[1] < 2:
+        raise ValueError(f"{path.name!r} has one column, the time column {time_column!r}; no data are left.")
+    sample_time = table[:, col]
+    table = np.delete(table, col, axis=1)
+    if header:
+        header = [h for i, h in enumerate(header) if i != col]
+    return table, header, sample_time, time_column
+
+
+def _delimiter(ext: str) -> str | None:
+    return "\t" if ext == ".tsv" else ("," if ext == ".csv" else None)
+
+
+def _header(lines: list[str], delimiter: str | None) -> list[str]:
+    """The first line's fields when any of them is not a number (a header), else []."""
+    first = lines[0].strip() if lines else ""
+    fields = [f.strip() for f in (first.split(delimiter) if delimiter else first.split())]
+    return [] if all(_is_number(f) for f in fields) else fields
+
+
+#: header names read as the time axis: "time", "t", "Time (s)", "time_ms", "timestamp", "seconds", ...
+#: (a unit needs a separator or brackets, so channels such as "ts" or "th" stay data)
+_UNIT = r"(s|sec|seconds?|ms|msec|milliseconds?|min|h)"
+_TIME_NAME = re.compile(r"^(t|times?|timestamps?|seconds?|secs?|ms|msec|millis(econds?)?)"
+                        rf"([\s_-]*[(\[]\s*{_UNIT}\s*[)\]]|[\s_-]+{_UNIT})?$", re.IGNORECASE)
+
+
+def time_column_of(path: str | os.PathLike) -> str | None:
+    """The header column of a text table that :func:`load_array` reads as sample times, or None.
+
+    A column is a time axis when its header name is one (``time``, ``t``, ``times``,
+    ``timestamp``, ``seconds``, ``ms``, with an optional unit: ``time_s``, ``Time (ms)``,
+    ``t [s]``); other formats and header-less tables give None.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".csv", ".tsv", ".txt") or not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as fh:
+        first = fh.readline().replace('"', "")
+    return _named_time_column(_header([first], _delimiter(path.suffix.lower())))
+
+
+def _named_time_column(header: list[str]) -> str | None:
+    names = [h for h in header if _TIME_NAME.match(h.strip())]
+    return names[0] if len(names) == 1 else None
+
+
+def _increasing(column: np.ndarray) -> bool:
+    return bool(np.isfinite(column).all() and (np.diff(column) > 0).all())
+
+
+def _refuse_ramps(path: Path, table: np.ndarray, header: list[str]) -> None:
+    """Refuse a data column that rises (or falls) by the same step on every row.
+
+    No recorded variable does that; a time or sample-index column does, and read as data it is a
+    channel that never returns, which no dynamical model can reproduce (its fit fails quietly).
+    """
+    if table.shape[0] < 10:  # a few hand-written rows may well step evenly
+        return
+    steps = np.diff(table, axis=0)
+    for c in range(table.shape[1]):
+        d = steps[:, c]
+        if not np.isfinite(d).all() or d[0] == 0:
+            continue
+        scale = max(float(np.max(np.abs(table[:, c]))), abs(float(d[0])))
+        # the text's rounding: a step written with 6 significant digits differs by ~1e-6 of the values
+        if np.max(np.abs(d - np.median(d))) <= 1e-5 * scale:
+            name = f"column {c + 1}" + (f" ({header[c]!r})" if header else "")
+            raise ValueError(
+                f"{path.name!r}: {name} changes by the same step ({float(np.median(d)):.6g}) on every row, like a time "
+                "or sample-index column, and would be fitted as a data channel. Name it `time` in the header "
+                "line (its values then become the sample times), remove it, or load the file with "
+                f"dsident.data.load_array(path, time_column={c}) (or time_column=False to keep it as data).")
 
 
 #: fields a text table may use to mark a missing sample (compared lower-case, stripped)
