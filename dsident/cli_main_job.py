@@ -236,6 +236,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if cfg.get("slow_channels") is not None:
         # a slow band of one channel and its quadrature as two more observed channels (not scored)
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
+    # the test data before the fit, so that one too short to score is refused before the work
+    test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
+    test, test_line = None, None
+    if held_out is not None:
+        test_line = (f"- test: the last {s['test_fraction']:g} of every trial ({held_out.sizes['time']} samples "
+                     "in the longest), never seen in training")
+        test = in_fit_units(held_out, cfg, before=recorded_before)
+        test = test if not cfg.get("eval_length") else cut(test, int(cfg["eval_length"]))
+    elif test_spec is not None:
+        test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"))
+    if test is not None:
+        _check_test_length(test, int(cfg.get("pe_steps", 20)),
+                           f"--test-fraction {s['test_fraction']:g}" if held_out is not None else
+                           f"the test data {test_spec!r}")
     from ._threads import usable_cores
 
     # one fit on this machine: a best_of cell trains its candidates on all the cores at once
@@ -272,15 +286,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
                                   save=out / "history.png")
         except ValueError as err:      # a history without a loss series: the fit itself is saved
             lines.append(f"- no history.png: {err}")
-    test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
-    test = None
-    if held_out is not None:
-        lines.append(f"- test: the last {s['test_fraction']:g} of every trial ({held_out.sizes['time']} samples "
-                     "in the longest), never seen in training")
-        test = in_fit_units(held_out, cfg, before=recorded_before)
-        test = test if not cfg.get("eval_length") else cut(test, int(cfg["eval_length"]))
-    elif test_spec is not None:
-        test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"))
+    if test_line:
+        lines.append(test_line)
     if test is not None:
         lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
         if cfg.get("test_starts"):        # the same protocol from K starts over the whole test data
@@ -358,6 +365,15 @@ def _history_dataset(history: Any):
     # series logged every iteration share one dim; sparser ones (e.g. periodic evaluations) get their own
     data = {k: ("iteration" if len(v) == longest else f"{k}_index", v) for k, v in series.items()}
     return xr.Dataset(data, attrs=attrs)
+
+
+def _check_test_length(test: Any, pe_steps: int, what: str) -> None:
+    """Refuse test data too short for PE(``pe_steps``), the score that needs the most samples."""
+    n = int(test.sizes["time"])
+    if n < pe_steps + 1:
+        raise ValueError(f"{what} leaves {n} test sample(s), but PE({pe_steps}) needs at least {pe_steps + 1}; "
+                         "hold out a longer stretch (a larger --test-fraction or longer --test-data) or lower "
+                         "--pe-steps. Nothing was fitted.")
 
 
 def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:

@@ -213,6 +213,23 @@ def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys
     assert "--test-fraction" in capsys.readouterr().err
 
 
+def test_test_data_too_short_for_pe_is_refused_before_the_fit(tmp_path, capsys):
+    """A held-out tail shorter than PE(n) needs used to raise after the fit, leaving a model and
+    no fit.md; it is refused first, and a lower --pe-steps scores it."""
+    from dsident import datasets
+
+    np.save(tmp_path / "rec.npy", datasets.load("lorenz63", split="train")["x"].values[0, :60])
+    out = tmp_path / "short"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--test-fraction", "0.2",
+                 *TINY[:4], *TINY[8:], "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "leaves 12 test sample(s), but PE(20) needs at least 21" in err and "Nothing was fitted" in err
+    assert not out.exists()
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--test-fraction", "0.2", "--pe-steps", "5",
+                 *TINY[:4], *TINY[8:], "--out", str(out)]) == 0
+    assert "PE(5)" in (out / "fit.md").read_text()
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,

@@ -367,10 +367,13 @@ def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
         raise ValueError(f"`dt` must be a positive finite number in the unit of the `time` coordinate; got dt={dt!r}. "
                          "For irregular sampling pass `time=` (per-trial sample times) instead.")
     if sample_time is not None and sample_time.shape[1] > 1:
-        # continuous-time models step by dt; one that contradicts the times (a unit slip, s vs ms)
-        # would rescale every time constant they learn
-        typical = float(np.nanmedian(np.diff(sample_time, axis=1)))
-        if np.isfinite(typical) and abs(typical - dt) > 0.01 * dt:
+        # continuous-time models step by dt; one that contradicts evenly spaced times (a unit slip,
+        # s vs ms) would rescale every time constant they learn. Irregular times keep a nominal dt.
+        steps = np.diff(sample_time, axis=1)
+        steps = steps[np.isfinite(steps)]
+        typical = float(np.median(steps)) if steps.size else np.nan
+        regular = steps.size > 0 and bool(np.all(np.abs(steps - typical) <= 0.01 * abs(typical)))
+        if regular and abs(typical - dt) > 0.01 * dt:
             raise ValueError(f"`dt`={dt!r} disagrees with the sample times, whose median step is {typical:.6g} "
                              f"(the same unit); give dt={typical:.6g}, or leave `dt` out to take it from the times.")
     return dt
