@@ -226,6 +226,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["zscore"] = start_cfg["zscore"]
         train = in_fit_units(train, cfg)
     elif s.get("zscore"):
+        observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
+        if observation in _COUNT_OBSERVATIONS:
+            raise ValueError(f"--zscore standardises continuous signals, but observation={observation!r} models the "
+                             "raw counts (non-negative integers) that z-scoring would destroy; drop --zscore.")
         if start_cfg is not None:
             raise ValueError(f"--zscore with --init {s['init']!r}: that model was fitted on unstandardised data, "
                              "so it cannot go on in z-units; drop --zscore, or fit afresh.")
@@ -365,6 +369,10 @@ def _history_dataset(history: Any):
     # series logged every iteration share one dim; sparser ones (e.g. periodic evaluations) get their own
     data = {k: ("iteration" if len(v) == longest else f"{k}_index", v) for k, v in series.items()}
     return xr.Dataset(data, attrs=attrs)
+
+
+#: observation models of counts or categories, whose data --zscore would turn into something else
+_COUNT_OBSERVATIONS = ("poisson", "bernoulli", "categorical")
 
 
 def _check_test_length(test: Any, pe_steps: int, what: str) -> None:

@@ -230,6 +230,18 @@ def test_test_data_too_short_for_pe_is_refused_before_the_fit(tmp_path, capsys):
     assert "PE(5)" in (out / "fit.md").read_text()
 
 
+@pytest.mark.parametrize("observation", ["poisson", "bernoulli"])
+def test_zscore_with_a_count_observation_model_is_refused_before_the_fit(tmp_path, capsys, observation):
+    counts = np.random.default_rng(0).poisson(1.0, size=(200, 4)).clip(0, 1)
+    np.save(tmp_path / "counts.npy", counts)
+    out = tmp_path / "counts"
+    assert main(["fit", str(tmp_path / "counts.npy"), "--dt", "0.02", "--zscore", "--model", "rplrnn",
+                 "--method", "svi", "--param", f"observation={observation}", "--option", "n_steps=1",
+                 "--no-progress", "--out", str(out)]) == 2
+    assert f"observation={observation!r} models the raw counts" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,
