@@ -337,6 +337,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     else:       # the page still shows the data, and says why the run's curve is missing
         ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
     ax.set_title(f"power spectrum, {names[0]}")
+    ax.set_xlabel("frequency (1 / time unit)")
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)
     n = min(3000, len(x), len(g))

@@ -76,6 +76,18 @@ def test_kaplan_yorke_dimension_matches_the_formula(exponents, expected):
     assert kaplan_yorke_dimension(exponents) == pytest.approx(expected, rel=1e-12)
 
 
+def test_kaplan_yorke_dimension_counts_exponents_inside_the_tolerance_as_zero():
+    # a limit cycle's zero exponent from a finite run (session 47's Van der Pol fit)
+    cycle = [-0.005784, -3.347, -49.21]
+    assert kaplan_yorke_dimension(cycle) == 0.0
+    assert kaplan_yorke_dimension(cycle, zero_tol=0.01) == 1.0
+    assert kaplan_yorke_dimension(cycle, zero_tol=0.001) == 0.0        # outside the tolerance it stays
+    # Lorenz-63 with a slightly wrong zero exponent gets the textbook value back
+    assert kaplan_yorke_dimension([0.905, -0.004, -14.57], zero_tol=0.01) == pytest.approx(2 + 0.905 / 14.57)
+    with pytest.raises(ValueError, match="zero_tol"):
+        kaplan_yorke_dimension(cycle, zero_tol=-1.0)
+
+
 def test_kaplan_yorke_dimension_is_nan_for_a_diverged_spectrum_and_refuses_an_empty_one():
     assert math.isnan(kaplan_yorke_dimension([0.1, float("nan")]))
     with pytest.raises(ValueError, match="exponents"):
@@ -142,6 +154,7 @@ def test_quasi_periodic_circle_map_has_a_zero_exponent_and_the_rotation_period()
     assert lam_step[1] == pytest.approx(math.log(0.5), abs=1e-3)
     turn = 2 * math.pi / theta * dt
     assert report.dominant_period == pytest.approx(turn, rel=0.02)
+    assert report.kaplan_yorke == 1.0               # the zero exponent counts as zero: a curve, not a point
 
 
 def test_diverging_run_is_reported_not_raised():
