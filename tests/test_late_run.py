@@ -39,10 +39,11 @@ def _circle(n=1000, dt=0.5):
 
 
 def test_late_stretch_is_steps_one_and_a_quarter_to_two_and_a_quarter_T_and_the_exponent_is_log_r():
-    # r = 0.999: log r = -1e-3 per step, within the zero tolerance 20 / 2000, and not still yet
+    # r = 0.999: log r = -1e-3 per step, within the zero tolerance 20 / 2000, and not still yet;
+    # the run shrinks quarter by quarter, so it reads as what it is, a slow approach to 0
     model, test = _spiral(r=0.999), _circle()
     late = point_regime(model, test, seed=0)
-    assert late["regime"] == "periodic or quasi-periodic" and late["steps"] == analysis_length(1000) == 2000
+    assert late["regime"] == "fixed point" and late["steps"] == analysis_length(1000) == 2000
     assert late["lambda_max"] == pytest.approx(math.log(0.999) / 0.5, rel=1e-6)
     # the same window cut by hand from one long run from the first test sample
     x = test["x"].values
@@ -63,12 +64,23 @@ def test_a_fast_spiral_stands_still_by_the_end_with_both_exponents_log_r():
     assert regime.latent.shape == (2000, 2) and regime.trajectory.sizes["time"] == 2000
 
 
+@pytest.mark.parametrize("r, verdict", [(1.0, "periodic or quasi-periodic"), (0.9995, "fixed point"),
+                                         (0.99995, "periodic or quasi-periodic")])
+def test_a_slow_spiral_inside_the_zero_tolerance_is_told_from_a_cycle_by_its_shrinking_extent(r, verdict):
+    # all three have |λ1| = |log r| ≤ 20 / 2000 per step. r = 0.9995 shrinks by e^{-0.75} ≈ 0.47
+    # over the last three quarters of the run: a slow approach to a fixed point. r = 0.99995
+    # (e^{-0.075}) is a cycle as far as 2 000 steps can tell, and stays one.
+    regime = free_run_regime(_spiral(r=r), n_steps=2000, transient=200, x0=np.array([1.0, 0.0]))
+    assert abs(regime.lyapunov[0] * 0.5) <= regime.zero_tol
+    assert regime.verdict == verdict
+
+
 def test_a_run_handed_over_gives_the_verdict_of_the_run_generated_inside():
     model, x0 = _spiral(r=0.999), np.array([1.0, 0.0])
     inside = free_run_regime(model, n_steps=2000, transient=200, x0=x0, seed=0)
     run = model.generate(2200, x0=x0, seed=0)
     given = free_run_regime(model, n_steps=2000, transient=200, x0=x0, seed=0, run=run)
-    assert given.verdict == inside.verdict == "periodic or quasi-periodic"
+    assert given.verdict == inside.verdict == "fixed point"
     np.testing.assert_array_equal(given.lyapunov, inside.lyapunov)
     np.testing.assert_array_equal(given.latent, inside.latent)
     with pytest.raises(ValueError, match="`run` must be a generated run with `z` over transient \\+ n_steps = 2200"):
@@ -150,7 +162,8 @@ def test_the_leading_exponent_alone_gives_the_verdict_and_lambda_max_of_the_whol
     full = free_run_regime(model, n_steps=2000, transient=500, x0=x0, seed=0)
     lead = free_run_regime(model, n_steps=2000, transient=500, x0=x0, seed=0, n_exponents=1)
     assert lead.lyapunov.shape == (1,) and full.lyapunov.shape == (4,)
-    assert lead.verdict == full.verdict == "periodic or quasi-periodic"    # |log 0.9995| < 20 / 2000
+    # |log 0.9995| < 20 / 2000, but every unit decays: a slow approach to the fixed point 0
+    assert lead.verdict == full.verdict == "fixed point"
     assert lead.max_lyapunov == pytest.approx(full.max_lyapunov, rel=1e-3)
     assert lead.max_lyapunov == pytest.approx(math.log(0.9995) / 0.5, rel=1e-2)
     np.testing.assert_allclose(full.lyapunov, np.sort(np.log(rates))[::-1] / 0.5, rtol=1e-2)
@@ -184,7 +197,7 @@ def test_the_benchmark_late_run_asks_for_the_leading_exponent_only(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(analysis, "free_run_regime", spy)
-    late = point_regime(_spiral(r=0.999), _circle(), seed=0)
+    late = point_regime(_spiral(r=1.0), _circle(), seed=0)
     assert seen["n_exponents"] == 1 and late["regime"] == "periodic or quasi-periodic"
 
 

@@ -359,7 +359,8 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     -----
     The verdict, in order: "diverged" if the run is non-finite; "fixed point" if over its last
     ``max(100, n_steps // 10)`` steps no latent unit moves by more than 1e-6 of the state's
-    size; otherwise, with ``λ1`` the largest exponent per step, "attracting cycle" if
+    size, or if ``λ1 < 0`` and the run is still shrinking towards a point (:func:`settling`);
+    otherwise, with ``λ1`` the largest exponent per step, "attracting cycle" if
     ``λ1 < -zero_tol`` (a discrete-time map settles on a cycle of ``cycle_period`` steps),
     "periodic or quasi-periodic" if ``|λ1| <= zero_tol`` (a limit cycle of a flow, or a torus),
     and "chaotic" if ``λ1 > zero_tol``. A stable cycle of a continuous-time model has ``λ1 = 0``
@@ -408,6 +409,10 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
     if at_rest(z):
         return "fixed point", None
     lam1 = float(lam_per_step[0])
+    if lam1 < 0 and settling(z):
+        # still moving, but every quarter of the run smaller than the last: a slow approach to a
+        # fixed point (a damped spiral), whose λ1 can sit inside the zero tolerance of a short run
+        return "fixed point", None
     if lam1 < -zero_tol:
         # a map on an attracting cycle repeats itself: the smallest shift that maps the tail onto itself
         for k in range(1, len(tail) // 2):
@@ -415,6 +420,18 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
                 return "attracting cycle", k
         return "attracting cycle", None
     return spectrum_verdict(lam_per_step, zero_tol), None
+
+
+def settling(series: np.ndarray, factor: float = 0.5) -> bool:
+    """Whether a run (time, dim) shrinks towards a point: the extent (largest range over the
+    dimensions) of each of its four quarters is smaller than the one before, and the last
+    quarter's at most ``factor`` of the first's. A limit cycle, torus or chaotic attractor keeps
+    its extent once the transient is over; a damped spiral loses it geometrically."""
+    quarters = np.array_split(np.asarray(series, dtype=float), 4)
+    if min(len(q) for q in quarters) < 2:
+        return False
+    extent = np.array([float(np.ptp(q, axis=0).max()) for q in quarters])
+    return bool(np.all(np.diff(extent) < 0) and extent[-1] <= factor * extent[0])
 
 
 def at_rest(series: np.ndarray) -> bool:
