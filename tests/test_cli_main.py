@@ -242,6 +242,17 @@ def test_zscore_with_a_count_observation_model_is_refused_before_the_fit(tmp_pat
     assert not out.exists()
 
 
+def test_param_penalty_none_fits_an_unpenalised_rplrnn(tmp_path):
+    """`--param penalty=none` is parsed as None; the PLRNN refused it ("must be one of ...")."""
+    from dsident.cli_main_job import load_fitted
+
+    out = tmp_path / "rpl"
+    assert main(["fit", "lorenz63", "--model", "rplrnn", "--method", "bptt", "--param", "penalty=none",
+                 "--latent-dim", "4", *TINY[4:8], *TINY[10:], "--out", str(out)]) == 0
+    est, _ = load_fitted(out)
+    assert est.model_.dynamics.penalty == "none"
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,

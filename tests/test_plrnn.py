@@ -112,7 +112,7 @@ def test_orthogonal_penalty_by_hand():
         f.quadratic_penalty()
 
 
-@pytest.mark.parametrize("penalty", ["none", "iplrnn"])
+@pytest.mark.parametrize("penalty", ["none", None, "iplrnn"])
 def test_unpenalized_variants_have_zero_regularization(penalty):
     assert float(_small_plrnn(penalty, tau=10.0).regularization().detach()) == 0.0
 

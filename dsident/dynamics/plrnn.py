@@ -122,7 +122,7 @@ class PLRNN(LatentDynamics):
     tau_A, tau_W, tau_h : float >= 0 or None
         Separate weights of the three sums of eq. 3. ``penalty="orthogonal"`` uses ``tau_W``.
     penalty : {"manifold", "none", "iplrnn", "l2p", "l2f", "orthogonal"}, default "manifold"
-        The baselines of the paper's Table 1:
+        (None means "none".) The baselines of the paper's Table 1:
 
         ============  ===============================================================  ==========
         penalty       ``regularization()``                                             init
@@ -190,6 +190,8 @@ class PLRNN(LatentDynamics):
         if isinstance(reg_fraction, bool) or not isinstance(reg_fraction, (int, float, np.floating)) \
                 or not 0.0 <= reg_fraction <= 1.0:
             raise ValueError(f"`reg_fraction` must be a number in [0, 1]; got reg_fraction={reg_fraction!r}.")
+        if penalty is None:     # "no penalty" as Python says it (and the CLI parses `penalty=none`)
+            penalty = "none"
         if penalty not in PENALTIES:
             raise ValueError(f"`penalty` must be one of {PENALTIES}; got penalty={penalty!r}.")
         if reg_units not in REG_UNITS:
