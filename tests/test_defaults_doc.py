@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dsident.experiments.config import DATASET_METHODS, FIT_DEFAULTS, MODEL_DEFAULTS, PAIR_DEFAULTS
+from dsident.experiments.config import (DATASET_METHODS, FIT_DEFAULTS, MODEL_DEFAULTS, PAIR_DEFAULTS, RECORDING_DEFAULTS,
+                                        RECORDING_METHODS)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "main_job.md"
 
@@ -74,3 +75,15 @@ def test_the_table_gives_each_model_its_default_method_and_each_engine_a_row(row
             methods |= set(_names(key))
     assert models == {m: d["method"] for m, d in MODEL_DEFAULTS.items()}
     assert methods == set(FIT_DEFAULTS)
+
+
+def test_the_table_lists_the_recording_methods_and_cells(rows):
+    methods, cells = {}, set()
+    for layer, key, settings in rows:
+        if layer.startswith("method for a recording"):
+            methods.update({m: settings.split(" ")[0] for m in _names(key)})
+        elif layer.startswith("recording cell"):
+            model, method = (part.strip() for part in key.split("/"))
+            cells.add((model, method))
+    assert methods == RECORDING_METHODS
+    assert cells == set(RECORDING_DEFAULTS)

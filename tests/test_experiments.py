@@ -45,15 +45,44 @@ def test_dataset_method_picks_the_measured_cell_and_flags_still_win():
     cell = cfgmod.PAIR_DEFAULTS[(dataset, model, method)]
     for key, value in cell["model_params"].items():
         assert cfg["model_params"][key] == value
-    # the model's own method elsewhere (a file path gets no dataset layer), and the user's choice wins
+    # the model's own method for a file of counts (no recording layer), and the user's choice wins
     own = cfgmod.MODEL_DEFAULTS[model]["method"]
-    assert resolve_config("recording.npy", model)["method"] == own
+    counts = {"model_params": {"observation": "poisson"}}
+    assert resolve_config("recording.npy", model, overrides=counts)["method"] == own
     assert resolve_config(dataset, model, own)["method"] == own
     assert resolve_config(dataset, model, overrides={"method": own})["method"] == own
     # the benchmark grid without --methods uses the per-dataset method for each dataset
-    grid = benchmark_configs([dataset, "recording.npy"], [model], None, 1)
+    grid = benchmark_configs([dataset, "recording.npy"], [model], None, 1, overrides=counts)
     assert [c["method"] for c in grid] == [method, own]
     assert f"{dataset} / {model}" in cfgmod.defaults_table()
+
+
+@pytest.mark.parametrize("model", ["shplrnn", "rplrnn", "gnode", "ltc", "rfwp", "organics"])
+def test_a_data_file_gets_the_recording_method_and_cell(model):
+    """A user's file with Gaussian observations is filed under RECORDING: the rPLRNN and the
+    continuous-time models that won by teacher forcing on every benchmark get it there too."""
+    cfg = resolve_config("my_recording.csv", model)
+    expected = cfgmod.RECORDING_METHODS.get(model, cfgmod.MODEL_DEFAULTS[model]["method"])
+    assert cfg["method"] == expected == cfgmod.default_method(model, "my_recording.csv")
+    for key, value in cfgmod.RECORDING_DEFAULTS.get((model, expected), {}).get("model_params", {}).items():
+        assert cfg["model_params"][key] == value
+    for key, value in cfgmod.RECORDING_DEFAULTS.get((model, expected), {}).get("fit_options", {}).items():
+        assert cfg["fit_options"][key] == value
+    # the shipped sets keep their own tables, and another method keeps only the generic layers
+    assert resolve_config("lorenz63", model)["method"] == cfgmod.default_method(model, "lorenz63")
+    other = "svi" if expected != "svi" else "teacher-forcing"
+    assert resolve_config("my_recording.csv", model, other)["model_params"] == \
+        {**cfgmod.MODEL_DEFAULTS[model].get("model_params", {})}
+
+
+def test_the_recording_cell_builds_without_dropping_settings():
+    for (model, method), cell in cfgmod.RECORDING_DEFAULTS.items():
+        est, options, dropped = runner.build_estimator(resolve_config("rec.npy", model, method))
+        assert dropped == []
+        for key, value in cell.get("model_params", {}).items():
+            assert getattr(est, key) == value, key
+        for key, value in cell.get("fit_options", {}).items():
+            assert options[key] == value, key
 
 
 def test_quick_preset_overrides_dataset_defaults():

@@ -61,7 +61,8 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     for dataset in datasets:
         for model in models:
             model = check_model_name(model)
-            for method in (methods or [default_method(model, dataset)]):
+            observation = ((overrides or {}).get("model_params") or {}).get("observation")
+            for method in (methods or [default_method(model, dataset, observation)]):
                 for seed in seed_list:
                     ov = {**(overrides or {}), "seed": seed}
                     out.append(resolve_config(dataset, model, method, overrides=ov,
@@ -217,13 +218,13 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         A Markdown table, one row per (dataset, model, method) cell: the seeds, how many of
         them are already finished in ``out`` (a re-run skips those), the training length,
         whether the cell has measured defaults (``PAIR_DEFAULTS``, the cells whose numbers
-        are in the README) or runs on the engines' defaults, what the cell gave when it was
+        are in the README; ``RECORDING_DEFAULTS`` for a data file) or runs on the engines' defaults, what the cell gave when it was
         measured (:data:`~dsident.experiments.config.MEASURED`: median D_stsp with its
         multiple of the floor, D_H, seeds) and its median fit time, and the resolved settings.
         Under the table, the fitting time the unfinished points are expected to take. A cell
         whose settings differ from the measured ones (a config file, flags) shows no numbers.
     """
-    from .config import MEASURED_EVAL_LENGTH, PAIR_DEFAULTS
+    from .config import MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, RECORDING, RECORDING_DEFAULTS, data_key
     from .runner import is_done
 
     say = echo or (lambda *a, **k: None)
@@ -236,7 +237,9 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         key = (cell["dataset"], cell["model"], cell["method"])
         points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
         done = sum(is_done(c, out) for c in points)
-        tuned = "quick preset" if key in preset else ("measured cell" if key in PAIR_DEFAULTS else "engine defaults")
+        tuned = ("quick preset" if key in preset else "measured cell" if key in PAIR_DEFAULTS else
+                 "recording cell" if data_key(key[0], cell["model_params"].get("observation")) == RECORDING
+                 and key[1:] in RECORDING_DEFAULTS else "engine defaults")
         settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"],
                                **({"slow_channels": cell["slow_channels"]} if cell.get("slow_channels") else {})})
         record = measured_cell(cell, quick)
