@@ -68,6 +68,29 @@ def test_wrong_frequency_model_is_worse():
     assert float(shrunk.state_space_coverage) < 0.5 < float(good.state_space_coverage)
 
 
+def test_test_data_with_gaps_get_d_h_over_their_longest_observed_stretch():
+    # a wrong-frequency model, so D_H is far from 0 and the stretch it is computed on matters
+    data = _orbit(_rotation(ANGLE), 2000)
+    data[300:310, 0] = np.nan                          # gaps: observed stretches 300, 1190 and 490 long
+    data[1500:1510, 1] = np.nan
+    test = dsident.as_dataset(data, dt=0.1)
+    with pytest.warns(RuntimeWarning, match=r"longest fully observed stretch \(1190 of 2000 samples\)"):
+        res = evaluate(_model(_rotation(1.3 * ANGLE)), test, pe_steps=3)
+    assert res.attrs["power_spectrum_samples"] == 1190
+    # by hand: the model's free run (burn-in 0.25 T dropped) at the stretch's steps 310-1499
+    gen = _orbit(_rotation(1.3 * ANGLE), 2500)[500:]
+    by_hand = power_spectrum_distance(data[310:1500], gen[310:1500])
+    assert float(res.power_spectrum_distance) == pytest.approx(by_hand, rel=1e-10)
+    assert 0.1 < by_hand != pytest.approx(power_spectrum_distance(data[:300], gen[:300]))
+    # a stretch too short for the smoothing kernel (16 sigma = 320 samples) stays NaN
+    short = data.copy()
+    short[::250, 0] = np.nan
+    with pytest.warns(RuntimeWarning, match="shorter than D_H's 320"):
+        res = evaluate(_model(_rotation(ANGLE)), dsident.as_dataset(short, dt=0.1), pe_steps=3)
+    assert np.isnan(float(res.power_spectrum_distance)) and res.attrs["power_spectrum_samples"] == 0
+    assert np.isfinite(float(res.state_space_divergence))
+
+
 def test_unstable_model_is_reported_diverged_with_nan_metrics():
     test = dsident.as_dataset(_orbit(_rotation(ANGLE), 1000), dt=0.1)
     with pytest.warns(RuntimeWarning, match="diverged"):

@@ -150,13 +150,13 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if diverged:
         warnings.warn(f"the free run of {type(model).__name__} diverged (non-finite or beyond "
                       f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)
-        d_stsp, d_h, coverage = np.nan, np.full(keep.size, np.nan), np.nan
+        d_stsp, d_h, coverage, d_h_length = np.nan, np.full(keep.size, np.nan), np.nan, 0
     else:
         d_stsp = state_space_divergence(x[..., keep], generated[..., keep], method=stsp_method, n_bins=n_bins,
                                         smoothing_alpha=smoothing_alpha, direction=direction,
                                         gmm_scaling=gmm_scaling, gmm_points=gmm_points,
                                         mc_samples=mc_samples, seed=seed)
-        d_h = _spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
+        d_h, d_h_length = _spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
         coverage = state_space_coverage(x[..., keep], generated[..., keep], n_bins=n_bins)
     pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt, channels=keep)
 
@@ -178,6 +178,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         "generated_steps": n_generate, "burn_in_steps": json.dumps(burn_in.tolist()),
         "data_name": str(ds.attrs.get("name", "data")), "data_length": json.dumps(windows.tolist()),
         "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": float(ds.attrs.get("dt", 1.0)),
+        "power_spectrum_samples": int(d_h_length),
         "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
         "dsident_version": __version__,
     }
@@ -402,19 +403,55 @@ def _is_diverged(run: xr.Dataset, xg: np.ndarray, n_used: np.ndarray, x: np.ndar
 
 
 def _spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                       sigma: float) -> np.ndarray:
-    """D_H per channel over the common length of all trials' windows; NaN when the test has gaps."""
+                       sigma: float) -> tuple[np.ndarray, int]:
+    """D_H per channel over the common length of all trials' windows, and that length.
+
+    Spectra need gap-free series and nothing is filled in, so test data with missing samples
+    inside the window are compared over each trial's longest fully observed stretch (cut to the
+    shortest of them), against the free run at the same steps. A stretch shorter than
+    :func:`min_spectrum_length` gives NaN: the smoothing kernel would span its whole spectrum.
+    """
     common = int(np.min(lengths - starts))
     xt = np.stack([x[i, s:s + common] for i, s in enumerate(starts)])
     xg = np.stack([generated[i, s:s + common] for i, s in enumerate(starts)])
     if not np.all(np.isfinite(xt)):
-        warnings.warn("the test data have missing samples inside the evaluation window; D_H needs gap-free "
-                      "series and is NaN.", RuntimeWarning, stacklevel=3)
-        return np.full(x.shape[2], np.nan)
-    if np.any(lengths - starts != common):
+        spans = [longest_observed_stretch(trial) for trial in xt]
+        n = min(length for _, length in spans)
+        if n < min_spectrum_length(sigma):
+            warnings.warn(f"the test data have missing samples inside the evaluation window and their longest "
+                          f"fully observed stretch is {n} of {common} samples, shorter than D_H's "
+                          f"{min_spectrum_length(sigma)} (16 × sigma); D_H is NaN.", RuntimeWarning, stacklevel=3)
+            return np.full(x.shape[2], np.nan), 0
+        warnings.warn(f"the test data have missing samples inside the evaluation window; D_H compares the "
+                      f"longest fully observed stretch ({n} of {common} samples) with the free run at the same "
+                      "steps (nothing is filled in).", RuntimeWarning, stacklevel=3)
+        xt = np.stack([trial[a:a + n] for trial, (a, _) in zip(xt, spans)])
+        xg = np.stack([trial[a:a + n] for trial, (a, _) in zip(xg, spans)])
+        common = n
+    elif np.any(lengths - starts != common):
         warnings.warn(f"test trials differ in length; D_H compares the first {common} samples of each.",
                       RuntimeWarning, stacklevel=3)
-    return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True))
+    return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True)), common
+
+
+def min_spectrum_length(sigma: float) -> int:
+    """The fewest samples D_H compares: 16 σ, so that the smoothing kernel (±4 σ bins) covers at
+    most half of the ``n // 2 + 1`` frequency bins; 20 for ``sigma = 0``."""
+    return max(20, int(np.ceil(16 * sigma)))
+
+
+def longest_observed_stretch(series: np.ndarray) -> tuple[int, int]:
+    """(start, length) of the longest run of fully observed samples of a (time, channel) series."""
+    ok = np.all(np.isfinite(series), axis=1)
+    best, start, run_start = (0, 0), 0, None
+    for t, good in enumerate(np.append(ok, False)):
+        if good and run_start is None:
+            run_start = t
+        elif not good and run_start is not None:
+            if t - run_start > best[1]:
+                best = (run_start, t - run_start)
+            run_start = None
+    return best
 
 
 def _gap_free_trials(data: Any) -> list[np.ndarray]:
