@@ -743,10 +743,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _build_fit(p: argparse.ArgumentParser) -> None:
     from .experiments.registry import METHOD_NAMES, MODEL_NAMES
 
-    p.add_argument("data", nargs="?", help="shipped set name (lorenz63, ...), NetCDF file, or .npy/.csv with --dt")
+    p.add_argument("data", nargs="?", help="shipped set name (lorenz63, ...), NetCDF file, or .npy/.csv with --dt (or a csv with a `time` column)")
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
     p.add_argument("--test-fraction", type=float, metavar="F",
                    help="hold out the last F (0 < F < 1) of every trial of a data file as its test data")
@@ -764,7 +764,7 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
 def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="folder written by `dsident fit`")
     p.add_argument("test_data", help="shipped set name (its test split) or a data file")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
     p.add_argument("--pe-steps", type=int, help="n of PE(n)")
     p.add_argument("--seed", type=int)
