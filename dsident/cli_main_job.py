@@ -275,6 +275,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- fit time: {fit_time:.1f} s on {machine_label(machine)}",
              f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
+    lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
                      "figures here are in z-units)")
@@ -369,6 +370,23 @@ def _history_dataset(history: Any):
     # series logged every iteration share one dim; sparser ones (e.g. periodic evaluations) get their own
     data = {k: ("iteration" if len(v) == longest else f"{k}_index", v) for k, v in series.items()}
     return xr.Dataset(data, attrs=attrs)
+
+
+def _defaults_line(data: str, model: str, cfg: dict[str, Any], *, method_given: bool) -> list[str]:
+    """Say where a data file's method and settings came from when the recording defaults chose them."""
+    from .experiments.config import RECORDING, RECORDING_DEFAULTS, RECORDING_METHODS, data_key
+
+    if data_key(data, (cfg.get("model_params") or {}).get("observation")) != RECORDING:
+        return []
+    parts = []
+    if not method_given and RECORDING_METHODS.get(model) == cfg["method"]:
+        parts.append(f"the method ({cfg['method']}, `RECORDING_METHODS`)")
+    if (model, cfg["method"]) in RECORDING_DEFAULTS:
+        parts.append("the settings of its recording cell (`RECORDING_DEFAULTS`)")
+    if not parts:
+        return []
+    return [f"- a recording's defaults gave {' and '.join(parts)}: what reconstructed the Van der Pol recording "
+            "of docs/main_job.md \"Session 47\"; `--method` / `--param` / `--option` choose otherwise"]
 
 
 #: observation models of counts or categories, whose data --zscore would turn into something else

@@ -253,6 +253,25 @@ def test_param_penalty_none_fits_an_unpenalised_rplrnn(tmp_path):
     assert est.model_.dynamics.penalty == "none"
 
 
+def test_a_data_file_is_fitted_with_the_recording_defaults_and_fit_md_says_so(tmp_path):
+    from dsident import datasets
+
+    np.save(tmp_path / "rec.npy", datasets.load("lorenz63", split="train")["x"].values[0, :400])
+    out = tmp_path / "rec"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--model", "rplrnn", "--test-fraction", "0.25",
+                 "--latent-dim", "4", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["method"] == "teacher-forcing" and cfg["model_params"]["readout"] == "linear"
+    assert cfg["fit_options"]["alpha"] == 0.1
+    assert "a recording's defaults gave the method (teacher-forcing" in (out / "fit.md").read_text()
+    # the method given: no such line, and the model's own settings
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--model", "rplrnn", "--method", "bptt",
+                 "--test-fraction", "0.25", "--latent-dim", "4", "--option", "n_epochs=1", "--option", "seq_len=20",
+                 "--no-progress", "--out", str(tmp_path / "bptt")]) == 0
+    assert "recording's defaults" not in (tmp_path / "bptt" / "fit.md").read_text()
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,
