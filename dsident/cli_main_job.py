@@ -361,7 +361,10 @@ def _history_dataset(history: Any):
         return None
     series, attrs = {}, {}
     for key, value in history.items():
-        arr = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+        try:
+            arr = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+        except ValueError:      # ragged (e.g. one list per annealing stage): kept as JSON in attrs
+            arr = None
         if arr is not None and arr.ndim == 1 and arr.size > 0 and arr.dtype.kind in "fiub":
             series[str(key)] = arr.astype(float)
         else:

@@ -272,6 +272,19 @@ def test_a_data_file_is_fitted_with_the_recording_defaults_and_fit_md_says_so(tm
     assert "recording's defaults" not in (tmp_path / "bptt" / "fit.md").read_text()
 
 
+def test_a_ragged_history_entry_is_kept_as_json_not_raised():
+    """Laplace-EM logs `stage_exit` per annealing stage, one entry per iteration of the stage;
+    a stage that stops early makes the lists ragged, and `fit` raised after saving the model
+    (session 47, a Rössler recording), leaving no fit.md."""
+    from dsident.cli_main_job import _history_dataset
+
+    hist = {"log_likelihood": [-3.0, -2.0, -1.5], "stage_exit": [[5, 7, 9], [4, 6]], "method": "laplace-em"}
+    ds = _history_dataset(hist)
+    np.testing.assert_array_equal(ds["log_likelihood"].values, [-3.0, -2.0, -1.5])
+    assert json.loads(ds.attrs["stage_exit"]) == [[5, 7, 9], [4, 6]]
+    assert "stage_exit" not in ds.data_vars and json.loads(ds.attrs["method"]) == "laplace-em"
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,
