@@ -88,11 +88,13 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 #:     the LTC, ODE-RFWP and ORGaNICs keep SVI (14.0 / 10.1 / 14.0): no pilot gave an ECG either.
 #:   recording (any data file fitted with a Gaussian observation model, `data_key`;
 #:     RECORDING_METHODS): teacher forcing for the rPLRNN, gnODE, LTC and ORGaNICs, the method
-#:     that won for all four on Lorenz-63 (and for the first three wherever measured), and on
-#:     session 47's Van der Pol recording (2 channels, 8 000 samples, the last fifth held out): gnODE 0.142 vs SVI 2.24, LTC 0.398 vs 2.78, rPLRNN
-#:     1.83 vs Laplace-EM 14.8 (a damped spiral), ORGaNICs (with its Lorenz-63 cell's
-#:     settings) 0.201 vs 14.8, each fit faster too. The ODE-RFWP keeps SVI there (0.523 in
-#:     400 s; teacher forcing with the engine's defaults 10.2 in 872 s).
+#:     that won for all four on Lorenz-63 (for the first three wherever measured), and on
+#:     session 47's two recordings (docs/main_job.md "Session 47"; one seed, the last fifth
+#:     held out). Van der Pol (floor 0.09): gnODE 0.142 vs SVI 2.24, LTC 0.106 vs 2.78, rPLRNN
+#:     1.83 vs Laplace-EM 14.8 (a damped spiral), ORGaNICs 0.188 vs 14.8; Rössler (floor
+#:     2.2-3.2): 6.50 vs 11.7, 8.21 vs 12.6, 6.64 vs 8.55, 10.2 vs 12.6; the LTC, rPLRNN and
+#:     ORGaNICs with their RECORDING_DEFAULTS cells. The ODE-RFWP keeps SVI (Van der Pol 0.523
+#:     in 400 s; teacher forcing with the engine's defaults 10.2 in 872 s).
 #: `--method` / `--methods` still pick any method.
 DATASET_METHODS: dict[tuple[str, str], str] = {
     ("lorenz63", "rplrnn"): "teacher-forcing",
@@ -141,11 +143,12 @@ RECORDING_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     },
     # ORGaNICs: the Lorenz-63 cell's settings (a linear readout of the potentials, small
     # normalisation weights, bounded rates, the first 20 steps of each window forced and
-    # unscored, 80 epochs of windows of 100). Van der Pol recording: 0.201 in 178 s, against
-    # 14.8 (a fixed point) both by SVI and by teacher forcing with the engine's defaults.
+    # unscored, 80 epochs of windows of 100) with the RK4 solver: with Euler the Rössler
+    # recording's first epoch gave NaN (z-scored or not, at any lr). Van der Pol 0.188 in 510 s
+    # (Euler 0.201 in 178 s), Rössler 10.2 in 523 s, against 14.8 / 12.6 by SVI (fixed points).
     ("organics", "teacher-forcing"): {
         "model_params": {"rate_readout": False, "readout": "linear", "norm_weight_scale": 0.05,
-                         "max_rate_y": 10, "max_rate_a": 50},
+                         "max_rate_y": 10, "max_rate_a": 50, "solver": "rk4"},
         "fit_options": {"n_epochs": 80, "seq_len": 100, "loss": "mse", "warmup": 20},
     },
 }
