@@ -174,7 +174,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.inputs import (cut, in_fit_units, is_path_like, load_data, load_test, slow_channels_for_fit,
                                      zscore_for_fit)
     from .experiments.machine import machine_info, machine_label
-    from .experiments.runner import _write_netcdf, fit_point, without_dropped
+    from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
                          "slow_cutoff", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
@@ -256,6 +256,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
                            f"the test data {test_spec!r}")
     from ._threads import usable_cores
 
+    # settings the data decide (an identity readout's M), applied here so that config.json and
+    # fit.md give the model that is fitted
+    cfg = adapt_to_data(cfg, train)
     # one fit on this machine: a best_of cell trains its candidates on all the cores at once
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start, jobs=usable_cores())
     cfg = {**without_dropped(cfg, dropped), "dropped_defaults": dropped}   # config.json: what the fit ran with
@@ -275,6 +278,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- fit time: {fit_time:.1f} s on {machine_label(machine)}",
              f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
+    lines += [f"- adapted to the data: {key} {change}" for key, change in (cfg.get("adapted") or {}).items()]
     lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "

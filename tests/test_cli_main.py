@@ -285,6 +285,22 @@ def test_a_ragged_history_entry_is_kept_as_json_not_raised():
     assert "stage_exit" not in ds.data_vars and json.loads(ds.attrs["method"]) == "laplace-em"
 
 
+def test_config_json_and_fit_md_give_the_latent_size_the_data_forced(tmp_path):
+    """Five channels through the shallow PLRNN's identity readout need M >= 5: the default M 3 is
+    raised. config.json said 3 while the saved model had 5."""
+    from dsident.cli_main_job import load_fitted
+
+    x = np.random.default_rng(0).standard_normal((400, 5)).cumsum(axis=0) * 0.1
+    np.save(tmp_path / "five.npy", x)
+    out = tmp_path / "five"
+    assert main(["fit", str(tmp_path / "five.npy"), "--dt", "0.01", "--test-fraction", "0.25", *TINY[:4],
+                 *TINY[8:], "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    est, _ = load_fitted(out)
+    assert cfg["model_params"]["latent_dim"] == est.model_.dynamics.latent_dim == 5
+    assert "- adapted to the data: latent_dim 3 -> 5 (identity readout)" in (out / "fit.md").read_text()
+
+
 def test_starts_on_a_short_held_out_tail_use_the_scored_length_and_keep_the_report(tmp_path):
     """--starts after --test-fraction: the held-out tail (150 samples) is shorter than the
     default evaluation length (10 000). The starts used to ask for 10 000-sample windows,
