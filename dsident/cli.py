@@ -22,7 +22,8 @@ name, without importing it) and must define::
 may register several verbs (``dsident/cli_main_job.py`` adds fit, evaluate, generate, benchmark
 and sweep). A ``ValueError``, ``TypeError``,
 ``FileNotFoundError`` or ``ImportError`` raised by it is printed as ``dsident: error: ...``
-with exit status 2; anything else propagates with its traceback. When the verb being run is the
+with exit status 2 (with ``dsident --debug VERB ...`` it propagates with its traceback);
+anything else propagates with its traceback. When the verb being run is the
 module's name (``dsident datasets ...``), only that module is imported, so a heavy import (torch)
 elsewhere does not slow it down; otherwise (and for ``dsident --help``) all verb modules are
 imported. The verb ``datasets`` is built in (below) and
@@ -68,6 +69,8 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         prog="dsident", description="Dynamical systems reconstruction from time series.",
         epilog="Run `dsident COMMAND --help` for a command's options.")
     parser.add_argument("--version", action="version", version=f"dsident {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, show its traceback instead of one line (for a bug report)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     verbs = discover_verbs()
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -94,6 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status = handler(args)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as err:
+        # a user's mistake reads best as one line; a bug inside (numpy's "setting an array
+        # element with a sequence") reads the same way, so --debug shows where it came from
+        if getattr(args, "debug", False):
+            raise
         print(f"dsident: error: {err}", file=sys.stderr)
         return 2
     return 0 if status is None else int(status)

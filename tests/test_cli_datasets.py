@@ -35,6 +35,13 @@ def test_datasets_show_unknown_name_is_a_clean_error(capsys):
     assert err.startswith("dsident: error: unknown dataset 'nope'") and "lorenz63" in err
 
 
+def test_debug_flag_lets_the_error_propagate_with_its_traceback(capsys):
+    # one line for a user, the exception itself for a bug report
+    with pytest.raises(ValueError, match="unknown dataset 'nope'"):
+        cli.main(["--debug", "datasets", "show", "nope"])
+    assert capsys.readouterr().err == ""
+
+
 def test_datasets_make_writes_into_the_given_folder(tmp_path, monkeypatch, capsys):
     import dataclasses
 
