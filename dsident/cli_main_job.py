@@ -381,14 +381,15 @@ def _history_dataset(history: Any):
 
 def _defaults_line(data: str, model: str, cfg: dict[str, Any], *, method_given: bool) -> list[str]:
     """Say where a data file's method and settings came from when the recording defaults chose them."""
-    from .experiments.config import RECORDING, RECORDING_DEFAULTS, RECORDING_METHODS, data_key
+    from .experiments.config import RECORDING, RECORDING_METHODS, data_key, recording_cell
 
-    if data_key(data, (cfg.get("model_params") or {}).get("observation")) != RECORDING:
+    observation = (cfg.get("model_params") or {}).get("observation")
+    if data_key(data, observation) != RECORDING:
         return []
     parts = []
     if not method_given and RECORDING_METHODS.get(model) == cfg["method"]:
         parts.append(f"the method ({cfg['method']}, `RECORDING_METHODS`)")
-    if (model, cfg["method"]) in RECORDING_DEFAULTS:
+    if recording_cell(data, model, cfg["method"], observation) is not None:
         parts.append("the settings of its recording cell (`RECORDING_DEFAULTS`)")
     if not parts:
         return []

@@ -23,6 +23,7 @@ from ..dynamics.plrnn import PLRNN
 from ..inference.training import check_int, check_number
 from ._resolve import resolve_dynamics
 from .fixed_points import FixedPoints, newton_fixed_points, plrnn_cycles
+from ..metrics.evaluate import longest_observed_stretch
 from .lyapunov import _n_exponents, kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
 
 __all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
@@ -478,11 +479,8 @@ def dominant_period(series: np.ndarray, dt: float) -> float:
     finite = np.isfinite(series).all(axis=1)
     if finite.sum() < 4:
         return float("nan")
-    # the longest run of finite rows
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], finite.astype(int), [0]])))
-    starts, stops = edges[::2], edges[1::2]
-    longest = int(np.argmax(stops - starts))
-    z = series[starts[longest]:stops[longest]]
+    start, length = longest_observed_stretch(series)
+    z = series[start:start + length]
     unit = z[:, int(np.argmax(z.var(axis=0)))]
     power = np.abs(np.fft.rfft(unit - unit.mean())) ** 2
     freq = np.fft.rfftfreq(len(unit), d=dt)

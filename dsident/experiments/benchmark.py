@@ -57,11 +57,11 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
     if not seed_list:
         raise ValueError(f"`seeds` must be a positive count or a non-empty list; got {seeds!r}.")
+    observation = ((overrides or {}).get("model_params") or {}).get("observation")
     out = []
     for dataset in datasets:
         for model in models:
             model = check_model_name(model)
-            observation = ((overrides or {}).get("model_params") or {}).get("observation")
             for method in (methods or [default_method(model, dataset, observation)]):
                 for seed in seed_list:
                     ov = {**(overrides or {}), "seed": seed}
@@ -224,7 +224,7 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         Under the table, the fitting time the unfinished points are expected to take. A cell
         whose settings differ from the measured ones (a config file, flags) shows no numbers.
     """
-    from .config import MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, RECORDING, RECORDING_DEFAULTS, data_key
+    from .config import MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, recording_cell
     from .runner import is_done
 
     say = echo or (lambda *a, **k: None)
@@ -238,8 +238,8 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         points = [c for c in configs if (c["dataset"], c["model"], c["method"]) == key]
         done = sum(is_done(c, out) for c in points)
         tuned = ("quick preset" if key in preset else "measured cell" if key in PAIR_DEFAULTS else
-                 "recording cell" if data_key(key[0], cell["model_params"].get("observation")) == RECORDING
-                 and key[1:] in RECORDING_DEFAULTS else "engine defaults")
+                 "recording cell" if recording_cell(*key, cell["model_params"].get("observation")) is not None
+                 else "engine defaults")
         settings = json.dumps({"model_params": cell["model_params"], "fit_options": cell["fit_options"],
                                **({"slow_channels": cell["slow_channels"]} if cell.get("slow_channels") else {})})
         record = measured_cell(cell, quick)

@@ -676,6 +676,14 @@ def data_key(dataset: str | None, observation: Any = None) -> str | None:
     return str(dataset)
 
 
+def recording_cell(dataset: str, model: str, method: str, observation: Any = None) -> dict[str, Any] | None:
+    """The :data:`RECORDING_DEFAULTS` cell a data file's (model, method) runs with, or None (a
+    shipped set, a file of counts, or a pair without a recording cell)."""
+    if data_key(dataset, observation) != RECORDING:
+        return None
+    return RECORDING_DEFAULTS.get((model, method))
+
+
 def default_method(model: str, dataset: str | None = None, observation: Any = None) -> str:
     """The inference method a model uses when none is given.
 

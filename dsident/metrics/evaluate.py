@@ -441,17 +441,15 @@ def min_spectrum_length(sigma: float) -> int:
 
 
 def longest_observed_stretch(series: np.ndarray) -> tuple[int, int]:
-    """(start, length) of the longest run of fully observed samples of a (time, channel) series."""
-    ok = np.all(np.isfinite(series), axis=1)
-    best, start, run_start = (0, 0), 0, None
-    for t, good in enumerate(np.append(ok, False)):
-        if good and run_start is None:
-            run_start = t
-        elif not good and run_start is not None:
-            if t - run_start > best[1]:
-                best = (run_start, t - run_start)
-            run_start = None
-    return best
+    """(start, length) of the longest run of fully observed samples of a (time, channel) series
+    (the first of equally long runs; (0, 0) when no sample is fully observed)."""
+    ok = np.all(np.isfinite(np.asarray(series, dtype=float)), axis=1)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(int), [0]])))
+    if edges.size == 0:
+        return 0, 0
+    starts, stops = edges[::2], edges[1::2]
+    longest = int(np.argmax(stops - starts))
+    return int(starts[longest]), int(stops[longest] - starts[longest])
 
 
 def _gap_free_trials(data: Any) -> list[np.ndarray]:
