@@ -388,7 +388,8 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
         from .ct_tools import spectral_abscissa, vector_field_jacobian
 
         abscissa = spectral_abscissa(vector_field_jacobian(ssm, fps.points[:, 0]))
-    return DynamicsReport(verdict=verdict, lyapunov=lam, dt=dt, kaplan_yorke=kaplan_yorke_dimension(lam, zero_tol=regime.zero_tol / dt),
+    return DynamicsReport(verdict=verdict, lyapunov=lam, dt=dt,
+                          kaplan_yorke=kaplan_yorke_dimension(lam, zero_tol=regime.zero_tol / dt),
                           cycle_period=cycle_period,
                           dominant_period=float("nan") if verdict in ("fixed point", "diverged")
                           else dominant_period(z, dt),
