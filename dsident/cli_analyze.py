@@ -59,6 +59,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         for key, flag in flags.items():
             text = text.replace(f"`{key}`", flag).replace(f"{key}=", f"{flag} ")
         raise ValueError(text) from err
+    if cfg.get("time_unit"):
+        report.info["time_unit"] = cfg["time_unit"]    # the data's, from the fit: "ms", "s"
     if cfg.get("zscore") and report.fixed_point_observations is not None:
         from .experiments.inputs import to_data_units
 

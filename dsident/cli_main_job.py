@@ -271,7 +271,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         shutil.rmtree(out / "model")
     tmp_model.rename(out / "model")
     machine = machine_info()                # the fit time is this machine's
-    save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data)}, out / "config.json")
+    from .data.time_units import time_unit
+
+    unit = {"time_unit": time_unit(train)} if time_unit(train) else {}   # analyze's periods and exponents say it
+    save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data), **unit}, out / "config.json")
     fit_history = getattr(est, "history_", None)
     history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
@@ -416,13 +419,17 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     from . import plotting
     from .experiments.late_run import late_run_record
     from .experiments.runner import _write_netcdf
-    from .experiments.scoring import evaluate_model
+    from .data.time_units import per_time
+    from .experiments.scoring import evaluate_model, run_periods
 
     seed = int(cfg.get("seed", 0))
     t0 = time.perf_counter()
     scores, raw, gen = evaluate_model(model, test, pe_steps=int(cfg.get("pe_steps", 20)), seed=seed,
                                       return_run=True)
     projections = raw.get("state_space_projections")
+    periods = run_periods(test, gen)
+    if periods is not None:
+        raw.attrs.update({f"dominant_period_{k}": v for k, v in periods.items() if k != "ratio"})
     _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
@@ -447,13 +454,33 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if late.get("regime"):
         lines += ["",
                   f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "
-                  f"λ_max = {_fmt4(late['lambda_max'])} per time unit (a late D_stsp well above the scored "
+                  f"λ_max = {_fmt4(late['lambda_max'])} {per_time(test)} (a late D_stsp well above the scored "
                   "one means the scored stretch was a transient)"]
     elif late.get("reason"):
         lines += ["", f"- late free run not analysed: {late['reason']}"]
+    lines += _period_line(periods, test, diverged)
     if projections is not None:
         lines += _projections_table(projections)
     return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
+
+
+def _period_line(periods: dict[str, Any] | None, test: Any, diverged: bool) -> list[str]:
+    """Markdown: the free run's dominant period beside the data's (:func:`run_periods`)."""
+    from .data.time_units import time_unit
+
+    if periods is None or diverged or not math.isfinite(periods["data"]):
+        return []
+    unit = time_unit(test) or "time units"
+    run = (f"{_fmt4(periods['generated'])} {unit}" if math.isfinite(periods["generated"])
+           else "none (the free run stands still)")
+    line = (f"- dominant period of {periods['channel']}: free run {run}, data {_fmt4(periods['data'])} {unit}"
+            f" ({round(periods['data'] / float(test.attrs['dt']))} samples)")
+    if math.isfinite(periods["ratio"]):
+        line += f", {periods['ratio']:.2f}× the data's"
+        if abs(math.log(periods["ratio"])) > math.log(1.1):
+            line += (": the free run's rhythm is off by more than 10 %, which D_H, smoothed over 20 frequency "
+                     "bins, may not show")
+    return ["", line]
 
 
 def _projections_table(projections: Any) -> list[str]:

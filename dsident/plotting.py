@@ -19,6 +19,8 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
+from .data.time_units import frequency_label, time_label
+
 __all__ = [
     "plot_attractor", "plot_attractor_pairs", "plot_time_series", "plot_power_spectra",
     "plot_latent_trajectories", "plot_flow_field", "plot_benchmark_summary", "plot_reconstruction",
@@ -202,7 +204,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
             tg = np.arange(min(n_steps, len(g))) * dt
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
         ax.set_ylabel(names[i])
-    axes[-1].set_xlabel("time")
+    axes[-1].set_xlabel(time_label(true))
     axes[0].legend(loc="upper right", fontsize="small")
     if title:
         fig.suptitle(title)
@@ -264,7 +266,7 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         elif generated is not None and i == 0:
             ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
         ax.set_title(names[i])
-        ax.set_xlabel("frequency (1 / time unit)")
+        ax.set_xlabel(frequency_label(true))
     fig.axes[0].set_ylabel("normalised power")
     fig.axes[0].legend(fontsize="small")
     if title:
@@ -291,7 +293,7 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
     t = np.arange(min(n_steps, len(z))) * dt
     for d in dims:
         ax.plot(t, z[: len(t), d], lw=0.8, label=names[d])
-    ax.set_xlabel("time")
+    ax.set_xlabel(time_label(latents))
     ax.set_ylabel("latent state")
     ax.legend(fontsize="x-small", ncol=2)
     if m >= 3:
@@ -307,6 +309,35 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
     return _finish(fig, save)
 
 
+def _state_space_view(arr: np.ndarray, three_d: bool) -> np.ndarray:
+    """The coordinates a reconstruction page draws: the first three channels, the first two, or
+    one channel against itself 10 samples later (a delay embedding), shape (time, 2 or 3)."""
+    if three_d:
+        return arr[:, :3]
+    return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:, 0], np.roll(arr[:, 0], -10)])
+
+
+def _joint_limits(views: list[np.ndarray], pad: float = 0.05, reach: float = 10.0) -> list[tuple[float, float]]:
+    """Per coordinate, the range covering the first view (the data) and the others' finite values
+    within ``reach`` of its span beyond it (a diverging run leaves the panel instead of shrinking
+    the data to a dot), padded by ``pad`` of the range."""
+    out = []
+    for d in range(views[0].shape[1]):
+        values = [v[:, d][np.isfinite(v[:, d])] for v in views]
+        if values[0].size:
+            lo, hi = float(values[0].min()), float(values[0].max())
+            span = max(hi - lo, 1e-12)
+            values = [values[0]] + [v[(v >= lo - reach * span) & (v <= hi + reach * span)] for v in values[1:]]
+        values = np.concatenate(values)
+        if values.size == 0:
+            out.append((-1.0, 1.0))
+            continue
+        lo, hi = float(values.min()), float(values.max())
+        margin = pad * (hi - lo) if hi > lo else max(1.0, abs(lo)) * pad
+        out.append((lo - margin, hi + margin))
+    return out
+
+
 def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] | None = None,
                         title: str | None = None, save: str | Path | None = None) -> Figure:
     """One-page summary: attractors (3-D or 2-D), the first channel over time, spectra of channel 0."""
@@ -314,15 +345,26 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     g = _series(generated, argname="generated")[0]
     fig = Figure(figsize=(13, 7.5))
     three_d = x.shape[1] >= 3
-    for k, (arr, style, label) in enumerate(((x, TRUE_STYLE, "data"), (g, GEN_STYLE, "generated"))):
-        arr = arr[:20_000]
+    shown = [_state_space_view(arr[:20_000], three_d) for arr in (x, g)]
+    # both panels on one scale, so a run that settles or shrinks looks it (autoscaling would blow
+    # a fixed point up to fill its panel)
+    limits = _joint_limits(shown)
+    for k, (view, style, label) in enumerate(zip(shown, (TRUE_STYLE, GEN_STYLE), ("data", "generated"))):
         if three_d:
             ax = fig.add_subplot(2, 3, k + 1, projection="3d")
-            ax.plot(arr[:, 0], arr[:, 1], arr[:, 2], **style)
+            ax.plot(view[:, 0], view[:, 1], view[:, 2], **style)
         else:
             ax = fig.add_subplot(2, 3, k + 1)
-            y = arr[:, 1] if arr.shape[1] > 1 else np.roll(arr[:, 0], -10)
-            ax.plot(arr[:, 0], y, **style)
+            ax.plot(view[:, 0], view[:, 1], **style)
+            ax.set_xlabel(names[0])
+            if k == 0:  # one channel: its state space as a delay embedding, x(t) against x(t + 10 dt)
+                ax.set_ylabel(names[1] if x.shape[1] > 1 else f"{names[0]}, 10 samples later")
+        end = view[np.isfinite(view).all(axis=1)][-1:]
+        if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
+            ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)
+        for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
+            if set_lim is not None:
+                set_lim(lo, hi)
         ax.set_title(label)
     ax = fig.add_subplot(2, 3, 3)
     p = _smoothed_spectra(x[:, :1], 20.0)[:, 0]
@@ -337,13 +379,13 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     else:       # the page still shows the data, and says why the run's curve is missing
         ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
     ax.set_title(f"power spectrum, {names[0]}")
-    ax.set_xlabel("frequency (1 / time unit)")
+    ax.set_xlabel(frequency_label(true))
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)
     n = min(3000, len(x), len(g))
     ax.plot(np.arange(n) * dt, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
     ax.plot(np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
-    ax.set_xlabel("time")
+    ax.set_xlabel(time_label(true))
     ax.set_ylabel(names[0])
     if scores:
         text = "   ".join(f"{k} = {v:.3g}" for k, v in scores.items() if isinstance(v, (int, float)))

@@ -753,3 +753,27 @@ def test_fit_init_drops_a_cells_best_of_and_restarts_but_not_the_users(tmp_path)
                                   "fit_options": [*cell["user_keys"]["fit_options"], "best_of"]}}
     with pytest.raises(ValueError, match="best_of"):
         fit_point(mine, train, init=saved)
+
+
+def test_a_csv_in_ms_gives_periods_and_exponents_in_ms(tmp_path):
+    """A time column named time_ms: fit.md, metrics.nc, config.json and analyze speak of ms, and
+    the data's dominant period is the sine's own (20 ms = 40 samples of 0.5 ms)."""
+    n = 1600
+    t = np.arange(n) * 0.5
+    table = np.column_stack([t, np.sin(2 * np.pi * t / 20.0), np.cos(2 * np.pi * t / 20.0)])
+    np.savetxt(tmp_path / "rec.csv", table, delimiter=",", header="time_ms,a,b", comments="", fmt="%.8g")
+    out = tmp_path / "ms"
+    assert main(["fit", str(tmp_path / "rec.csv"), *TINY[:4], "--test-fraction", "0.25", "--eval-length", "400",
+                 "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    text = (out / "fit.md").read_text()
+    assert "per ms (a late D_stsp" in text and "per time unit" not in text
+    assert "data 20 ms (40 samples)" in text
+    assert json.loads((out / "config.json").read_text())["time_unit"] == "ms"
+    with xr.open_dataset(out / "metrics.nc", engine="h5netcdf") as saved:
+        assert saved.attrs["dominant_period_data"] == pytest.approx(20.0)
+        assert saved.attrs["dominant_period_channel"] in ("a", "b")
+    assert main(["analyze", str(out), "--steps", "400", "--transient", "50", "--max-period", "1",
+                 "--no-progress"]) == 0
+    report = (out / "analysis" / "analysis.md").read_text()
+    assert "Lyapunov exponents (1 / ms)" in report and "time unit" not in report

@@ -582,3 +582,40 @@ def test_grid_data_files_are_checked_before_the_first_point(tmp_path, monkeypatc
     assert load_data("with_dt.npz").attrs["dt"] == 0.05
     with pytest.raises(ValueError, match="carries no sampling step: pass `dt`"):
         load_data("without_dt.npz")
+
+
+# ---------------------------------------------------------------------------------------------
+# the free run's period beside the data's
+# ---------------------------------------------------------------------------------------------
+
+
+def _sines(periods_in_samples, n=2000, dt=0.5, amplitudes=None):
+    """(1, n, K) sines, one channel per period, on a grid where every period fits a whole number of times."""
+    t = np.arange(n)
+    amplitudes = amplitudes or [1.0] * len(periods_in_samples)
+    x = np.stack([a * np.sin(2 * np.pi * t / p) for p, a in zip(periods_in_samples, amplitudes)], axis=-1)
+    from dsident.data import as_dataset
+
+    return as_dataset(x[None], dt=dt, channel_names=[f"c{k}" for k in range(len(periods_in_samples))])
+
+
+def test_run_periods_compares_the_same_channel_in_time_units():
+    from dsident.experiments.scoring import run_periods
+
+    # data: channel c1 varies most (amplitude 2); the run has c1 25 % slower (50 vs 40 samples)
+    test = _sines([25, 40], amplitudes=[1.0, 2.0])
+    run = _sines([40, 50], amplitudes=[3.0, 0.1])         # the run's own most variable channel is c0
+    out = run_periods(test, run)
+    assert out["channel"] == "c1"
+    assert out["data"] == pytest.approx(40 * 0.5) and out["generated"] == pytest.approx(50 * 0.5)
+    assert out["ratio"] == pytest.approx(1.25)
+    # a slow channel the scores leave out is not the one compared, however large it is
+    test.attrs["auxiliary_channels"] = json.dumps(["c1"])
+    assert run_periods(test, run)["channel"] == "c0"
+    # a run standing still has no period; flat data give nothing to compare
+    still = run.copy(deep=True)
+    still["x"][:] = 1.0
+    del test.attrs["auxiliary_channels"]
+    flat = run_periods(test, still)
+    assert math.isnan(flat["generated"]) and math.isnan(flat["ratio"]) and flat["data"] == pytest.approx(20.0)
+    assert run_periods(still, run) is None

@@ -163,6 +163,37 @@ def test_cli_reads_a_csv_with_a_time_column_without_dt(tmp_path):
         load_data(str(path))
 
 
+@pytest.mark.parametrize("name, unit", [("time", None), ("Time (s)", "s"), ("t_ms", "ms"), ("timestamp", None),
+                                        ("t [s]", "s"), ("time (min)", "min"), ("seconds", "s"), ("ms", "ms")])
+def test_csv_time_column_names_the_time_unit(tmp_path, name, unit):
+    # periods, Lyapunov exponents and axes then say "ms" where the column did
+    from dsident.data.time_units import frequency_label, per_time, time_label, time_unit
+
+    path = tmp_path / "rec.csv"
+    _uniform_table(path, f"{name},a,b,c", ramp_col=0)
+    ds = load_array(path)
+    assert time_unit(ds) == unit
+    assert time_label(ds) == (f"time ({unit})" if unit else "time")
+    assert per_time(ds) == f"per {unit or 'time unit'}"
+    assert frequency_label(ds) == {"s": "frequency (Hz)", None: "frequency (1 / time unit)"}.get(
+        unit, f"frequency (1 / {unit})")
+    # the column chosen by index carries its name's unit too; kept as data, nothing names a unit
+    assert time_unit(load_array(path, time_column=0)) == unit
+    assert time_unit(load_array(path, time_column=False, dt=0.05)) is None
+
+
+def test_time_unit_from_a_rate_in_hz_and_not_from_a_bare_step(tmp_path):
+    from dsident.data.time_units import time_unit
+
+    path = tmp_path / "x.npy"
+    np.save(path, DATA)
+    assert time_unit(load_array(path, fs=100.0)) == "s"       # Hz: samples per second
+    assert time_unit(load_array(path, dt=0.01)) is None        # a step says nothing of its unit
+    assert time_unit(as_dataset(DATA, dt=0.01)) is None
+    lorenz = as_dataset(DATA, dt=0.01, provenance={"time_unit": "a.u."})
+    assert time_unit(lorenz) is None                            # the Lorenz-63 convention: no unit
+
+
 # --------------------------------------------------------------------------- HDF5
 
 
@@ -298,6 +329,7 @@ def test_nwb_series_in_physical_units_cut_into_trials(nwb_file):
     assert ds.attrs["dt"] == pytest.approx(0.01) and ds.attrs["units"] == "V"
     assert ds["condition"].values.tolist() == ["left", "right"]
     assert json.loads(ds.attrs["provenance"])["identifier"] == "tiny"
+    assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"      # NWB times are seconds
 
 
 def test_nwb_irregular_series_keeps_sample_times(nwb_file):
@@ -315,6 +347,7 @@ def test_nwb_units_binned_with_obs_intervals(nwb_file):
     x1 = ds["x"].values[1, :, 1]
     assert np.isnan(x1[:2]).all() and x1[2:].tolist() == [1.0, 0.0, 0.0]
     assert ds["unit_quality"].values.tolist() == ["good", "mua"]
+    assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"
     picked = from_nwb(nwb_file[0], bin_size=0.1, units=[1])
     assert list(picked["channel"].values) == ["1"]
 
@@ -357,6 +390,7 @@ def test_mne_raw_bad_annotations_become_nan(raw_eeg, tmp_path):
     assert np.isnan(x[100:150]).all() and np.isfinite(x[:100]).all() and np.isfinite(x[150:]).all()
     np.testing.assert_allclose(x[0], [2.0, -1.0])                       # microvolts
     assert ds.attrs["units"] == "uV" and ds["channel_type"].values.tolist() == ["eeg", "eeg"]
+    assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"
     path = tmp_path / "rec_raw.fif"
     raw.save(path, verbose="error")
     back = load_any(path, picks="eeg")
@@ -401,6 +435,7 @@ def neo_block():
 def test_neo_analog_rescaled_to_one_unit(neo_block):
     ds = from_neo(neo_block)
     assert ds.attrs["units"] == "mV" and list(ds["channel"].values) == ["c0", "c1"]
+    assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"
     np.testing.assert_allclose(ds["x"].values[:, 0, 0], [1.0, 2000.0])   # 2 V = 2000 mV
     np.testing.assert_allclose(from_neo(neo_block, units="uV")["x"].values[:, 0, 0], [1e3, 2e6])
     np.testing.assert_allclose(ds["trial_start"].values, [0.0, 1.0])
@@ -416,6 +451,7 @@ def test_neo_spike_trains_binned_per_segment(neo_block):
     assert x.shape == (2, 5, 2) and list(ds["channel"].values) == ["u0", "u1"]
     np.testing.assert_array_equal(x[:, :, 0], [[1, 0, 1, 0, 0]] * 2)          # the spike at t_stop is dropped
     assert json.loads(ds.attrs["provenance"])["spikes_at_stop"] == 2
+    assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"
     np.testing.assert_array_equal(x[:, :2, 1], [[0, 1]] * 2)
     assert np.isnan(x[:, 2:, 1]).all()                                      # past u1's t_stop
 

@@ -157,3 +157,24 @@ def test_bad_inputs_are_refused_with_clear_messages(pair):
         plotting.plot_latent_trajectories(true)
     with pytest.raises(ValueError, match="at least 2 channels"):
         plotting.plot_attractor_pairs(true.isel(channel=[0]))
+
+
+def test_reconstruction_page_draws_data_and_run_on_one_scale_in_the_datas_time_unit():
+    # a run that settled: autoscaled, its point would fill the panel like an attractor
+    t = np.arange(2000)
+    true = as_dataset(30 * np.sin(2 * np.pi * t / 40)[:, None] - 40, dt=0.05, channel_names=["V"],
+                      provenance={"time_unit": "ms"})
+    still = as_dataset(np.full((2000, 1), -63.0), dt=0.05, channel_names=["V"])
+    fig = plotting.plot_reconstruction(true, still)
+    data_ax, run_ax, spectrum_ax, series_ax = fig.axes
+    assert run_ax.get_xlim() == data_ax.get_xlim() and run_ax.get_ylim() == data_ax.get_ylim()
+    lo, hi = data_ax.get_xlim()
+    assert lo < -70 and hi > -10 and hi - lo < 70          # the data's range (−70 … −10), padded
+    marks = [line for line in run_ax.lines if line.get_marker() == "o"]
+    assert len(marks) == 1 and marks[0].get_xydata().tolist() == [[-63.0, -63.0]]
+    assert data_ax.get_ylabel() == "V, 10 samples later"
+    assert series_ax.get_xlabel() == "time (ms)" and spectrum_ax.get_xlabel() == "frequency (1 / ms)"
+    # a run far outside the data's range leaves the panel instead of shrinking the data to a dot
+    wild = as_dataset(np.linspace(-63.0, 1e6, 2000)[:, None], dt=0.05, channel_names=["V"])
+    run_ax = plotting.plot_reconstruction(true, wild).axes[1]
+    assert run_ax.get_xlim()[1] < 1e4

@@ -256,6 +256,9 @@ def test_ecg_pipeline_resamples_scores_smooths_and_embeds():
     steps = [s["step"] for s in _steps(emb)]
     assert steps == ["resample", "zscore", "gaussian_smooth", "delay_embed"]
     assert emb.attrs["dt"] == pytest.approx(1 / 700) and emb.sizes["channel"] == 5
+    from dsident.data.time_units import time_unit
+
+    assert time_unit(raw) == "s" and time_unit(emb) == "s"     # a rate in Hz: seconds, through the pipeline
     x = emb["x"].values[0]
     np.testing.assert_array_equal(x[:-68, 2], x[68:, 0][: len(x) - 68])
     train, test = ecg.split_contiguous(emb, 5000)

@@ -153,15 +153,18 @@ class DynamicsReport:
         """A short Markdown summary: verdict, spectrum, fixed points and cycles."""
         lam = self.lyapunov
         zero_tol = float(self.info.get("zero_tol", float("nan")))
+        # the data's time unit where the caller knows it (info["time_unit"], e.g. "ms")
+        unit = str(self.info.get("time_unit") or "time unit")
+        units = unit if unit != "time unit" else "time units"
         lines = [f"# Dynamics of {self.info.get('model', 'the model')}", "",
                  f"- attractor of the free run: **{self.verdict}**"
-                 + (f" (period {self.cycle_period} steps = {self.cycle_period * self.dt:.4g} time units)"
+                 + (f" (period {self.cycle_period} steps = {self.cycle_period * self.dt:.4g} {units})"
                     if self.cycle_period else ""),
-                 f"- Lyapunov exponents (1 / time unit): {_spectrum(lam)}",
+                 f"- Lyapunov exponents (1 / {unit}): {_spectrum(lam)}",
                  f"- per step: {_spectrum(lam * self.dt)}; zero within ±{zero_tol:.2g}"
                  + _signs(lam * self.dt, zero_tol),
                  f"- Kaplan-Yorke dimension: {self.kaplan_yorke:.3f}",
-                 f"- dominant period: {self.dominant_period:.4g} time units"
+                 f"- dominant period: {self.dominant_period:.4g} {units}"
                  + (f" ({self.dominant_period / self.dt:.1f} steps)" if np.isfinite(self.dominant_period) else ""),
                  f"- run analysed: {self.info.get('n_steps')} steps after a transient of {self.info.get('transient')}",
                  "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})"

@@ -52,8 +52,8 @@ def from_array(signal: Any, sampling_rate: float, *, name: str = "ecg", channel_
     if arr.ndim != 1:
         raise ValueError(f"`signal` must be one ECG lead of shape (time,); got shape {arr.shape}. "
                          "Select a lead first, e.g. signal[:, 0].")
-    return as_dataset(arr, dt=1.0 / float(sampling_rate), channel_names=[channel_name], name=name,
-                      provenance=provenance or {"source": "array", "sampling_rate_hz": float(sampling_rate)})
+    prov = {"source": "array", "sampling_rate_hz": float(sampling_rate), **(provenance or {}), "time_unit": "s"}
+    return as_dataset(arr, dt=1.0 / float(sampling_rate), channel_names=[channel_name], name=name, provenance=prov)
 
 
 def load_wfdb(record: str | os.PathLike, *, channel: int | str = 0, sampfrom: int = 0, sampto: int | None = None,

@@ -109,6 +109,42 @@ def run_projections(test: xr.Dataset, run: xr.Dataset, raw: xr.Dataset) -> Any:
                                    channels=test["channel"].values[keep])
 
 
+def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
+    """The dominant period of the data and of the compared free run, on one channel.
+
+    D_H smooths the spectra over 20 frequency bins, so a free run whose rhythm is tens of per
+    cent off can score a small D_H on a short test stretch; the period says it in the data's
+    time unit. Both come from :func:`dsident.analysis.dominant_period` (the strongest non-zero
+    frequency of the longest fully observed stretch) of the first trial's most variable scored
+    channel (the data's variance picks it, so both periods are of the same variable).
+
+    Returns
+    -------
+    dict or None
+        ``channel`` (name), ``data`` and ``generated`` (periods in the data's time unit; NaN when
+        a series is flat, non-finite or too short), ``ratio`` (generated / data). None when
+        ``test`` has no scored channel with two distinct finite values.
+    """
+    from ..analysis import dominant_period
+    from ..data.slow_channels import scored_channels
+
+    x = np.asarray(test["x"].values[0], dtype=float)
+    g = np.asarray(run["x"].values[0], dtype=float)
+    keep = scored_channels(test)
+    if keep.size == 0 or x.shape[0] < 4:
+        return None
+    with np.errstate(all="ignore"):
+        var = np.array([np.nanvar(x[:, k]) if np.isfinite(x[:, k]).sum() > 1 else np.nan for k in keep])
+    if not np.isfinite(var).any() or np.nanmax(var) <= 0:
+        return None
+    k = int(keep[int(np.nanargmax(var))])
+    dt = float(test.attrs["dt"])
+    data = dominant_period(x[:, k], dt)
+    generated = dominant_period(g[:, k], dt) if k < g.shape[1] else math.nan
+    ratio = generated / data if math.isfinite(data) and math.isfinite(generated) and data > 0 else math.nan
+    return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated, "ratio": ratio}
+
+
 def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple[dict[str, float], Any]:
     """The floor (SPEC-metrics §5) of a shipped dataset at the evaluation length."""
     from .. import metrics

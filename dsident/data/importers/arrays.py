@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from ..container import as_dataset
+from ..time_units import time_unit_of_name
 from ._common import provenance, require, sampling_step
 
 __all__ = ["load_array", "time_column_of", "ARRAY_EXTENSIONS", "PICKLE_EXTENSIONS"]
@@ -118,11 +119,18 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         channel_names = meta["channel_names"]
     data, order = _arrange(trials, dims)
     prov = provenance("dsident.data.load_array", path, format=fmt, key=key, dims=order,
-                      time_column=meta.get("time_column"),
+                      time_column=meta.get("time_column"), time_unit=_time_unit(meta, fs),
                       dt=step if step is not None else ("the median step of the time column" if sample_time is not None
                                                         else "1.0 (no sampling rate in the file or the call)"))
     return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
                       time=sample_time, min_length=1)
+
+
+def _time_unit(meta: dict, fs: float | None) -> str | None:
+    """What the file or the call says the time is in: a time column's unit (``time_ms``),
+    seconds for a rate in Hz; None when nothing says (a bare ``dt`` or ``time`` column)."""
+    named = time_unit_of_name(meta["time_column"]) if isinstance(meta.get("time_column"), str) else None
+    return named or ("s" if fs is not None else None)
 
 
 # --------------------------------------------------------------------------- formats
@@ -205,6 +213,8 @@ def _read_text(path: Path, ext: str, time_column: str | int | bool | None
     if table.shape[1] < 2:
         raise ValueError(f"{path.name!r} has one column, the time column {time_column!r}; no data are left.")
     sample_time = table[:, col]
+    if header:  # the name, whichever way the column was chosen: it may carry the unit ("time_ms")
+        time_column = header[col]
     table = np.delete(table, col, axis=1)
     if header:
         header = [h for i, h in enumerate(header) if i != col]

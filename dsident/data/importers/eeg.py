@@ -98,13 +98,13 @@ def from_mne(source: Any, *, picks: Any = None, units: str | Mapping[str, str] |
     if is_raw:
         data = source.get_data(picks=names, units=units, reject_by_annotation="NaN" if reject_by_annotation else None)
         n_bad = int(np.isnan(data[0]).sum()) if data.size else 0
-        prov = provenance("dsident.data.from_mne", path, kind="Raw", sfreq=float(info["sfreq"]),
+        prov = provenance("dsident.data.from_mne", path, kind="Raw", time_unit="s", sfreq=float(info["sfreq"]),
                           first_time=float(source.first_time), bad_samples=n_bad,
                           bad_annotations="NaN" if reject_by_annotation else "kept")
         ds = as_dataset(data.T, dt=dt, channel_names=names, name=label, provenance=prov)
     else:
         data = source.get_data(picks=names, units=units)            # (epoch, channel, time)
-        prov = provenance("dsident.data.from_mne", path, kind="Epochs", sfreq=float(info["sfreq"]),
+        prov = provenance("dsident.data.from_mne", path, kind="Epochs", time_unit="s", sfreq=float(info["sfreq"]),
                           tmin=float(source.tmin), event_id={str(k): int(v) for k, v in source.event_id.items()})
         ds = as_dataset(np.transpose(data, (0, 2, 1)), dt=dt, channel_names=names, name=label, provenance=prov)
         ds["event"] = ("trial", np.asarray(source.events[:, 2], dtype=np.int64))

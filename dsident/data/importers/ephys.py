@@ -116,7 +116,7 @@ def _analog(segments: list[Any], signal: int | str, units: str | None, label: st
     if len(set(rates)) > 1:
         raise ValueError(f"segments have different sampling rates {sorted(set(rates))} Hz; resample them first or "
                          "read the segments separately.")
-    prov = provenance("dsident.data.from_neo", path, read="analog", signal=signal, units=units_used,
+    prov = provenance("dsident.data.from_neo", path, read="analog", time_unit="s", signal=signal, units=units_used,
                       sampling_rate_hz=rates[0], n_segments=len(segments))
     ds = as_dataset(trials, dt=1.0 / rates[0], channel_names=names, name=label, provenance=prov, min_length=1)
     ds["trial_start"] = ("trial", np.array(starts))
@@ -160,7 +160,7 @@ def _spikes(segments: list[Any], bin_size: float, label: str, path: Path | None)
                      for st in trains]
         trials.append(bin_spikes(spikes, bin_size, t0, t1, unit_names=names, obs_intervals=intervals))
     x = [ds["x"].values[0, : int(ds["length"].values[0])] for ds in trials]
-    prov = provenance("dsident.data.from_neo", path, read="spiketrains", bin_size=float(bin_size),
+    prov = provenance("dsident.data.from_neo", path, read="spiketrains", time_unit="s", bin_size=float(bin_size),
                       bins="half-open; see dsident.data.bin_spikes", n_segments=len(segments),
                       spikes_at_stop=int(sum(_at_stop(ds) for ds in trials)))
     out = as_dataset(x, dt=float(bin_size), channel_names=names, name=label, provenance=prov, min_length=1)

@@ -153,7 +153,7 @@ def _read_spikes(nwb: Any, path: Path | None, bin_size: float, table: dict | Non
     intervals = [intervals[i] for i in pick]
     t_start, t_stop = _recording_span(spikes, intervals, table, bin_size)
     window = None if table is None else table
-    prov = provenance("dsident.data.from_nwb", path, read="Units", **base)
+    prov = provenance("dsident.data.from_nwb", path, read="Units", time_unit="s", **base)
     ds = bin_spikes(spikes, bin_size, t_start, t_stop, trials=window, unit_names=[str(ids[i]) for i in pick],
                     obs_intervals=intervals, name=name, provenance=prov)
     for col in tab.colnames:
@@ -219,7 +219,7 @@ def _read_series(nwb: Any, path: Path | None, names: list[str], table: dict | No
                          f"{[b.shape[0] for b in blocks]}); read them in separate calls.")
     values, t = np.concatenate(blocks, axis=1), times[0]
     rate = rates[0]
-    prov = provenance("dsident.data.from_nwb", path, read="series", series=names,
+    prov = provenance("dsident.data.from_nwb", path, read="series", time_unit="s", series=names,
                       rate=rate, starting_time=float(t[0]) if t.size else None, **base)
     if table is None:
         trials_x, trials_t = [values], [t]
