@@ -194,6 +194,36 @@ def test_time_unit_from_a_rate_in_hz_and_not_from_a_bare_step(tmp_path):
     assert time_unit(lorenz) is None                            # the Lorenz-63 convention: no unit
 
 
+def test_plain_numbers_take_the_fast_reader_and_read_as_the_cell_by_cell_route(tmp_path):
+    from dsident.data.importers.arrays import _read_cell_by_cell, _read_plain_numbers
+
+    path = tmp_path / "rec.csv"
+    table = np.column_stack([0.05 * np.arange(200), RNG.standard_normal((200, 2)) * 1e3])
+    table[5, 1] = np.inf                                 # read as a number by both, refused later by as_dataset
+    np.savetxt(path, table, delimiter=",", header="time,a,b", comments="", fmt="%.10g")
+    fast, slow = _read_plain_numbers(path, ",", 1), _read_cell_by_cell(path, ",", ["time", "a", "b"])
+    np.testing.assert_array_equal(fast, slow)
+    # an empty cell is not a number for the fast reader: the cell-by-cell route reads it as missing
+    path.write_text("a,b\n1,\n2,3\n")
+    assert _read_plain_numbers(path, ",", 1) is None
+    np.testing.assert_array_equal(load_array(path, dt=1.0)["x"].values[0], [[1.0, np.nan], [2.0, 3.0]])
+
+
+def test_a_spreadsheets_byte_order_mark_and_empty_tables(tmp_path):
+    # Excel's "CSV UTF-8" starts with a byte-order mark: the first header name must still read "time"
+    path = tmp_path / "rec.csv"
+    _uniform_table(path, "time,a,b,c", ramp_col=0)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    ds = load_array(path)
+    assert list(ds["channel"].values) == ["a", "b", "c"] and ds.attrs["dt"] == 0.05
+    path.write_text("time,a\n")
+    with pytest.raises(ValueError, match="'rec.csv' holds no data rows below its header line"):
+        load_array(path)
+    path.write_text("")
+    with pytest.raises(ValueError, match="'rec.csv' is empty"):
+        load_array(path, dt=1.0)
+
+
 # --------------------------------------------------------------------------- HDF5
 
 
