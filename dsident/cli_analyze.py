@@ -22,21 +22,22 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
     from . import plotting
     from .analysis import analyze_dynamics
-    from .cli_main_job import _settings, _threads, load_fitted
+    from .cli_main_job import _fit_read_options, _settings, _threads, load_fitted
     from .experiments.runner import _write_netcdf
 
     _threads(args)
     s = _settings(args, ["out", "steps", "transient", "max_period", "seed", "dims", "start", "dt", "progress",
-                          "time_budget"])
+                          "time_budget", "read"])
     est, cfg = load_fitted(args.model_dir)
     x0 = start_raw = None
     if s.get("start"):
         from .experiments.late_run import first_observation
         from .experiments.inputs import load_data, load_test
 
-        start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"))
+        read = s.get("read") or _fit_read_options(cfg, s["start"])
+        start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"), read=read)
         start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"),
-                               channels=getattr(est, "channel_names_", None) or None)
+                               channels=getattr(est, "channel_names_", None) or None, read=read)
         x0 = first_observation(start_data)
         if x0 is None:
             raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")
@@ -119,6 +120,9 @@ def register(subparsers: Any) -> None:
                    help="start the run at the first sample of DATA (a shipped set's test split or a file) "
                         "instead of the model's initial-state mean")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file given to --start")
+    p.add_argument("--read", action="append", metavar="KEY=VALUE",
+                   help="an option of --start's file reader (as fit's --read; default: the fit's own, for a file "
+                        "of the same format)")
     p.add_argument("--seed", type=int, help="seed of the Newton starts and the cycle search (default 0)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/analysis)")
     _add_common(p)

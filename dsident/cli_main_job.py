@@ -84,8 +84,13 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
         merged.update(from_file)
     for name in names:
         value = getattr(args, name, None)
-        if value is not None:
+        if value is not None and name != "read":
             merged[name] = value
+    if "read" in names:     # a file's `read` table, then --read KEY=VALUE on top
+        read = {**(merged.get("read") or {}), **_key_values(getattr(args, "read", None), "--read")}
+        merged.pop("read", None)
+        if read:
+            merged["read"] = read
     merged["model_params"] = {**merged.get("model_params", {}), **_key_values(getattr(args, "param", None), "--param")}
     merged["fit_options"] = {**merged.get("fit_options", {}), **_key_values(getattr(args, "option", None), "--option")}
     return merged
@@ -177,7 +182,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
-                         "slow_cutoff", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
+                         "slow_cutoff", "read", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -203,6 +208,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["seed"] = start.seed
     if s.get("dt") is not None:
         cfg["dt"] = float(s["dt"])
+    if s.get("read"):
+        cfg["read"] = dict(s["read"])     # the reader's options; config.json keeps them for evaluate
+    read = cfg.get("read")
     progress = s.get("progress", True) is not False
     _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
     held_out = None
@@ -213,14 +221,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
                              + (f", --test-data {s['test_data']!r}." if s.get("test_data") else "."))
         from .data.preprocessing import split_in_time
 
-        train, held_out = split_in_time(load_data(data, split="train", dt=cfg.get("dt")), s["test_fraction"],
+        train, held_out = split_in_time(load_data(data, split="train", dt=cfg.get("dt"), read=read), s["test_fraction"],
                                         argname="--test-fraction")
         recorded_before = train     # the held-out end continues this (slow channels filter across)
         cfg["test_fraction"] = s["test_fraction"]
         if cfg.get("train_length"):
             train = cut(train, int(cfg["train_length"]))
     else:
-        train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
+        train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]
@@ -249,7 +257,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         test = in_fit_units(held_out, cfg, before=recorded_before)
         test = test if not cfg.get("eval_length") else cut(test, int(cfg["eval_length"]))
     elif test_spec is not None:
-        test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"))
+        test = load_test(test_spec, cfg, length=cfg.get("eval_length"), dt=cfg.get("dt"), read=read)
     if test is not None:
         _check_test_length(test, int(cfg.get("pe_steps", 20)),
                            f"--test-fraction {s['test_fraction']:g}" if held_out is not None else
@@ -304,7 +312,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
         if cfg.get("test_starts"):        # the same protocol from K starts over the whole test data
             full = in_fit_units(held_out, cfg, before=recorded_before) if held_out is not None else \
-                load_test(test_spec, cfg, dt=cfg.get("dt"))
+                load_test(test_spec, cfg, dt=cfg.get("dt"), read=read)
             lines += _starts_table(est, full, int(cfg["test_starts"]), _starts_length(cfg, test),
                                    int(cfg.get("seed", 0)), out, progress=progress)
     else:
@@ -429,7 +437,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     projections = raw.get("state_space_projections")
     periods = run_periods(test, gen)
     if periods is not None:
-        raw.attrs.update({f"dominant_period_{k}": v for k, v in periods.items() if k != "ratio"})
+        raw.attrs.update({f"period_{k}": v for k, v in periods.items() if k != "ratio"})
     _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
@@ -465,7 +473,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
 
 
 def _period_line(periods: dict[str, Any] | None, test: Any, diverged: bool) -> list[str]:
-    """Markdown: the free run's dominant period beside the data's (:func:`run_periods`)."""
+    """Markdown: the free run's fundamental period beside the data's (:func:`run_periods`)."""
     from .data.time_units import time_unit
 
     if periods is None or diverged or not math.isfinite(periods["data"]):
@@ -473,7 +481,7 @@ def _period_line(periods: dict[str, Any] | None, test: Any, diverged: bool) -> l
     unit = time_unit(test) or "time units"
     run = (f"{_fmt4(periods['generated'])} {unit}" if math.isfinite(periods["generated"])
            else "none (the free run stands still)")
-    line = (f"- dominant period of {periods['channel']}: free run {run}, data {_fmt4(periods['data'])} {unit}"
+    line = (f"- period of {periods['channel']} (its fundamental): free run {run}, data {_fmt4(periods['data'])} {unit}"
             f" ({round(periods['data'] / float(test.attrs['dt']))} samples)")
     if math.isfinite(periods["ratio"]):
         line += f", {periods['ratio']:.2f}× the data's"
@@ -619,7 +627,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments.inputs import load_data, load_test
 
-    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before"])
+    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before", "read"])
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
                                         or s["starts"] < 1):
         raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
@@ -631,19 +639,30 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     dt = s.get("dt") or cfg.get("dt")
-    before = load_data(s["before"], split="train", dt=dt) if s.get("before") else None
+    read = s.get("read") or _fit_read_options(cfg, args.test_data)
+    before = load_data(s["before"], split="train", dt=dt, read=read) if s.get("before") else None
     channels = getattr(est, "channel_names_", None) or None
-    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before, channels=channels)
+    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before, channels=channels,
+                     read=read)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
     if s.get("starts") is not None:
-        full = load_test(args.test_data, cfg, dt=dt, before=before)
+        full = load_test(args.test_data, cfg, dt=dt, before=before, read=read)
         lines += _starts_table(est, full, int(s["starts"]), _starts_length(cfg, test), int(cfg.get("seed", 0)), out,
                                progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+def _fit_read_options(cfg: dict[str, Any], data: Any) -> dict[str, Any] | None:
+    """The fit's reader options (``--read``) for another file of the same format (the same
+    extension as the fitted file), as ``--dt`` carries over; None otherwise."""
+    fitted = cfg.get("dataset")
+    if not cfg.get("read") or not isinstance(fitted, str) or not isinstance(data, str):
+        return None
+    return dict(cfg["read"]) if Path(fitted).suffix.lower() == Path(data).suffix.lower() != "" else None
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -800,6 +819,11 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--read", action="append", metavar="KEY=VALUE",
+                   help="an option of the data file's reader (dsident.data.load_any), e.g. key=trials (the array of "
+                        "an HDF5 / MAT / NPZ file holding several), series=membrane_potential or bin_size=0.01 "
+                        "(NWB), picks=eeg (MNE), time_column=false (a text table); kept in config.json and used "
+                        "again by evaluate on a file of the same format")
     p.add_argument("--test-data", help="held-out data to score on (default: the shipped set's test split)")
     p.add_argument("--test-fraction", type=float, metavar="F",
                    help="hold out the last F (0 < F < 1) of every trial of a data file as its test data")
@@ -818,6 +842,9 @@ def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="folder written by `dsident fit`")
     p.add_argument("test_data", help="shipped set name (its test split) or a data file")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--read", action="append", metavar="KEY=VALUE",
+                   help="an option of TEST_DATA's reader (as fit's --read; default: the fit's own, for a file of "
+                        "the same format)")
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
     p.add_argument("--pe-steps", type=int, help="n of PE(n)")
     p.add_argument("--seed", type=int)

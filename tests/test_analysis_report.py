@@ -348,3 +348,21 @@ def test_fixed_points_alone_get_the_whole_budget(monkeypatch):
     share = report_module._share
     assert share(130.0, 1, 1) == 30.0 and share(130.0, 1, 3) == 15.0 and share(130.0, 3, 3) == 30.0
     assert share(90.0, 2, 3) == 0.0                      # a spent budget gives nothing, not a negative share
+
+
+def test_fundamental_period_is_the_lowest_strong_line_not_the_strongest_harmonic():
+    from dsident.analysis import dominant_period, fundamental_period
+
+    dt, n = 0.5, 4000                        # 40 and 20 samples fit whole numbers of times
+    t = np.arange(n)
+    # a second harmonic 10 % stronger than the fundamental (a spike train's shape can do this)
+    x = np.sin(2 * np.pi * t / 40) + np.sqrt(1.1) * np.sin(2 * np.pi * t / 20)
+    assert dominant_period(x, dt) == pytest.approx(10.0)              # the harmonic: half the period
+    assert fundamental_period(x, dt) == pytest.approx(20.0)
+    # a weak fundamental (a quarter of the harmonic's power) is not the rhythm
+    y = 0.5 * np.sin(2 * np.pi * t / 40) + np.sin(2 * np.pi * t / 20)
+    assert fundamental_period(y, dt) == pytest.approx(10.0)
+    assert fundamental_period(y, dt, share=0.2) == pytest.approx(20.0)
+    assert math.isnan(fundamental_period(np.ones(50), dt))
+    with pytest.raises(ValueError, match="`share` must be in"):
+        fundamental_period(x, dt, share=0.0)

@@ -190,6 +190,16 @@ def test_time_unit_from_a_rate_in_hz_and_not_from_a_bare_step(tmp_path):
     assert time_unit(load_array(path, fs=100.0)) == "s"       # Hz: samples per second
     assert time_unit(load_array(path, dt=0.01)) is None        # a step says nothing of its unit
     assert time_unit(as_dataset(DATA, dt=0.01)) is None
+    # a file's own rate in Hz names seconds; its own dt, or the call's dt over its rate, does not
+    h5 = tmp_path / "x.h5"
+    with h5py.File(h5, "w") as fh:
+        fh.create_dataset("rate", data=DATA).attrs["fs"] = 200.0
+        fh.create_dataset("step", data=DATA).attrs["dt"] = 0.005
+    assert time_unit(load_array(h5, key="rate")) == "s" and time_unit(load_array(h5, key="step")) is None
+    assert time_unit(load_array(h5, key="rate", dt=0.005)) is None
+    np.savez(tmp_path / "x.npz", x=DATA, fs=200.0)
+    scipy.io.savemat(tmp_path / "x.mat", {"x": DATA, "fs": 200.0})
+    assert time_unit(load_array(tmp_path / "x.npz")) == "s" and time_unit(load_array(tmp_path / "x.mat")) == "s"
     lorenz = as_dataset(DATA, dt=0.01, provenance={"time_unit": "a.u."})
     assert time_unit(lorenz) is None                            # the Lorenz-63 convention: no unit
 
@@ -388,7 +398,8 @@ def test_nwb_errors(nwb_file):
         from_nwb(path, series="spikes")
     with pytest.raises(ValueError, match="unit mismatch"):
         from_nwb(path, series=["lfp", "pos"], trials=False)
-    with pytest.raises(ValueError, match="exactly one of"):
+    with pytest.raises(ValueError, match=r"exactly one of.*holds the series \['lfp', 'pos'\] and a Units table.*"
+                                         r"--read series=NAME"):
         from_nwb(path)
     with pytest.raises(ValueError, match="unit ids"):
         from_nwb(path, bin_size=0.1, units=[7])
@@ -524,3 +535,33 @@ def test_a_word_in_a_csv_is_refused_not_masked(tmp_path):
     ds = load_any(path, dt=0.1)
     assert list(ds["channel"].values) == ["a", "b"]
     np.testing.assert_array_equal(ds["x"].values[0], [[1.5, 2.0], [3.0, np.nan]])
+
+
+# --------------------------------------------------------------------------- the command line's --read
+
+
+def test_cli_read_options_reach_the_reader_and_evaluate_reuses_them(tmp_path, capsys):
+    """An HDF5 file holding several arrays is fitted with --read key=...; config.json keeps the
+    option and evaluate reads a file of the same format with it; a wrong option names --read."""
+    from dsident import datasets
+    from dsident.cli import main
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :600]
+    path = tmp_path / "rec.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("lorenz", data=x).attrs["dt"] = 0.01
+        fh.create_dataset("other", data=np.zeros((600, 3)))
+    tiny = ["--model", "shplrnn", "--method", "bptt", "--param", "hidden_dim=8", "--option", "n_epochs=1",
+            "--option", "seq_len=20", "--no-progress"]
+    out = tmp_path / "fit"
+    assert main(["fit", str(path), *tiny, "--test-fraction", "0.25", "--out", str(out)]) == 2
+    assert "holds several arrays ['lorenz', 'other']" in capsys.readouterr().err
+    assert main(["fit", str(path), *tiny, "--test-fraction", "0.25", "--read", "key=lorenz", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["read"] == {"key": "lorenz"}
+    assert main(["evaluate", str(out), str(path), "--eval-length", "300", "--no-progress"]) == 0
+    assert (out / "evaluation" / "metrics.md").is_file()
+    assert main(["fit", str(path), *tiny, "--read", "keys=lorenz", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "--read ['keys']" in err and "unexpected keyword argument 'keys'" in err
+    assert main(["fit", "lorenz63", *tiny, "--read", "key=x", "--out", str(tmp_path / "bad")]) == 2
+    assert "apply to a data file, but the data are a shipped set" in capsys.readouterr().err

@@ -27,7 +27,7 @@ from ..metrics.evaluate import longest_observed_stretch
 from .lyapunov import _n_exponents, kaplan_yorke_dimension, lyapunov_spectrum, spectrum_verdict, zero_tolerance
 
 __all__ = ["DynamicsReport", "analyze_dynamics", "FreeRunRegime", "free_run_regime", "VERDICTS",
-           "dominant_period"]
+           "dominant_period", "fundamental_period"]
 
 #: what :func:`analyze_dynamics` can say about the attractor of the free run
 VERDICTS = ("fixed point", "attracting cycle", "periodic or quasi-periodic", "chaotic", "diverged")
@@ -477,20 +477,58 @@ def dominant_period(series: np.ndarray, dt: float) -> float:
     float
         ``1 / f`` in time units; NaN when fewer than 4 finite rows remain or the series is flat.
     """
+    spectrum = _column_spectrum(series, dt)
+    if spectrum is None:
+        return float("nan")
+    freq, power = spectrum
+    return float(1.0 / freq[1 + int(np.argmax(power[1:]))])
+
+
+def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5) -> float:
+    """Period of the lowest spectral peak holding at least ``share`` of the strongest one.
+
+    The strongest line of a spike train or a sharp-edged cycle can be its second harmonic (a
+    free run with the data's 12-13 spikes had 8 % more power at twice their rate), so
+    :func:`dominant_period` would call it twice as fast. The fundamental, the lowest line that
+    is nearly as strong, is what two rhythms are compared by (``share = 0.5``). Same series
+    handling as :func:`dominant_period` (the most variable column, its longest finite stretch).
+
+    Returns
+    -------
+    float
+        ``1 / f`` in time units; NaN as for :func:`dominant_period`.
+    """
+    if not 0.0 < float(share) <= 1.0:
+        raise ValueError(f"`share` must be in (0, 1]; got {share!r}.")
+    spectrum = _column_spectrum(series, dt)
+    if spectrum is None:
+        return float("nan")
+    freq, power = spectrum
+    p = power[1:]
+    # local maxima (the ends count against their one neighbour) at least `share` of the peak
+    left = np.r_[True, p[1:] >= p[:-1]]
+    right = np.r_[p[:-1] >= p[1:], True]
+    strong = np.flatnonzero(left & right & (p >= float(share) * p.max()))
+    return float(1.0 / freq[1 + int(strong[0])])
+
+
+def _column_spectrum(series: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Frequencies and periodogram of the most variable column's longest finite stretch; None
+    when fewer than 4 finite rows remain or the stretch is flat."""
     series = np.asarray(series, dtype=float)
     if series.ndim == 1:
         series = series[:, None]
     finite = np.isfinite(series).all(axis=1)
     if finite.sum() < 4:
-        return float("nan")
+        return None
     start, length = longest_observed_stretch(series)
     z = series[start:start + length]
     unit = z[:, int(np.argmax(z.var(axis=0)))]
     power = np.abs(np.fft.rfft(unit - unit.mean())) ** 2
     freq = np.fft.rfftfreq(len(unit), d=dt)
     if len(power) < 3 or not np.isfinite(power).all() or power[1:].max() <= 0:
-        return float("nan")
-    return float(1.0 / freq[1 + int(np.argmax(power[1:]))])
+        return None
+    return freq, power
 
 
 def _fixed_points_and_cycles(ssm: Any, dyn: Any, z: np.ndarray, max_period: int, n_starts: int,

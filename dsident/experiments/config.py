@@ -155,6 +155,18 @@ RECORDING_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     },
 }
 
+#: per model: a hyperparameter in the data's time unit that a RECORDING sets in samples (value ×
+#: dt) unless given. The LTC starts its units at C / g_leak = 0.5 time units, which is 10 samples
+#: of a recording in ms at 20 kHz and 10 000 of the same recording in seconds. Session 48, a
+#: Hodgkin-Huxley voltage at 20 kHz (100 000 samples, tonic spiking), the LTC recording cell on
+#: the same file with its time column in ms: D_stsp 0.0020 (the free run's period 14.71 ms, as
+#: the data's); in s: 14.27 (a fixed point). 10 samples is also what Van der Pol's 0.106 had
+#: (dt 0.05, session 47). The other models' time scales follow dt already (gnODE / ODE-RFWP tau =
+#: dt, ORGaNICs' rate bounds 0.5 / dt, the PLRNNs are discrete).
+RECORDING_TIME_CONSTANTS: dict[str, tuple[str, float]] = {
+    "ltc": ("time_constant", 10.0),
+}
+
 #: per inference method: engine options for every model
 FIT_DEFAULTS: dict[str, dict[str, Any]] = {
     "laplace-em": {},

@@ -32,7 +32,7 @@ def shipped_names() -> list[str]:
 
 
 def load_data(spec: Any, *, split: str = "train", dt: float | None = None,
-              length: int | None = None) -> xr.Dataset:
+              length: int | None = None, read: dict[str, Any] | None = None) -> xr.Dataset:
     """Load ``spec`` as the canonical dataset, optionally cut to its first ``length`` samples.
 
     Parameters
@@ -45,6 +45,11 @@ def load_data(spec: Any, *, split: str = "train", dt: float | None = None,
         Sampling step of a plain array file (required for .npy/.csv unless the array is unitless).
     length : int, optional
         Keep only the first ``length`` time steps of every trial.
+    read : dict, optional
+        Options for a file's reader (:func:`dsident.data.load_any`): ``key`` of an HDF5 / MAT /
+        NPZ array, ``series`` or ``bin_size`` of an NWB file, ``picks`` of an MNE recording,
+        ``time_column`` of a text table, ... (``dsident fit --read KEY=VALUE``). Refused for a
+        shipped set or an in-memory dataset, which have no reader.
 
     Returns
     -------
@@ -53,10 +58,14 @@ def load_data(spec: Any, *, split: str = "train", dt: float | None = None,
     """
     from ..data import as_dataset
 
+    is_file = isinstance(spec, (str, Path)) and is_path_like(str(spec))
+    if read and not is_file:
+        raise ValueError(f"reader options (--read) {sorted(read)} apply to a data file, but the data are "
+                         f"{'a shipped set' if isinstance(spec, str) else 'a dataset in memory'} ({str(spec)[:60]!r}).")
     if isinstance(spec, xr.Dataset):
         ds = as_dataset(spec, dt=dt)
-    elif isinstance(spec, (str, Path)) and is_path_like(str(spec)):
-        ds = _load_file(Path(spec), dt)
+    elif is_file:
+        ds = _load_file(Path(spec), dt, read)
     elif isinstance(spec, str):
         from .. import datasets
 
@@ -116,9 +125,10 @@ def check_grid_datasets(datasets: Iterable[Any]) -> None:
                              "with `dsident fit FILE --dt DT`.")
 
 
-def _load_file(path: Path, dt: float | None) -> xr.Dataset:
+def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None) -> xr.Dataset:
     """Read a data file by its extension with :func:`dsident.data.load_any` (NetCDF, arrays,
-    HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width."""
+    HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width,
+    ``read`` the reader's own options (``key``, ``series``, ``picks``, ...)."""
     from ..data import as_dataset, load_any
 
     if not path.exists():
@@ -139,8 +149,15 @@ def _load_file(path: Path, dt: float | None) -> xr.Dataset:
                                  f"{list(raw.data_vars)}; rename the observations to 'x'.")
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
-    options = {} if dt is None else {"dt": dt}
-    return load_any(path, **options)
+    options = {**(read or {}), **({} if dt is None else {"dt": dt})}
+    try:
+        return load_any(path, **options)
+    except TypeError as err:
+        if "unexpected keyword argument" not in str(err):
+            raise
+        # the reader's own words name a Python argument; say which flag it came from
+        raise ValueError(f"--read {sorted(read or {})}: the reader of {path.name!r} does not take one of them "
+                         f"({err}); see dsident.data.load_any for each format's options.") from None
 
 
 def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -262,7 +279,8 @@ def continues(test: xr.Dataset, train: xr.Dataset) -> bool:
 
 
 def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: float | None = None,
-              before: xr.Dataset | None = None, channels: list[str] | None = None) -> xr.Dataset:
+              before: xr.Dataset | None = None, channels: list[str] | None = None,
+              read: dict[str, Any] | None = None) -> xr.Dataset:
     """The test data ``spec`` in the fit's units and channels (:func:`in_fit_units`), cut to its
     first ``length`` samples.
 
@@ -291,6 +309,9 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
     channels : list of str, optional
         The channels the model was fitted on (an estimator's ``channel_names_``, slow channels
         included); the test data must have as many, less the slow channels the fit adds.
+    read : dict, optional
+        Reader options for the test file (:func:`load_data`); the fit's own data file, when it
+        is read for the slow channels' filter, takes the fit's (``cfg["read"]``).
 
     Returns
     -------
@@ -302,12 +323,12 @@ def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: 
     ValueError
         The test data's channels do not fit ``channels`` or the fit's slow-channel source.
     """
-    test = load_data(spec, split="test", dt=dt)
+    test = load_data(spec, split="test", dt=dt, read=read)
     _check_test_channels(test, spec, cfg, channels)
     source = cfg.get("dataset")
     if (before is None and isinstance(cfg.get("slow_channels"), dict) and isinstance(source, (str, Path))
             and (not is_path_like(str(source)) or Path(source).is_file())):
-        train = load_data(source, split="train", dt=dt)
+        train = load_data(source, split="train", dt=dt, read=cfg.get("read"))
         before = train if continues(test, train) else None
     if before is None and isinstance(cfg.get("slow_channels"), dict) and cfg["slow_channels"].get("edges") == "plain":
         import warnings

@@ -112,18 +112,32 @@ def check_run_options(configs: Iterable[Mapping[str, Any]]) -> None:
 
 
 def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
-    """Settings that depend on the data: an identity readout needs ``latent_dim`` ≥ channels.
+    """Settings that depend on the data: an identity readout needs ``latent_dim`` ≥ channels;
+    a recording's time constants are set in samples (:data:`.config.RECORDING_TIME_CONSTANTS`).
 
-    Only a *default* ``latent_dim`` is raised (and the change noted under ``adapted``); a value
-    the user gave is left alone so that the estimator reports the conflict itself.
+    Only *default* values change (each change noted under ``adapted``); a value the user gave
+    is left alone, so that the estimator reports a conflict itself.
     """
+    from .config import RECORDING, RECORDING_TIME_CONSTANTS, data_key
+
     out = dict(cfg)
     params = dict(out.get("model_params", {}))
     n_channels = int(data.sizes["channel"])
     user = set(out.get("user_keys", {}).get("model_params", ()))
+    adapted = dict(out.get("adapted") or {})
     if params.get("readout") == "identity" and "latent_dim" not in user and int(params.get("latent_dim", 0)) < n_channels:
-        out.setdefault("adapted", {})["latent_dim"] = f"{params.get('latent_dim')} -> {n_channels} (identity readout)"
+        adapted["latent_dim"] = f"{params.get('latent_dim')} -> {n_channels} (identity readout)"
         params["latent_dim"] = n_channels
+    scaled = RECORDING_TIME_CONSTANTS.get(str(out.get("model")))
+    if (scaled is not None and data_key(out.get("dataset"), params.get("observation")) == RECORDING
+            and scaled[0] not in user and params.get(scaled[0]) is None and not out.get("init")):
+        # a time in the data's unit would make the fit depend on whether the file counts in s or ms
+        name, steps = scaled
+        dt = float(data.attrs["dt"])
+        params[name] = float(f"{steps * dt:.12g}")
+        adapted[name] = f"None -> {params[name]:g} ({steps:g} samples of dt {dt:g})"
+    if adapted:
+        out["adapted"] = adapted
     out["model_params"] = params
     return out
 

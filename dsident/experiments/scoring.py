@@ -110,13 +110,14 @@ def run_projections(test: xr.Dataset, run: xr.Dataset, raw: xr.Dataset) -> Any:
 
 
 def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
-    """The dominant period of the data and of the compared free run, on one channel.
+    """The fundamental period of the data and of the compared free run, on one channel.
 
     D_H smooths the spectra over 20 frequency bins, so a free run whose rhythm is tens of per
     cent off can score a small D_H on a short test stretch; the period says it in the data's
-    time unit. Both come from :func:`dsident.analysis.dominant_period` (the strongest non-zero
-    frequency of the longest fully observed stretch) of the first trial's most variable scored
-    channel (the data's variance picks it, so both periods are of the same variable).
+    time unit. Both come from :func:`dsident.analysis.fundamental_period` (the lowest spectral
+    line with at least half the strongest one's power, over the longest fully observed
+    stretch: a spike train's second harmonic can be its strongest line) of the first trial's
+    most variable scored channel (the data's variance picks it, so both are of one variable).
 
     Returns
     -------
@@ -125,7 +126,7 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
         a series is flat, non-finite or too short), ``ratio`` (generated / data). None when
         ``test`` has no scored channel with two distinct finite values.
     """
-    from ..analysis import dominant_period
+    from ..analysis import fundamental_period
     from ..data.slow_channels import scored_channels
 
     x = np.asarray(test["x"].values[0], dtype=float)
@@ -139,8 +140,8 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
         return None
     k = int(keep[int(np.nanargmax(var))])
     dt = float(test.attrs["dt"])
-    data = dominant_period(x[:, k], dt)
-    generated = dominant_period(g[:, k], dt) if k < g.shape[1] else math.nan
+    data = fundamental_period(x[:, k], dt)
+    generated = fundamental_period(g[:, k], dt) if k < g.shape[1] else math.nan
     ratio = generated / data if math.isfinite(data) and math.isfinite(generated) and data > 0 else math.nan
     return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated, "ratio": ratio}
 

@@ -116,6 +116,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         raise ValueError(f"`path` {str(path)!r} has extension {ext!r}; load_array reads {list(ARRAY_EXTENSIONS)}.")
     if step is None and meta.get("dt") is not None:
         step = float(meta["dt"])
+    else:
+        meta.pop("time_unit", None)      # the call's own step (or none): the file's rate says nothing of it
     if channel_names is None and meta.get("channel_names"):
         channel_names = meta["channel_names"]
     data, order = _arrange(trials, dims)
@@ -129,9 +131,10 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
 
 def _time_unit(meta: dict, fs: float | None) -> str | None:
     """What the file or the call says the time is in: a time column's unit (``time_ms``),
-    seconds for a rate in Hz; None when nothing says (a bare ``dt`` or ``time`` column)."""
+    seconds for a rate in Hz (``fs`` given, or the file's ``fs`` / ``sampling_rate`` that gave
+    the step); None when nothing says (a bare ``dt`` or ``time`` column)."""
     named = time_unit_of_name(meta["time_column"]) if isinstance(meta.get("time_column"), str) else None
-    return named or ("s" if fs is not None else None)
+    return named or meta.get("time_unit") or ("s" if fs is not None else None)
 
 
 # --------------------------------------------------------------------------- formats
@@ -160,7 +163,7 @@ def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
             if k in names:
                 meta[k] = float(np.asarray(archive[k]))
         if "fs" in meta and "dt" not in meta:
-            meta["dt"] = 1.0 / meta["fs"]
+            meta["dt"], meta["time_unit"] = 1.0 / meta["fs"], "s"      # a rate in Hz: seconds
         if "channel_names" in names:
             meta["channel_names"] = [str(c) for c in archive["channel_names"]]
         data_keys = [k for k in names if k not in _METADATA_KEYS]
@@ -372,6 +375,7 @@ def _hdf5_meta(fh: Any, obj: Any) -> dict:
             if k in source:
                 value = float(np.asarray(source[k]))
                 meta["dt"] = value if k == "dt" else 1.0 / value
+                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
         if "channel_names" in source:
             meta["channel_names"] = [c.decode() if isinstance(c, bytes) else str(c) for c in source["channel_names"]]
     return meta
@@ -412,6 +416,7 @@ def _mat_meta(variables: dict) -> dict:
         meta["dt"] = float(np.asarray(variables["dt"]).ravel()[0])
     elif "fs" in variables:
         meta["dt"] = 1.0 / float(np.asarray(variables["fs"]).ravel()[0])
+        meta["time_unit"] = "s"                                        # a rate in Hz: seconds
     return meta
 
 
@@ -425,6 +430,7 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
             if k in fh and isinstance(fh[k], h5py.Dataset):
                 value = float(np.asarray(fh[k][()]).ravel()[0])
                 meta["dt"] = value if k == "dt" else 1.0 / value
+                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
         candidates = [k for k in variables if k not in _METADATA_KEYS]
         target = _pick(key, candidates, path).replace(".", "/")
         if target not in fh:
@@ -458,7 +464,8 @@ def _pick(key: str | None, candidates: list[str], path: Path) -> str:
         return candidates[0]
     if not candidates:
         raise ValueError(f"{str(path)!r} holds no data array.")
-    raise ValueError(f"{str(path)!r} holds several arrays {candidates}; choose one with `key=`.")
+    raise ValueError(f"{str(path)!r} holds several arrays {candidates}; choose one with `key=` (from the command "
+                     "line: --read key=NAME).")
 
 
 def _numeric(arr: Any, where: str) -> np.ndarray:

@@ -70,10 +70,10 @@ def from_nwb(source: str | os.PathLike | Any, *, series: str | Sequence[str] | N
     ImportError
         pynwb is not installed (``pip install 'dsident[nwb]'``).
     """
+    pynwb = require("pynwb", "from_nwb")
     if (series is None) == (bin_size is None):
         raise ValueError("give exactly one of `series` (continuous TimeSeries names) or `bin_size` (bin the Units "
-                         f"spike times); got series={series!r}, bin_size={bin_size!r}.")
-    pynwb = require("pynwb", "from_nwb")
+                         f"spike times); got series={series!r}, bin_size={bin_size!r}." + _what_is_there(pynwb, source))
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
@@ -84,6 +84,22 @@ def from_nwb(source: str | os.PathLike | Any, *, series: str | Sequence[str] | N
     if isinstance(source, pynwb.NWBFile):
         return _read(source, None, series, bin_size, trials, units, name)
     raise TypeError(f"`source` must be a path to an .nwb file or a pynwb.NWBFile; got {type(source).__name__}.")
+
+
+def _what_is_there(pynwb: Any, source: Any) -> str:
+    """The series a file holds and whether it has spikes, for the message that asks to choose
+    (and the command line's spelling); empty when the file cannot be opened."""
+    try:
+        if isinstance(source, pynwb.NWBFile):
+            names, has_units = _series_names(source), source.units is not None
+        else:
+            with pynwb.NWBHDF5IO(str(source), "r") as io:
+                nwb = io.read()
+                names, has_units = _series_names(nwb), nwb.units is not None
+    except Exception:       # the message stands without the listing
+        return ""
+    return (f" The file holds the series {names}" + (" and a Units table of spike times" if has_units else "")
+            + " (from the command line: --read series=NAME, or --dt BIN to bin the spikes).")
 
 
 def _read(nwb: Any, path: Path | None, series: Any, bin_size: float | None, trials: bool,
