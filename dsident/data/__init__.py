@@ -3,7 +3,8 @@
 ``as_dataset`` is the one door for user data (validation, NaN mask, ``dt``, channel names);
 ``to_arrays`` hands its content to numerical code; ``save_dataset``/``load_dataset`` write and
 read NetCDF. The submodules ``systems`` (ODE right-hand sides and ``simulate``),
-``preprocessing`` (z-score, smoothing, resampling, delay embedding), ``benchmarks`` (the
+``preprocessing`` (z-score, smoothing, resampling, delay embedding), ``summary`` (what a
+dataset holds: ``describe``), ``time_units`` (the unit of ``dt``), ``benchmarks`` (the
 shipped sets; public as ``dsident.datasets``) and ``ecg`` (the ECG pipeline and recorded-ECG
 loaders) are imported on first use. ``add_slow_channels`` hands a model a slow rhythm (the
 ECG's breathing) as two observed channels that the scores leave out.
@@ -20,7 +21,7 @@ from .slow_channels import add_slow_channels, auxiliary_channels
 from .spikes import bin_spikes
 
 _SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container", "spikes", "importers",
-               "tasks", "flipflop", "slow_channels"}
+               "tasks", "flipflop", "slow_channels", "summary", "time_units"}
 
 __all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset", "bin_spikes", "load_any",
            "load_array", "from_nwb", "from_mne", "from_neo", "add_slow_channels", "auxiliary_channels"]

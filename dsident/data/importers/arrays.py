@@ -355,7 +355,9 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
         fh.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
         candidates = [d for d in datasets if d.split("/")[-1] not in _METADATA_KEYS]
         if key is None:
-            key = _pick(None, candidates, path)
+            parents = sorted({d.rsplit("/", 1)[0] for d in candidates if "/" in d})
+            groups = [g for g in parents if sum(d.rsplit("/", 1)[0] == g for d in candidates) >= 2]
+            key = _pick(None, candidates, path, groups=groups)
         if key not in fh:
             raise ValueError(f"`key`={key!r} is not in {str(path)!r}; it holds the datasets {candidates}.")
         obj = fh[key]
@@ -454,7 +456,7 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
 # --------------------------------------------------------------------------- shared
 
 
-def _pick(key: str | None, candidates: list[str], path: Path) -> str:
+def _pick(key: str | None, candidates: list[str], path: Path, groups: Sequence[str] = ()) -> str:
     if key is not None:
         root = key.replace("/", ".").split(".")[0]
         if root not in {c.replace("/", ".").split(".")[0] for c in candidates} and key not in candidates:
@@ -464,8 +466,9 @@ def _pick(key: str | None, candidates: list[str], path: Path) -> str:
         return candidates[0]
     if not candidates:
         raise ValueError(f"{str(path)!r} holds no data array.")
-    raise ValueError(f"{str(path)!r} holds several arrays {candidates}; choose one with `key=` (from the command "
-                     "line: --read key=NAME).")
+    also = f", or a group of per-trial arrays {groups}," if groups else ""
+    raise ValueError(f"{str(path)!r} holds several arrays {candidates}; choose one{also} with `key=` (from the "
+                     "command line: --read key=NAME).")
 
 
 def _numeric(arr: Any, where: str) -> np.ndarray:

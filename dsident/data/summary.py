@@ -1,0 +1,149 @@
+"""What a dataset holds, before anything is fitted: :func:`describe` and :func:`describe_markdown`.
+
+A lab's first question of a file is whether dsident reads it as they meant: how many trials,
+samples and channels, the sampling step and its unit, what is missing, each channel's scale and
+rhythm. The notes then name what would hurt a fit or a score before hours are spent on it: a
+constant channel, channels on scales far apart, an evaluation window that spans few periods of
+the slowest rhythm, a time unit nobody named. ``dsident inspect FILE`` prints them.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["describe", "describe_markdown", "FEW_PERIODS", "SCALE_RATIO"]
+
+#: an evaluation window spanning fewer periods of the slowest rhythm than this gets a note
+FEW_PERIODS = 5
+#: channel standard deviations further apart than this factor get a note (--zscore)
+SCALE_RATIO = 100.0
+
+
+def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
+    """Sizes, sampling, and per-channel statistics and rhythms of a canonical dataset.
+
+    Parameters
+    ----------
+    data : xarray.Dataset
+        ``x(trial, time, channel)`` as :func:`dsident.data.as_dataset` makes it (NaN = missing).
+    eval_length : int
+        The evaluation window ``T`` (samples) the notes compare the slowest rhythm with (the
+        default of ``dsident fit`` for a data file).
+
+    Returns
+    -------
+    dict
+        ``name``, ``trials``, ``samples`` (per trial, observed span), ``channels`` (names),
+        ``dt``, ``time_unit`` (None when unknown), ``duration`` (all trials, time units),
+        ``per_channel`` (list of dicts: ``channel``, ``mean``, ``std``, ``min``, ``max``,
+        ``missing`` (share of samples), ``period`` (the fundamental over the first trial's
+        longest observed stretch, time units; NaN for a flat or short channel),
+        ``period_samples``), and ``notes`` (list of str).
+    """
+    from ..analysis import fundamental_period
+    from .time_units import time_unit
+
+    if not isinstance(data, xr.Dataset) or "x" not in data:
+        raise TypeError(f"`data` must be a canonical xarray.Dataset with `x`; got {type(data).__name__}.")
+    if isinstance(eval_length, bool) or int(eval_length) < 2:
+        raise ValueError(f"`eval_length` must be an integer ≥ 2 (samples); got {eval_length!r}.")
+    x = np.asarray(data["x"].values, dtype=float)                  # (trial, time, channel)
+    dt = float(data.attrs.get("dt", 1.0))
+    lengths = (np.asarray(data["length"].values, dtype=int) if "length" in data
+               else np.full(x.shape[0], x.shape[1], dtype=int))
+    names = [str(c) for c in data["channel"].values]
+    rows = []
+    for k, name in enumerate(names):
+        values = np.concatenate([x[i, :lengths[i], k] for i in range(x.shape[0])])
+        finite = values[np.isfinite(values)]
+        period = fundamental_period(x[0, :lengths[0], k], dt) if finite.size >= 4 else math.nan
+        rows.append({"channel": name, "mean": _stat(np.mean, finite), "std": _stat(np.std, finite),
+                     "min": _stat(np.min, finite), "max": _stat(np.max, finite),
+                     "missing": 1.0 - finite.size / max(values.size, 1), "period": period,
+                     "period_samples": period / dt if math.isfinite(period) else math.nan})
+    out = {"name": str(data.attrs.get("name", "data")), "trials": int(x.shape[0]), "samples": lengths.tolist(),
+           "channels": names, "dt": dt, "time_unit": time_unit(data), "duration": float(lengths.sum() * dt),
+           "per_channel": rows}
+    out["notes"] = _notes(out, int(eval_length), data)
+    return out
+
+
+def _stat(func: Any, values: np.ndarray) -> float:
+    return float(func(values)) if values.size else math.nan
+
+
+def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[str]:
+    """What would hurt a fit or a score, each with what to do."""
+    from .slow_channels import auxiliary_channels
+
+    notes = []
+    rows = [r for r in summary["per_channel"] if r["channel"] not in set(auxiliary_channels(data))]
+    unit = summary["time_unit"] or "time units"
+    for r in rows:
+        if r["std"] == 0.0:
+            notes.append(f"channel {r['channel']!r} is constant ({r['mean']:.6g}): a Gaussian likelihood and "
+                         "--zscore refuse it; leave it out of the file.")
+        elif math.isnan(r["std"]):
+            notes.append(f"channel {r['channel']!r} has no observed sample.")
+    stds = [r["std"] for r in rows if r["std"] and math.isfinite(r["std"])]
+    if len(stds) >= 2 and max(stds) / min(stds) > SCALE_RATIO:
+        notes.append(f"the channels' standard deviations span {min(stds):.3g} to {max(stds):.3g} "
+                     f"({max(stds) / min(stds):.0f}×): the scores and the loss weigh the large ones; "
+                     "--zscore standardises each with the training data's mean and std.")
+    far = [r for r in rows if r["std"] and math.isfinite(r["std"]) and abs(r["mean"]) > 3 * r["std"]]
+    if far:
+        listed = ", ".join(f"{r['channel']} (mean {r['mean']:.3g}, std {r['std']:.3g})" for r in far[:4])
+        notes.append(f"far from 0 for their spread: {listed}; models start near 0, so --zscore often trains "
+                     "faster (fit.md's scores and figures are then in z-units; `dsident generate` writes the "
+                     "data's units).")
+    missing = [r for r in rows if r["missing"] > 0]
+    if missing:
+        listed = ", ".join(f"{r['channel']} {100 * r['missing']:.2g} %" for r in missing[:6])
+        notes.append(f"missing samples (NaN, masked by every likelihood and score, never filled): {listed}.")
+    periods = [r["period_samples"] for r in rows if math.isfinite(r["period_samples"])]
+    if periods:
+        slowest = max(periods)
+        cover = min(eval_length, max(summary["samples"])) / slowest
+        if cover < FEW_PERIODS:
+            notes.append(f"the slowest rhythm has a period of {slowest:.0f} samples ({slowest * summary['dt']:.4g} "
+                         f"{unit}), so an evaluation window of {eval_length} samples spans {cover:.1f} of them: "
+                         f"D_stsp and D_H then compare little of it; --eval-length {int(FEW_PERIODS * slowest) + 1} "
+                         "or more if the test data are that long (a rhythm slower than every training window can "
+                         "also be handed over as slow channels: --slow-channels).")
+    if summary["time_unit"] is None:
+        notes.append("the time unit is not named, so periods and Lyapunov exponents read \"per time unit\" (the "
+                     "unit of dt); a text table's time column named time_ms or `Time (s)`, or a rate in Hz, "
+                     "names it.")
+    return notes
+
+
+def describe_markdown(summary: dict[str, Any]) -> str:
+    """:func:`describe`'s result as a short Markdown report: sizes, a per-channel table, notes."""
+    unit = summary["time_unit"] or "time units"
+    samples = summary["samples"]
+    sizes = (f"{samples[0]} samples" if len(samples) == 1 else
+             f"{len(samples)} trials of {min(samples)}–{max(samples)} samples ({sum(samples)} in all)")
+    lines = [f"# {summary['name']}", "",
+             f"- {sizes} × {len(summary['channels'])} channel(s); dt = {summary['dt']:.6g} {unit} "
+             f"({1.0 / summary['dt']:.6g} samples per {summary['time_unit'] or 'time unit'}); "
+             f"{summary['duration']:.6g} {unit} in all",
+             "", f"| channel | mean | std | min | max | missing | period ({unit}) | period (samples) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in summary["per_channel"]:
+        lines.append(f"| {r['channel']} | {_num(r['mean'])} | {_num(r['std'])} | {_num(r['min'])} | {_num(r['max'])} "
+                     f"| {100 * r['missing']:.3g} % | {_num(r['period'])} | {_num(r['period_samples'], 1)} |")
+    lines += ["", "Periods: the fundamental of each channel's first trial (`dsident.analysis.fundamental_period`)."]
+    if summary["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
+    else:
+        lines += ["", "Nothing to note."]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float, decimals: int | None = None) -> str:
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:.{decimals}f}" if decimals is not None else f"{value:.4g}"

@@ -1,0 +1,90 @@
+"""dsident.data.summary (what a dataset holds) and `dsident inspect`: numbers checked against
+direct numpy computations on data built with known statistics and rhythms."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dsident.data import as_dataset
+from dsident.data.summary import FEW_PERIODS, describe, describe_markdown
+
+
+def _recording(n=4000, dt=0.5, unit="ms"):
+    t = np.arange(n)
+    x = np.column_stack([-60 + 2.0 * np.sin(2 * np.pi * t / 40),       # far from 0 for its spread
+                         0.01 * np.sin(2 * np.pi * t / 800),            # slow, and 200x smaller
+                         np.full(n, 3.0)])                               # constant
+    x[100:120, 0] = np.nan
+    return as_dataset(x, dt=dt, channel_names=["V", "slow", "flat"], provenance={"time_unit": unit})
+
+
+def test_describe_gives_each_channels_statistics_and_period():
+    ds = _recording()
+    out = describe(ds, eval_length=2000)
+    x = ds["x"].values[0]
+    v, slow, flat = out["per_channel"]
+    assert out["trials"] == 1 and out["samples"] == [4000] and out["channels"] == ["V", "slow", "flat"]
+    assert out["dt"] == 0.5 and out["time_unit"] == "ms" and out["duration"] == pytest.approx(2000.0)
+    assert v["mean"] == pytest.approx(np.nanmean(x[:, 0])) and v["std"] == pytest.approx(np.nanstd(x[:, 0]))
+    assert v["min"] == pytest.approx(np.nanmin(x[:, 0])) and v["missing"] == pytest.approx(20 / 4000)
+    # the longest observed stretch of V (3880 samples) holds 97 periods of 40 samples
+    assert v["period_samples"] == pytest.approx(40.0, rel=0.01) and v["period"] == pytest.approx(20.0, rel=0.01)
+    assert slow["period_samples"] == pytest.approx(800.0)
+    assert flat["std"] == 0.0 and math.isnan(flat["period"])
+
+
+def test_describe_notes_what_would_hurt_a_fit():
+    notes = " ".join(describe(_recording(), eval_length=2000)["notes"])
+    assert "channel 'flat' is constant (3)" in notes
+    assert "standard deviations span" in notes and "--zscore" in notes            # V vs slow: 200x
+    assert "far from 0 for their spread: V (mean -60" in notes
+    assert "missing samples" in notes and "V 0.5 %" in notes
+    # 2000 samples over an 800-sample rhythm: 2.5 periods < FEW_PERIODS
+    assert f"spans 2.5 of them" in notes and f"--eval-length {FEW_PERIODS * 800 + 1}" in notes
+    assert "time unit is not named" not in notes
+    # a clean, unit-less recording: only the unit is noted
+    t = np.arange(3000)
+    clean = as_dataset(np.column_stack([np.sin(2 * np.pi * t / 30), np.cos(2 * np.pi * t / 30)]), dt=0.01)
+    notes = describe(clean)["notes"]
+    assert len(notes) == 1 and "time unit is not named" in notes[0]
+
+
+def test_describe_markdown_and_several_trials():
+    x = [np.sin(np.arange(n) / 5.0)[:, None] for n in (300, 500)]
+    ds = as_dataset(x, dt=1.0)
+    out = describe(ds)
+    assert out["samples"] == [300, 500] and out["duration"] == pytest.approx(800.0)
+    # the padding of the shorter trial is not missing data
+    assert out["per_channel"][0]["missing"] == 0.0
+    text = describe_markdown(out)
+    assert "2 trials of 300–500 samples (800 in all) × 1 channel(s)" in text and "| x0 |" in text
+    with pytest.raises(ValueError, match="`eval_length` must be an integer ≥ 2"):
+        describe(ds, eval_length=1)
+    with pytest.raises(TypeError, match="canonical xarray.Dataset"):
+        describe(np.zeros((3, 2)))
+
+
+def test_cli_inspect_writes_the_report_and_figures(tmp_path, capsys):
+    from dsident.cli import main
+
+    t = np.arange(3000) * 0.05
+    np.savetxt(tmp_path / "rec.csv", np.column_stack([t, np.sin(2 * np.pi * t / 2.0), np.cos(2 * np.pi * t / 2.0)]),
+               delimiter=",", header="time_ms,a,b", comments="", fmt="%.8g")
+    out = tmp_path / "insp"
+    assert main(["inspect", str(tmp_path / "rec.csv"), "--out", str(out), "--no-progress"]) == 0
+    text = (out / "inspect.md").read_text()
+    assert "3000 samples × 2 channel(s); dt = 0.05 ms (20 samples per ms)" in text
+    assert "| a |" in text and "| 2 | 40.0 |" in text                     # the period: 2 ms = 40 samples
+    assert "Nothing to note." in text and text in capsys.readouterr().out
+    for name in ("time_series.png", "spectra.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    # the reader's options as for fit: the time column kept as data is a channel that never returns
+    assert main(["inspect", str(tmp_path / "rec.csv"), "--read", "time_column=false", "--dt", "0.05",
+                 "--out", str(out)]) == 0
+    text = (out / "inspect.md").read_text()
+    assert "× 3 channel(s)" in text and "| time_ms |" in text and "time unit is not named" in text
+    assert main(["inspect", str(tmp_path / "rec.csv"), "--read", "keys=1", "--out", str(out)]) == 2
+    assert "unexpected keyword argument 'keys'" in capsys.readouterr().err
