@@ -243,7 +243,7 @@ def test_hdf5_dataset_group_of_trials_and_errors(tmp_path):
         fh.create_dataset("rec/data", data=DATA).attrs["fs"] = 200.0
         for i, n in enumerate((10, 12, 11)):        # names sort naturally: t2 before t10
             fh.create_dataset(f"trials/t{[2, 10, 1][i]}", data=np.full((n, 3), float(i)))
-    with pytest.raises(ValueError, match="choose one with `key=`"):
+    with pytest.raises(ValueError, match=r"choose one, or a group of per-trial arrays \[.trials.\], with `key=`"):
         load_array(path)
     with pytest.raises(ValueError, match="'rec/nope' is not in"):
         load_array(path, key="rec/nope")
