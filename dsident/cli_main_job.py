@@ -160,7 +160,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
     p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
                    help="add channel 0's band below HZ and its quadrature as two observed, unscored channels "
-                        "(the ECG's breathing: 0.4); a `slow_channels` table in --config sets the channel too")
+                        "(the ECG's breathing: 0.4); HZ is in cycles per unit of the data's time (Hz for times "
+                        "in s, 0.0004 for 0.4 Hz in ms: `dsident inspect` names the unit); a `slow_channels` "
+                        "table in --config sets the channel too")
 
 
 def _say(text: str) -> None:
