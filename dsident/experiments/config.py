@@ -136,7 +136,8 @@ RECORDING_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     },
     # LTC: the Lorenz-63 cell's settings (M 16, one fused unfold, 200 epochs of windows of 100,
     # each evaluation scored from 3 starts). Van der Pol recording 0.106 in 393 s (the engine's
-    # teacher-forcing defaults 0.398, SVI 2.78); Rössler recording 8.21 (both of those 12.6).
+    # teacher-forcing defaults 0.398, SVI 2.78); Rössler recording 8.21 (both of those 12.6), 5.36
+    # since its units start at 10 samples (RECORDING_TIME_CONSTANTS).
     ("ltc", "teacher-forcing"): {
         "model_params": {"latent_dim": 16, "n_substeps": 1},
         "fit_options": {"n_epochs": 200, "seq_len": 100, "eval_starts": 3},
@@ -161,8 +162,9 @@ RECORDING_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
 #: Hodgkin-Huxley voltage at 20 kHz (100 000 samples, tonic spiking), the LTC recording cell on
 #: the same file with its time column in ms: D_stsp 0.0020 (the free run's period 14.71 ms, as
 #: the data's); in s: 14.27 (a fixed point). 10 samples is also what Van der Pol's 0.106 had
-#: (dt 0.05, session 47). The other models' time scales follow dt already (gnODE / ODE-RFWP tau =
-#: dt, ORGaNICs' rate bounds 0.5 / dt, the PLRNNs are discrete).
+#: (dt 0.05, session 47), and on the Rössler recording (dt 0.1) it gave 5.36 where the reference
+#: start, 5 samples there, gave 8.21 (floor 2.2-3.2). The other models' time scales follow dt
+#: already (gnODE / ODE-RFWP tau = dt, ORGaNICs' rate bounds 0.5 / dt, the PLRNNs are discrete).
 RECORDING_TIME_CONSTANTS: dict[str, tuple[str, float]] = {
     "ltc": ("time_constant", 10.0),
 }
