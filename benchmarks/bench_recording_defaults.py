@@ -9,12 +9,15 @@ floor (two other stretches of the same recording against the held-out one).
 
 - Van der Pol, mu = 2: x and dx/dt, dt 0.05, noise 0.02, 8 000 samples, a 10-sample gap in x;
 - Rössler, a = b = 0.2, c = 5.7: dt 0.1, 13 000 samples after a 200-time-unit transient, noise
-  5 % of each channel's std, with a `time` column (read as the sample times, so no --dt).
+  5 % of each channel's std, with a `time` column (read as the sample times, so no --dt);
+- Hodgkin-Huxley (session 48): the membrane voltage of the squid axon model at 10 µA/cm² (tonic
+  spiking, a spike every 14.7 ms), 20 kHz for 5 s (100 000 samples) after 200 ms, noise 0.5 mV,
+  one channel in mV with a `time_ms` column.
 
 Usage::
 
-    python benchmarks/bench_recording_defaults.py [--models rplrnn gnode ...] [--systems vdp rossler]
-        [--out DIR] [--option n_epochs=3]      # --option: a smoke run, passed to every fit
+    python benchmarks/bench_recording_defaults.py [--models rplrnn gnode ...] [--systems vdp rossler hh]
+        [--seeds 0 1 2] [--out DIR] [--option n_epochs=3]      # --option: passed to every fit
 
 One fit at a time, one torch thread; the full grid (6 models × 2 systems × 2 methods) takes
 about an hour and a half on 2 cores.
@@ -60,6 +63,28 @@ def rossler(path: Path) -> None:
                comments="", fmt="%.6g")
 
 
+def hodgkin_huxley(path: Path) -> None:
+    """Write the Hodgkin-Huxley voltage recording (mV) with a `time_ms` column (its step: 0.05 ms)."""
+    def rates(v: float) -> tuple[float, ...]:
+        return (0.1 * (v + 40) / (1 - np.exp(-(v + 40) / 10)), 4 * np.exp(-(v + 65) / 18),
+                0.07 * np.exp(-(v + 65) / 20), 1 / (1 + np.exp(-(v + 35) / 10)),
+                0.01 * (v + 55) / (1 - np.exp(-(v + 55) / 10)), 0.125 * np.exp(-(v + 65) / 80))
+
+    def rhs(_: float, y: np.ndarray) -> list[float]:
+        v, m, h, n = y
+        am, bm, ah, bh, an, bn = rates(v)
+        return [10.0 - 120 * m ** 3 * h * (v - 50) - 36 * n ** 4 * (v + 77) - 0.3 * (v + 54.4),
+                am * (1 - m) - bm * m, ah * (1 - h) - bh * h, an * (1 - n) - bn * n]
+
+    dt, skip = 0.05, 200.0
+    t = np.arange(0.0, 5000.0 + skip, dt)
+    v = solve_ivp(rhs, (0, t[-1]), [-65, 0.05, 0.6, 0.32], t_eval=t, rtol=1e-8, atol=1e-8,
+                  method="LSODA").y[0, int(skip / dt):]
+    v = v + 0.5 * np.random.default_rng(0).standard_normal(v.shape)
+    np.savetxt(path, np.column_stack([np.arange(len(v)) * dt, v]), delimiter=",", header="time_ms,V_mV",
+               comments="", fmt="%.5f")
+
+
 def recording_floor(path: Path, fraction: float = 0.2) -> tuple[float, float]:
     """Median D_stsp and D_H of the stretches before the held-out one against it."""
     from dsident.experiments.inputs import load_data
@@ -76,12 +101,13 @@ def recording_floor(path: Path, fraction: float = 0.2) -> tuple[float, float]:
     return float(np.median([s[0] for s in scores])), float(np.nanmedian([s[1] for s in scores]))
 
 
-def fit(path: Path, model: str, method: str | None, out: Path, dt: float | None, extra: list[str]) -> dict:
+def fit(path: Path, model: str, method: str | None, out: Path, dt: float | None, extra: list[str],
+        seed: int = 0) -> dict:
     """`dsident fit` one model; its scores and fit time from metrics.nc / config.json."""
     import xarray as xr
 
     cmd = [sys.executable, "-m", "dsident.cli", "fit", str(path), "--model", model, "--test-fraction", "0.2",
-           "--out", str(out), "--no-progress", *(["--dt", str(dt)] if dt else []),
+           "--out", str(out), "--no-progress", "--seed", str(seed), *(["--dt", str(dt)] if dt else []),
            *(["--method", method] if method else [])]
     for item in extra:
         cmd += ["--option", item]
@@ -97,27 +123,36 @@ def fit(path: Path, model: str, method: str | None, out: Path, dt: float | None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--systems", nargs="+", default=["vdp", "rossler"], choices=["vdp", "rossler"])
+    parser.add_argument("--systems", nargs="+", default=["vdp", "rossler"], choices=["vdp", "rossler", "hh"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds of every fit (default 0)")
     parser.add_argument("--out", default=None, help="folder for the recordings and fits (default: a temporary one)")
     parser.add_argument("--option", action="append", default=[], help="KEY=VALUE passed to every fit")
     args = parser.parse_args()
     root = Path(args.out or tempfile.mkdtemp(prefix="dsident-recordings-"))
     root.mkdir(parents=True, exist_ok=True)
-    print("| recording | floor D_stsp / D_H | model | now: method, D_stsp, D_H, fit s | before: method, D_stsp, D_H, fit s |")
-    print("|---|---|---|---|---|")
+    print("| recording | floor D_stsp / D_H | model | seed | now: method, D_stsp, D_H, fit s | before: method, D_stsp, D_H, fit s |")
+    print("|---|---|---|---|---|---|")
     for system in args.systems:
         path = root / f"{system}.csv"
-        dt = van_der_pol(path) if system == "vdp" else rossler(path)
+        dt = None
+        if system == "vdp":
+            dt = van_der_pol(path)
+        elif system == "rossler":
+            rossler(path)
+        else:
+            hodgkin_huxley(path)
         floor_d, floor_h = recording_floor(path)
         for model in args.models:
-            now = fit(path, model, None, root / f"{system}-{model}-now", dt, args.option)
-            own = MODEL_DEFAULTS[model]["method"]
-            before = (now if default_method(model, str(path)) == own else
-                      fit(path, model, own, root / f"{system}-{model}-own", dt, args.option))
-            cells = [" / ".join([r.get("error", "")] if "error" in r else
-                                [r["method"], f"{r['D_stsp']:.3g}", f"{r['D_H']:.3g}", f"{r['fit_time']:.0f}"])
-                     for r in (now, before)]
-            print(f"| {system} | {floor_d:.3g} / {floor_h:.3g} | {model} | {cells[0]} | {cells[1]} |", flush=True)
+            for seed in args.seeds:
+                now = fit(path, model, None, root / f"{system}-{model}-now-{seed}", dt, args.option, seed)
+                own = MODEL_DEFAULTS[model]["method"]
+                before = (now if default_method(model, str(path)) == own else
+                          fit(path, model, own, root / f"{system}-{model}-own-{seed}", dt, args.option, seed))
+                cells = [" / ".join([r.get("error", "")] if "error" in r else
+                                    [r["method"], f"{r['D_stsp']:.3g}", f"{r['D_H']:.3g}", f"{r['fit_time']:.0f}"])
+                         for r in (now, before)]
+                print(f"| {system} | {floor_d:.3g} / {floor_h:.3g} | {model} | {seed} | {cells[0]} | {cells[1]} |",
+                      flush=True)
     print(f"\nfits in {root}")
 
 

@@ -406,8 +406,9 @@ def _defaults_line(data: str, model: str, cfg: dict[str, Any], *, method_given: 
         parts.append("the settings of its recording cell (`RECORDING_DEFAULTS`)")
     if not parts:
         return []
-    return [f"- a recording's defaults gave {' and '.join(parts)}: what reconstructed the Van der Pol recording "
-            "of docs/main_job.md \"Session 47\"; `--method` / `--param` / `--option` choose otherwise"]
+    return [f"- a recording's defaults gave {' and '.join(parts)}: what reconstructed the simulated recordings "
+            "of docs/main_job.md \"Session 47\" and \"Session 48\"; `--method` / `--param` / `--option` choose "
+            "otherwise"]
 
 
 #: observation models of counts or categories, whose data --zscore would turn into something else
