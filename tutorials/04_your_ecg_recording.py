@@ -7,6 +7,7 @@
 #
 # The same pipeline from the command line::
 #
+#     dsident inspect my_ecg.npy --dt 0.002857     # what the file holds, before a fit
 #     dsident fit my_ecg_embedded.nc --model shplrnn --method bptt --out fits/ecg
 #     dsident evaluate fits/ecg my_ecg_test.nc
 #     dsident generate fits/ecg --steps 20000
@@ -40,6 +41,21 @@ signal = ecg.synthetic_ecg(seconds, sampling_rate=350.0, seed=1)["x"].values[0, 
 np.save(OUT / "my_ecg.npy", signal)                      # stands in for your own file
 recording = ecg.from_array(np.load(OUT / "my_ecg.npy"), sampling_rate=350.0, name="my_ecg")
 print(recording.sizes, "dt =", recording.attrs["dt"], "s")
+
+# %% [markdown]
+# Before fitting anything, what does the file hold as dsident reads it? `describe` gives the
+# sizes, the sampling step and its unit (seconds: the rate was given in Hz), each channel's
+# statistics and period (here one heartbeat), and notes on what would hurt a fit or a score
+# (a constant channel, channels on very different scales, missing samples, an evaluation window
+# that spans few periods of the slowest rhythm); this clean lead has none.
+
+# %%
+from dsident.data.summary import describe, describe_markdown
+
+summary = describe(recording)
+print(describe_markdown(summary))
+beat = summary["per_channel"][0]["period"]
+print(f"one heartbeat every {beat:.3g} s: {60 / beat:.0f} beats per minute")
 
 # %% [markdown]
 # ## 2. Preprocessing: resample to 700 Hz, z-score, smooth, delay-embed
