@@ -283,8 +283,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     machine = machine_info()                # the fit time is this machine's
     from .data.time_units import time_unit
 
-    unit = {"time_unit": time_unit(train)} if time_unit(train) else {}   # analyze's periods and exponents say it
-    save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data), **unit}, out / "config.json")
+    unit = time_unit(train)             # analyze's periods and exponents say it
+    save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data),
+                 **({"time_unit": unit} if unit else {})}, out / "config.json")
     fit_history = getattr(est, "history_", None)
     history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",

@@ -302,7 +302,7 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
                  lw=0.4, color="tab:blue")
     else:
         ax3 = fig.add_subplot(1, 2, 2)
-        ax3.plot(z[:, 0], z[:, 1] if m > 1 else np.roll(z[:, 0], -10), lw=0.4, color="tab:blue")
+        ax3.plot(*_state_space_view(z, three_d=False).T, lw=0.4, color="tab:blue")
     ax3.set_title("latent state space")
     if title:
         fig.suptitle(title)

@@ -77,10 +77,10 @@ def _stat(func: Any, values: np.ndarray) -> float:
 
 def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[str]:
     """What would hurt a fit or a score, each with what to do."""
-    from .slow_channels import auxiliary_channels
+    from .slow_channels import scored_channels
 
     notes = []
-    rows = [r for r in summary["per_channel"] if r["channel"] not in set(auxiliary_channels(data))]
+    rows = [summary["per_channel"][k] for k in scored_channels(data)]
     unit = summary["time_unit"] or "time units"
     for r in rows:
         if r["std"] == 0.0:

@@ -12,31 +12,37 @@ import json
 import re
 from typing import Any
 
-__all__ = ["time_unit", "time_unit_of_name", "time_label", "frequency_label", "per_time"]
+__all__ = ["TIME_COLUMN_NAME", "time_unit", "time_unit_of_name", "time_label", "frequency_label", "per_time"]
 
-#: unit spellings in a column name -> the unit recorded
+_UNIT = r"(?:s|sec|seconds?|ms|msec|milliseconds?|min|h)"
+#: header names read as a time axis: "time", "t", "Time (s)", "time_ms", "timestamp", "seconds", ...
+#: (a unit needs a separator or brackets, so channels such as "ts" or "th" stay data); the groups
+#: name the unit: ``bracketed`` / ``separated``, or ``base`` when the name is a unit ("seconds")
+TIME_COLUMN_NAME = re.compile(r"^(?P<base>t|times?|timestamps?|seconds?|secs?|ms|msec|millis(?:econds?)?)"
+                              rf"(?:[\s_-]*[(\[]\s*(?P<bracketed>{_UNIT})\s*[)\]]|[\s_-]+(?P<separated>{_UNIT}))?$",
+                              re.IGNORECASE)
+#: unit spellings in a column name -> the unit recorded ("t", "time", "timestamp" name none)
 _SPELLINGS = {"s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-              "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+              "ms": "ms", "msec": "ms", "millis": "ms", "millisecond": "ms", "milliseconds": "ms",
               "min": "min", "h": "h"}
-#: a time axis's name with its unit: "time_ms", "Time (s)", "t [ms]", or the unit alone ("seconds")
-_NAMED = re.compile(r"^(?:(?:t|times?|timestamps?)[\s_-]*[(\[]?\s*(?P<unit>[a-z]+)\s*[)\]]?|(?P<alone>[a-z]+))$",
-                    re.IGNORECASE)
 #: what a dataset without a known unit says (the Lorenz-63 system's "a.u.")
 _UNKNOWN = ("", "a.u.", "time unit")
 
 
 def time_unit_of_name(name: str) -> str | None:
-    """The unit a time column's header name states, or None.
+    """The unit a time column's header name states, or None (a bare ``time``, or a name that
+    :data:`TIME_COLUMN_NAME` does not read as a time axis).
 
     >>> time_unit_of_name("Time (ms)"), time_unit_of_name("time_s"), time_unit_of_name("seconds")
     ('ms', 's', 's')
     >>> time_unit_of_name("time") is None
     True
     """
-    match = _NAMED.match(str(name).strip())
+    match = TIME_COLUMN_NAME.match(str(name).strip())
     if not match:
         return None
-    return _SPELLINGS.get((match.group("unit") or match.group("alone") or "").lower())
+    spelled = match.group("bracketed") or match.group("separated") or match.group("base")
+    return _SPELLINGS.get(spelled.lower())
 
 
 def time_unit(data: Any) -> str | None:

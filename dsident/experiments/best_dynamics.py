@@ -164,12 +164,9 @@ def true_spectrum(dataset: str, test: Any, out: Path) -> tuple[np.ndarray | None
     """The true system's spectrum (:data:`TRUE_SPECTRUM_STEPS` sampling steps; cached in ``out``)
     and the data's time unit; None for the spectrum when the data name no deterministic system."""
     from ..analysis import system_lyapunov_spectrum
+    from ..data.time_units import time_unit
 
-    try:
-        unit = str(json.loads(test.attrs["provenance"]).get("time_unit") or "time unit")
-    except (KeyError, TypeError, ValueError):
-        unit = "time unit"
-    unit = "time unit" if unit in ("a.u.", "") else unit
+    unit = time_unit(test) or "time unit"
     cache = out / f"lyapunov_{Path(dataset).stem}.json"
     if cache.is_file():
         values = json.loads(cache.read_text())

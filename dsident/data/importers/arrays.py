@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 
 from ..container import as_dataset
-from ..time_units import time_unit_of_name
+from ..time_units import TIME_COLUMN_NAME, time_unit_of_name
 from ._common import provenance, require, sampling_step
 
 __all__ = ["load_array", "time_column_of", "ARRAY_EXTENSIONS", "PICKLE_EXTENSIONS"]
@@ -268,11 +268,6 @@ def _header(lines: list[str], delimiter: str | None) -> list[str]:
     return [] if all(_is_number(f) for f in fields) else fields
 
 
-#: header names read as the time axis: "time", "t", "Time (s)", "time_ms", "timestamp", "seconds", ...
-#: (a unit needs a separator or brackets, so channels such as "ts" or "th" stay data)
-_UNIT = r"(s|sec|seconds?|ms|msec|milliseconds?|min|h)"
-_TIME_NAME = re.compile(r"^(t|times?|timestamps?|seconds?|secs?|ms|msec|millis(econds?)?)"
-                        rf"([\s_-]*[(\[]\s*{_UNIT}\s*[)\]]|[\s_-]+{_UNIT})?$", re.IGNORECASE)
 
 
 def time_column_of(path: str | os.PathLike) -> str | None:
@@ -293,7 +288,7 @@ def time_column_of(path: str | os.PathLike) -> str | None:
 
 
 def _named_time_column(header: list[str]) -> str | None:
-    names = [h for h in header if _TIME_NAME.match(h.strip())]
+    names = [h for h in header if TIME_COLUMN_NAME.match(h.strip())]
     return names[0] if len(names) == 1 else None
 
 
