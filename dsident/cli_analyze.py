@@ -22,7 +22,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
     from . import plotting
     from .analysis import analyze_dynamics
-    from .cli_main_job import _fit_read_options, _settings, _threads, load_fitted
+    from .cli_main_job import _settings, _threads, load_fitted
     from .experiments.runner import _write_netcdf
 
     _threads(args)
@@ -32,9 +32,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     x0 = start_raw = None
     if s.get("start"):
         from .experiments.late_run import first_observation
-        from .experiments.inputs import load_data, load_test
+        from .experiments.inputs import load_data, load_test, read_options_for
 
-        read = s.get("read") or _fit_read_options(cfg, s["start"])
+        read = s.get("read") or read_options_for(cfg, s["start"])
         start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"), read=read)
         start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"),
                                channels=getattr(est, "channel_names_", None) or None, read=read)

@@ -178,8 +178,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import (cut, in_fit_units, is_path_like, load_data, load_test, slow_channels_for_fit,
-                                     zscore_for_fit)
+    from .experiments.inputs import (cut, held_out_split, in_fit_units, is_path_like, load_data, load_test,
+                                     slow_channels_for_fit, zscore_for_fit)
     from .experiments.machine import machine_info, machine_label
     from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
@@ -221,12 +221,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
             raise ValueError("--test-fraction holds out the end of a recording file; it cannot be combined with "
                              f"--test-data or a shipped set (which has its test split); got DATA={data!r}"
                              + (f", --test-data {s['test_data']!r}." if s.get("test_data") else "."))
-        from .data.preprocessing import split_in_time
-
-        train, held_out = split_in_time(load_data(data, split="train", dt=cfg.get("dt"), read=read), s["test_fraction"],
-                                        argname="--test-fraction")
-        recorded_before = train     # the held-out end continues this (slow channels filter across)
         cfg["test_fraction"] = s["test_fraction"]
+        train, held_out = held_out_split(cfg, argname="--test-fraction")
+        recorded_before = train     # the held-out end continues this (slow channels filter across)
         if cfg.get("train_length"):
             train = cut(train, int(cfg["train_length"]))
     else:
@@ -629,7 +626,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
-    from .experiments.inputs import load_data, load_test
+    from .experiments.inputs import load_data, load_test, read_options_for
 
     s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before", "read"])
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
@@ -643,7 +640,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     dt = s.get("dt") or cfg.get("dt")
-    read = s.get("read") or _fit_read_options(cfg, args.test_data)
+    read = s.get("read") or read_options_for(cfg, args.test_data)
     before = load_data(s["before"], split="train", dt=dt, read=read) if s.get("before") else None
     channels = getattr(est, "channel_names_", None) or None
     test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before, channels=channels,
@@ -658,15 +655,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
-
-
-def _fit_read_options(cfg: dict[str, Any], data: Any) -> dict[str, Any] | None:
-    """The fit's reader options (``--read``) for another file of the same format (the same
-    extension as the fitted file), as ``--dt`` carries over; None otherwise."""
-    fitted = cfg.get("dataset")
-    if not cfg.get("read") or not isinstance(fitted, str) or not isinstance(data, str):
-        return None
-    return dict(cfg["read"]) if Path(fitted).suffix.lower() == Path(data).suffix.lower() != "" else None
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -726,9 +714,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from .experiments.sweep import close_executor, make_executor
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
-                         "engine", "progress", "slow_cutoff", *_FLAG_TO_KEY], file_keys=("slurm", *_RUN_FILE_KEYS))
+                         "engine", "progress", "slow_cutoff", "read", "test_fraction", *_FLAG_TO_KEY],
+                  file_keys=("slurm", *_RUN_FILE_KEYS))
     _check_workers(s.get("workers"))
     overrides = _run_overrides(s)
+    overrides.update({k: s[k] for k in ("read", "test_fraction") if s.get(k) is not None})   # the data files'
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
     out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
@@ -887,7 +877,17 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def _build_benchmark(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--datasets", nargs="+", help="shipped set names (default lorenz63 bursting_neuron ecg)")
+    from .experiments.config import GRID_TEST_FRACTION
+
+    p.add_argument("--datasets", nargs="+",
+                   help="shipped set names (default lorenz63 bursting_neuron ecg) or data files that carry their "
+                        "sampling step (NetCDF, HDF5, .npz with `dt`, a table with a `time` column, ...)")
+    p.add_argument("--read", action="append", metavar="KEY=VALUE",
+                   help="an option of the data files' reader, as for `dsident fit` (key=trials, series=..., "
+                        "picks=...); used for every data file of the grid")
+    p.add_argument("--test-fraction", type=float, metavar="F",
+                   help="score each data file's points on the last F (0 < F < 1) of its every trial, never "
+                        f"seen in training (default {GRID_TEST_FRACTION:g}; shipped sets have their test split)")
     p.add_argument("--models", nargs="+", help="model names (default: every available model)")
     p.add_argument("--methods", nargs="+",
                    help="inference methods (default: per dataset and model, see docs/main_job.md)")

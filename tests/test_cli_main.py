@@ -691,6 +691,27 @@ def test_sweep_dry_run_lists_the_grid_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_grid_over_a_data_file_holds_out_its_end_from_the_command_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    t = np.arange(1200) * 0.05
+    np.savez("rec.npz", x=np.stack([np.sin(t), np.cos(t)], -1), other=np.zeros(3), dt=0.05)
+    args = ["benchmark", "--datasets", "rec.npz", "lorenz63", "--models", "shplrnn", "--seeds", "1"]
+    assert main([*args, "--read", "key=x", "--test-fraction", "0.25", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("Test data (samples compared) per dataset: rec.npz ≤ 10000 (the last 25 % of every trial of the file, "
+            "never seen in training); lorenz63 ≤ 10000 (its test split).") in out
+    # the sweep file's own keys: the reader's table and the held-out share
+    conf = tmp_path / "grid.toml"
+    conf.write_text('dataset = "rec.npz"\nmodel = "shplrnn"\nmethod = "bptt"\nout = "sw"\n'
+                    '[read]\nkey = "x"\n[fit_options]\nn_epochs = 1\n[grid]\nseed = [0]\n')
+    assert main(["sweep", str(conf), "--dry-run"]) == 0
+    assert "rec.npz ≤ 10000 (the last 20 % of every trial of the file" in capsys.readouterr().out
+    assert main(["sweep", str(conf), "--no-progress"]) == 0
+    capsys.readouterr()
+    table = (tmp_path / "sw" / "sweep.md").read_text()
+    assert "| 1/1 |" in table and "- test data (samples compared) per dataset: rec.npz 240 (the last 20 %" in table
+
+
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])
 def test_a_worker_count_below_one_is_refused(verb, tmp_path):
     conf = tmp_path / "grid.toml"

@@ -584,6 +584,82 @@ def test_grid_data_files_are_checked_before_the_first_point(tmp_path, monkeypatc
         load_data("without_dt.npz")
 
 
+def _two_array_file(path, n=1500, dt=0.05):
+    """An .npz holding a 2-channel recording `x` beside an unrelated array (so `read` must pick
+    `x`), with its sampling step; returns the recording."""
+    t = np.arange(n) * dt
+    x = np.stack([np.sin(t), np.cos(1.3 * t)], axis=-1) + 0.01 * np.arange(n)[:, None] / n
+    np.savez(path, x=x, other=np.zeros((7, 3)), dt=dt)
+    return x
+
+
+def test_a_grid_on_a_data_file_scores_only_what_its_fit_never_saw(tmp_path, monkeypatch):
+    from dsident.experiments.inputs import run_test
+
+    monkeypatch.chdir(tmp_path)
+    x = _two_array_file("rec.npz")
+    spec = {"dataset": "rec.npz", "model": "shplrnn", "method": "bptt", "read": {"key": "x"},
+            "fit_options": {"n_epochs": 1}, "grid": {"seed": [0]}}
+    base = {k: v for k, v in spec.items() if k != "grid"}
+    (cfg,), _ = sweep.expand_grid(base, spec["grid"])
+    assert cfg["test_fraction"] == cfgmod.GRID_TEST_FRACTION           # held out by default
+    train, test, _ = runner.point_data(cfg)
+    n_test = int(np.floor(len(x) * cfgmod.GRID_TEST_FRACTION))
+    # the split in time, checked against slicing the array itself
+    np.testing.assert_array_equal(train["x"].values[0], x[: len(x) - n_test])
+    np.testing.assert_array_equal(test["x"].values[0], x[len(x) - n_test:])
+    np.testing.assert_array_equal(run_test(cfg)["x"].values[0], x[len(x) - n_test:])    # what the starts score
+    rec = runner.run_point(cfg, tmp_path / "out", keep_model=False)
+    assert rec["status"] == "done", rec["error"]
+    assert rec["test"] == {"samples": n_test, "trials": 1, "train_samples": len(x) - n_test, "train_trials": 1}
+    assert rec["config"]["read"] == {"key": "x"}
+    note = tables.test_data_note([rec])
+    assert note == f"test data (samples compared) per dataset: rec.npz {n_test} (the last 20 % of every trial " \
+                   "of the file, never seen in training)"
+    # an explicit share, or a test file, replaces the default; a shipped set keeps its test split
+    (own,), _ = sweep.expand_grid({**base, "test_fraction": 0.5}, spec["grid"])
+    assert own["test_fraction"] == 0.5
+    (other,), _ = sweep.expand_grid({**base, "test_data": "rec.npz"}, spec["grid"])
+    assert "test_fraction" not in other
+    assert len(run_test(other)["x"].values[0]) == len(x)                 # the whole test file, read with `read`
+    shipped = benchmark.benchmark_configs(["lorenz63", "rec.npz"], ["shplrnn"], ["bptt"], 1,
+                                          overrides={"read": {"key": "x"}, "test_fraction": 0.3})
+    assert "read" not in shipped[0] and "test_fraction" not in shipped[0]    # the files' settings only
+    assert shipped[1]["read"] == {"key": "x"} and shipped[1]["test_fraction"] == 0.3
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"test_fraction": 0.2}, r"holds out the end of a data file, but the dataset 'lorenz63' is a shipped set"),
+    ({"read": {"key": "x"}}, r"passes options to a data file's reader, but the dataset 'lorenz63'"),
+])
+def test_file_settings_on_a_shipped_set_are_refused(settings, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_config("lorenz63", "shplrnn", overrides=settings)
+    with pytest.raises(ValueError, match=r"apply only to a grid's data files"):
+        benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], None, 1, overrides=settings)
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"test_fraction": 1.0}, r"must be a share in \(0, 1\) of every trial's samples; got test_fraction=1.0"),
+    ({"test_fraction": True}, r"must be a share in \(0, 1\)"),
+    ({"test_fraction": 0.2, "test_data": "b.nc"}, r"both name the test data; give one of them"),
+    ({"test_data": "lorenz"}, r"`test_data` 'lorenz' is neither a shipped set"),
+    ({"read": "key=x"}, r"`read` \(--read KEY=VALUE\) must be a table"),
+])
+def test_test_settings_are_checked_before_any_fit(settings, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_config("rec.npz", "shplrnn", overrides=settings)
+
+
+def test_a_fraction_leaving_too_little_is_a_failed_point_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _two_array_file("short.npz", n=8)
+    cfg = cfgmod.held_out_by_default(resolve_config("short.npz", "shplrnn", "bptt", overrides={
+        "read": {"key": "x"}, "test_fraction": 0.1, "fit_options": {"n_epochs": 1}}))
+    rec = runner.run_point(cfg, tmp_path / "out", keep_model=False)
+    assert rec["status"] == "failed" and "`test_fraction`=0.1 leaves fewer than 2 time steps" in rec["error"]
+
+
 # ---------------------------------------------------------------------------------------------
 # the free run's period beside the data's
 # ---------------------------------------------------------------------------------------------

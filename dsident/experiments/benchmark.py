@@ -32,13 +32,13 @@ import numpy as np
 import xarray as xr
 
 from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
-from .config import PRESETS, default_method, resolve_config
-from .inputs import check_grid_datasets
+from .config import FILE_ONLY_KEYS, PRESETS, default_method, held_out_by_default, resolve_config
+from .inputs import check_grid_datasets, is_path_like
 from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
 from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
-                     markdown_table, regime_table, starts_table, trend_note)
+                     markdown_table, regime_table, starts_table, test_data_note, trend_note)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -58,15 +58,23 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     if not seed_list:
         raise ValueError(f"`seeds` must be a positive count or a non-empty list; got {seeds!r}.")
     observation = ((overrides or {}).get("model_params") or {}).get("observation")
+    file_only = sorted(set(overrides or {}) & set(FILE_ONLY_KEYS))
+    if file_only and not any(is_path_like(str(d)) for d in datasets):
+        raise ValueError(f"{file_only} (--read / --test-fraction) apply only to a grid's data files (their reader's "
+                         f"options, their held-out share), but the datasets {list(datasets)} are all shipped sets; "
+                         "drop them.")
     out = []
     for dataset in datasets:
+        # a shipped set has no reader options and its own test split: those settings are the files'
+        shared = {k: v for k, v in (overrides or {}).items()
+                  if is_path_like(str(dataset)) or k not in FILE_ONLY_KEYS}
         for model in models:
             model = check_model_name(model)
             for method in (methods or [default_method(model, dataset, observation)]):
                 for seed in seed_list:
-                    ov = {**(overrides or {}), "seed": seed}
-                    out.append(resolve_config(dataset, model, method, overrides=ov,
-                                              preset="quick" if quick else None))
+                    ov = {**shared, "seed": seed}
+                    out.append(held_out_by_default(resolve_config(dataset, model, method, overrides=ov,
+                                                                  preset="quick" if quick else None)))
     check_run_options(out)
     return out
 
@@ -137,7 +145,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
             untrained_scores.setdefault(label, {})[cfg["dataset"]] = _untrained(cfg, out, say)
     extra = {"floor (true system, same length)": floors, **untrained_scores}
     pe = int(configs[0].get("pe_steps", 20)) if configs else 20
-    notes = ["evaluation length (test samples compared) per dataset: "
+    notes = [test_data_note(records, datasets) or "evaluation length (test samples compared) per dataset: "
              + ", ".join(f"{d} {_first(configs, d).get('eval_length')}" for d in datasets),
              "cells: median ± MAD over seeds; diverged: fraction of seeds; fit time: median wall seconds",
              *(f"{m}: not available ({e.error})" for m, e in entries.items()
@@ -147,7 +155,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     best = _best_points(results, records)
     verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
-    truth, units, true_verdicts = _true_exponents(datasets, out, say)
+    truth, units, true_verdicts = _true_exponents(datasets, configs, out, say)
     regimes = regime_table(results, truth=truth, unit=units, truth_verdict=true_verdicts)
     table += f"\n{regimes}" if regimes else ""
     starts = starts_table(results, floor=floors)
@@ -255,7 +263,9 @@ def plan_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[st
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {', '.join(str(c['seed']) for c in points)} | "
                      f"{done}/{len(points)} | {cell.get('train_length') or 'all'} | {tuned} | "
                      f"{numbers} | {fit_time} | `{settings}` |")
+    test_note = test_data_note([{"config": c} for c in configs])
     lines += ["", describe_expected_time(configs, out, quick), *_starts_plan(configs, out),
+              f"{test_note[:1].upper()}{test_note[1:]}.",
               "Measured: D_stsp (k×) is its multiple of the floor at that length; ✓ a reconstruction "
               f"(D_stsp ≤ {RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g}); "
               "– not measured with these settings.", "", "At a glance (the measured column as a matrix):", "",
@@ -468,7 +478,7 @@ def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
     return scores
 
 
-def _true_exponents(datasets: Sequence[str], out: Path,
+def _true_exponents(datasets: Sequence[str], configs: Sequence[dict[str, Any]], out: Path,
                     say: Any) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
     """Per dataset, the true system's largest Lyapunov exponent (NaN for a recording or the
     ECG), the data's time unit, and what the true spectrum says of the attractor."""
@@ -480,7 +490,7 @@ def _true_exponents(datasets: Sequence[str], out: Path,
     verdicts: dict[str, str] = {}
     for d in datasets:
         try:
-            test = load_data(d, split="test", length=None)
+            test = load_data(d, split="test", length=None, read=_first(configs, d).get("read"))
             spectrum, units[d] = true_spectrum(d, test, out)
         except Exception as err:   # the table stands without the true row
             say(f"[dsident] true Lyapunov exponents of {d} not computed: {type(err).__name__}: {err}")
@@ -532,7 +542,7 @@ def _verdict(dataset: str, best: dict[str, Any] | None, floor: dict[str, float])
 def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dict[str, dict[str, Any]],
              out: Path, say: Any) -> None:
     from .. import plotting
-    from .inputs import load_test
+    from .inputs import run_test
 
     try:
         if results.sizes.get("point", 0):
@@ -547,7 +557,7 @@ def _figures(results: xr.Dataset, floors: dict[str, dict[str, float]], best: dic
         try:
             cfg = rec["config"]
             # the channels the model saw (slow channels, if any, with the fit's scale)
-            test = load_test(dataset, cfg, length=cfg.get("eval_length"))
+            test = run_test(cfg, length=cfg.get("eval_length"))
             with xr.open_dataset(gen_path, engine="h5netcdf") as g:
                 gen = g.load()
             title = f"{dataset}: {cfg['model']} × {cfg['method']}, seed {cfg['seed']}"

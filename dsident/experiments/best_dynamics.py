@@ -60,10 +60,10 @@ def best_point_dynamics(dataset: str, record: dict[str, Any], out: Path, *, say:
     stem = Path(dataset).stem
     label = f"{cfg['model']} × {cfg['method']}, seed {cfg['seed']}"
     try:
-        from .inputs import load_test
+        from .inputs import run_test
 
         est = get_estimator_class(cfg["model"]).load(model_dir)
-        test = load_test(dataset, cfg)
+        test = run_test(cfg)
         n_steps = analysis_length(cfg.get("eval_length"))
         # start where the evaluation's free runs start (a multistable model may have other attractors)
         report = analyze_dynamics(est, n_steps=n_steps, transient=n_steps // 10, seed=int(cfg.get("seed", 0)),

@@ -637,7 +637,15 @@ PRESETS: dict[str, dict[Any, Any]] = {
 
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
-            "model_params", "fit_options", "slow_channels", "test_starts")
+            "model_params", "fit_options", "slow_channels", "test_starts", "test_data", "test_fraction", "read")
+
+#: run keys that only a data file takes: its reader's options and the share held out as test data
+FILE_ONLY_KEYS = ("read", "test_fraction")
+
+#: the share at the end of every trial of a data file that a benchmark or sweep point holds out
+#: as its test data when the run names none (`test_fraction`): a grid scores on data its fits
+#: never saw, as a shipped set's test split is
+GRID_TEST_FRACTION = 0.2
 
 #: run keys that change only how a fitted model is scored, not the fit: they stay out of a point's
 #: id, so turning them on over a finished grid scores its saved models instead of refitting them
@@ -653,6 +661,52 @@ def check_test_starts(value: Any) -> int | None:
         raise ValueError(f"`test_starts` must be a whole number of free-run starts >= 2 (or absent, for the "
                          f"first test stretch alone); got test_starts={value!r}.")
     return int(value)
+
+
+def check_test_source(cfg: Mapping[str, Any]) -> None:
+    """Refuse test settings that do not fit the run's data, before any fit: ``test_fraction``
+    (a share in (0, 1) at the end of every trial of a data file) with a shipped set, which has
+    its test split, or beside ``test_data``; a ``test_data`` that is neither a shipped set nor a
+    file path; ``read`` (the file reader's options) that is not a table or comes with a
+    shipped set."""
+    from .inputs import is_path_like
+
+    dataset = str(cfg.get("dataset"))
+    is_file = is_path_like(dataset)
+    fraction, test_data, read = cfg.get("test_fraction"), cfg.get("test_data"), cfg.get("read")
+    if fraction is not None:
+        if not is_file:
+            raise ValueError(f"`test_fraction` (--test-fraction) holds out the end of a data file, but the dataset "
+                             f"{dataset!r} is a shipped set, which has its own test split; drop test_fraction.")
+        if test_data is not None:
+            raise ValueError(f"`test_fraction`={fraction!r} and `test_data`={test_data!r} both name the test data; "
+                             "give one of them.")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float, np.number)) \
+                or not 0.0 < float(fraction) < 1.0:
+            raise ValueError(f"`test_fraction` (--test-fraction) must be a share in (0, 1) of every trial's samples; "
+                             f"got test_fraction={fraction!r}.")
+    if test_data is not None:
+        _check_dataset_spec(test_data, "test_data")
+    if read is not None:
+        if not isinstance(read, Mapping):
+            raise ValueError(f"`read` (--read KEY=VALUE) must be a table of the data file reader's options, "
+                             f"e.g. {{key = \"trials\"}}; got read={read!r}.")
+        if not is_file:
+            raise ValueError(f"`read` {sorted(read)} passes options to a data file's reader, but the dataset "
+                             f"{dataset!r} is a shipped set; drop read.")
+
+
+def held_out_by_default(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` of a benchmark or sweep point, holding out the last :data:`GRID_TEST_FRACTION` of
+    every trial of its data file when the run names no test data (``test_data`` or
+    ``test_fraction``). Without it a point on a file would score its fit on its own training
+    data. A shipped set's test split is its own; such a ``cfg`` is returned unchanged."""
+    from .inputs import is_path_like
+
+    if not is_path_like(str(cfg.get("dataset"))) or cfg.get("test_data") is not None \
+            or cfg.get("test_fraction") is not None:
+        return cfg
+    return {**cfg, "test_fraction": GRID_TEST_FRACTION}
 
 
 def check_run_lengths(cfg: Mapping[str, Any]) -> None:
@@ -779,15 +833,15 @@ def parse_overrides(items: list[str] | None, flag: str = "--set") -> dict[str, A
     return out
 
 
-def _check_dataset_spec(dataset: Any) -> None:
-    """Refuse a dataset that is neither a shipped set's name nor a file path, before anything runs
-    (a misspelt name would otherwise fail only when its first point loads the data)."""
+def _check_dataset_spec(dataset: Any, key: str = "dataset") -> None:
+    """Refuse a dataset (run key ``key``) that is neither a shipped set's name nor a file path, before
+    anything runs (a misspelt name would otherwise fail only when its first point loads the data)."""
     from .inputs import is_path_like, shipped_names
 
     if not isinstance(dataset, (str, Path)) or not str(dataset):
-        raise ValueError(f"`dataset` must be a shipped set's name or a file path; got {dataset!r}.")
+        raise ValueError(f"`{key}` must be a shipped set's name or a file path; got {dataset!r}.")
     if not is_path_like(str(dataset)) and str(dataset) not in shipped_names():
-        raise ValueError(f"`dataset` {str(dataset)!r} is neither a shipped set ({', '.join(shipped_names())}) "
+        raise ValueError(f"`{key}` {str(dataset)!r} is neither a shipped set ({', '.join(shipped_names())}) "
                          "nor a file (a path with a suffix such as .nc, .npy or .csv).")
 
 
@@ -841,6 +895,7 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     cfg = _merge(cfg, {k: v for k, v in overrides.items() if k != "method"})
     cfg["method"] = method
     check_run_lengths(cfg)
+    check_test_source(cfg)
     starts = check_test_starts(cfg.pop("test_starts", None))
     if starts is not None:
         cfg["test_starts"] = starts

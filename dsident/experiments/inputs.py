@@ -14,7 +14,7 @@ are used for their formats; this module only decides which loader a path needs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import xarray as xr
@@ -276,6 +276,59 @@ def continues(test: xr.Dataset, train: xr.Dataset) -> bool:
     return (a is not None and b is not None and a[1] == b[0]
             and [str(c) for c in train["channel"].values] == [str(c) for c in test["channel"].values]
             and train.sizes["trial"] == test.sizes["trial"])
+
+
+def read_options_for(cfg: Mapping[str, Any], spec: Any) -> dict[str, Any] | None:
+    """The fit's reader options (``cfg["read"]``, ``--read``) for the file ``spec``: the fitted
+    file itself or another of the same format (the same extension), as ``--dt`` carries over;
+    None for a shipped set, a dataset in memory or a file of another format."""
+    fitted = cfg.get("dataset")
+    if not cfg.get("read") or not isinstance(fitted, (str, Path)) or not isinstance(spec, (str, Path)):
+        return None
+    suffix = Path(str(fitted)).suffix.lower()
+    return dict(cfg["read"]) if suffix != "" and Path(str(spec)).suffix.lower() == suffix else None
+
+
+def held_out_split(cfg: Mapping[str, Any], *, argname: str = "test_fraction") -> tuple[xr.Dataset, xr.Dataset]:
+    """The data file of a run (``cfg["dataset"]``, read with ``cfg["read"]``) split in time: every
+    trial without its last ``cfg["test_fraction"]``, and those held-out ends (raw units).
+
+    ``argname`` names the setting in the error of a fraction that leaves a part too short."""
+    from ..data.preprocessing import split_in_time
+
+    data = load_data(cfg["dataset"], split="train", dt=cfg.get("dt"), read=cfg.get("read"))
+    return split_in_time(data, cfg["test_fraction"], argname=argname)
+
+
+def run_test(cfg: Mapping[str, Any], *, length: int | None = None,
+             held: tuple[xr.Dataset, xr.Dataset] | None = None) -> xr.Dataset:
+    """The test data of a run configuration, in its fit's units and channels: the held-out end of
+    every trial of its data file (``test_fraction``; ``held``, the pair :func:`held_out_split`
+    returns, when the caller has it), else ``test_data``, else the dataset itself (a shipped
+    set's test split). Grid points, their starts, the benchmark's figures and the analysis of
+    its best points all score on this.
+
+    Parameters
+    ----------
+    cfg : mapping
+        A run configuration (``dataset``, and ``test_fraction`` / ``test_data`` / ``read`` /
+        ``slow_channels`` / ``zscore`` where set).
+    length : int, optional
+        Keep the first ``length`` samples of every trial.
+    held : (xarray.Dataset, xarray.Dataset), optional
+        The split of the data file, when already read.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``x(trial, time, channel)`` as the model saw its training data.
+    """
+    if cfg.get("test_fraction") is not None:
+        before, tails = held if held is not None else held_out_split(cfg)
+        test = in_fit_units(tails, dict(cfg), before=before)
+        return test if length is None else cut(test, int(length))
+    spec = cfg.get("test_data") or cfg["dataset"]
+    return load_test(spec, dict(cfg), length=length, dt=cfg.get("dt"), read=read_options_for(cfg, spec))
 
 
 def load_test(spec: Any, cfg: dict[str, Any], *, length: int | None = None, dt: float | None = None,

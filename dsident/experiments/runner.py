@@ -149,19 +149,23 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     channels, scaled by the training split's ``scale``, which the returned configuration records
     so that ``dsident evaluate`` and the figures can add the same channels to other data. The
     test split's are filtered across the training split it continues (:func:`.inputs.load_test`),
-    so the free runs do not start on the filter's edge effect.
+    so the free runs do not start on the filter's edge effect. A data file with ``test_fraction``
+    (a benchmark or sweep on a file: :func:`.config.held_out_by_default`) is split in time
+    (:func:`.inputs.run_test`): the fit never sees its held-out ends.
     """
-    from .inputs import load_data, load_test, slow_channels_for_fit
+    from .inputs import cut, held_out_split, load_data, run_test, slow_channels_for_fit
 
     cfg = dict(cfg)
-    train = load_data(cfg["dataset"], split="train", length=cfg.get("train_length"), dt=cfg.get("dt"))
-    test_spec = cfg.get("test_data") or cfg["dataset"]
+    # a data file's held-out ends (`test_fraction`): the rest is the training data, and the
+    # recording the test stretch continues
+    held = held_out_split(cfg) if cfg.get("test_fraction") is not None else None
+    train = held[0] if held is not None else load_data(cfg["dataset"], split="train", dt=cfg.get("dt"),
+                                                       read=cfg.get("read"))
+    if cfg.get("train_length"):
+        train = cut(train, int(cfg["train_length"]))
     if cfg.get("slow_channels") is not None:
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
-        test = load_test(test_spec, {"slow_channels": cfg["slow_channels"], "dataset": cfg["dataset"]},
-                         length=cfg.get("eval_length"), dt=cfg.get("dt"))
-    else:
-        test = load_data(test_spec, split="test", length=cfg.get("eval_length"), dt=cfg.get("dt"))
+    test = run_test(cfg, length=cfg.get("eval_length"), held=held)
     return train, test, cfg
 
 
@@ -237,7 +241,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     -------
     dict
         The record written to ``result.json``: ``point_id``, ``status``, ``scores``, ``fit_time``,
-        ``error``, ``config``, ``machine`` (:func:`.machine.machine_info`: the CPU, cores, torch
+        ``error``, ``config``, ``test`` (the scored test data's ``samples`` and ``trials``, and the
+        training data's ``train_samples`` / ``train_trials``), ``machine`` (:func:`.machine.machine_info`: the CPU, cores, torch
         threads, GPU and versions the fit time was measured with), ``restarts`` (with
         ``fit_options.restarts``: the abandoned attempts and the kept attempt's seed), ``best_of``
         (with ``fit_options.best_of``: every candidate's training score and the seed kept),
@@ -263,6 +268,9 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
     try:
         seed = int(cfg.get("seed", 0))
         train, test, cfg = point_data(cfg)
+        # what was scored: the tables say how long a stretch, and whether the fit saw it
+        record["test"] = {"samples": int(test.sizes["time"]), "trials": int(test.sizes["trial"]),
+                          "train_samples": int(train.sizes["time"]), "train_trials": int(train.sizes["trial"])}
         used = adapt_to_data(cfg, train)
         est, fit_time, dropped = fit_point(used, train, progress=progress, jobs=jobs)
         record["fit_time"] = fit_time

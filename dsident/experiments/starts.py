@@ -54,14 +54,12 @@ def score_starts(model: Any, cfg: Mapping[str, Any], folder: str | Path) -> dict
         scored (the point's own scores stand without them, as with the late run).
     """
     from ..metrics import evaluate_starts
-    from .inputs import load_test
+    from .inputs import run_test
     from .runner import _write_netcdf
 
     requested = int(cfg["test_starts"])
     try:
-        test_spec = cfg.get("test_data") or cfg["dataset"]
-        full = load_test(test_spec, {"slow_channels": cfg.get("slow_channels"), "dataset": cfg["dataset"]},
-                         dt=cfg.get("dt"))
+        full = run_test(cfg)
         length = cfg.get("eval_length")
         res = evaluate_starts(model, full, n_starts=requested,
                               length=None if length is None else int(length), seed=int(cfg.get("seed", 0)))

@@ -38,11 +38,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .config import RUN_KEYS, SCORING_KEYS, load_config_file, resolve_config, save_config
+from .config import RUN_KEYS, SCORING_KEYS, held_out_by_default, load_config_file, resolve_config, save_config
 from .inputs import check_grid_datasets
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
-from .tables import median_mad, regime_cell, _fmt
+from .tables import median_mad, regime_cell, test_data_note, _fmt
 
 #: keys of a sweep file besides the run configuration
 SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
@@ -87,7 +87,8 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
                 settings["model_params"][key] = value
         dataset, model = settings.pop("dataset"), settings.pop("model")
         method = settings.pop("method", None)
-        configs.append(resolve_config(dataset, model, method, overrides=settings, preset=base.get("preset")))
+        configs.append(held_out_by_default(resolve_config(dataset, model, method, overrides=settings,
+                                                          preset=base.get("preset"))))
     return configs, [k.rpartition(".")[2] for k in keys]
 
 
@@ -352,6 +353,8 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     results = records_to_dataset(records, sweep_keys=[k for k in swept if k != "seed"])
     results.to_netcdf(out / "sweep.nc", engine="h5netcdf")
     table = sweep_table(results, [k for k in swept if k != "seed"])
+    note = test_data_note(records)
+    table += f"\n- {note}\n" if note else ""
     (out / "sweep.md").write_text(table)
     return results, table
 
@@ -404,8 +407,9 @@ def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None =
         lines.append("| " + " | ".join([*(str(v) for v in json.loads(combo)),
                                          ", ".join(str(c["seed"]) for c in points), f"{done}/{len(points)}"]) + " |")
     n_points, n_rows = len(configs), len(rows)
+    note = test_data_note([{"config": c} for c in configs])
     lines += ["", f"{n_points} point{'s' * (n_points != 1)} ({n_rows} combination{'s' * (n_rows != 1)}) → {out}.",
-              "", describe_expected_time(configs, out)]
+              "", describe_expected_time(configs, out), "", f"{note[:1].upper()}{note[1:]}."]
     return "\n".join(lines)
 
 

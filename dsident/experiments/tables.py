@@ -176,6 +176,38 @@ REGIME_COLUMNS: tuple[tuple[str, str], ...] = (("free run (2T)", "regime"), ("λ
                                                ("late D_stsp", "D_stsp_late"))
 
 
+def test_data_note(records: Sequence[Mapping], datasets: Sequence[str] | None = None) -> str:
+    """One line naming each dataset's test data: how many samples the points compared (the longest
+    trial, after ``eval_length``) and where they come from (a shipped set's test split, the
+    ``test_data`` file, or the held-out ends of the data file, ``test_fraction``).
+
+    ``records``: the points' ``result.json`` records (:func:`.runner.run_point`), or
+    ``{"config": cfg}`` for points not run yet; ``datasets`` orders the line (default: as the
+    records come)."""
+    first: dict[str, Mapping] = {}
+    for rec in records:
+        cfg = rec.get("config") or {}
+        if "dataset" in cfg and (cfg["dataset"] not in first or "test" not in first[cfg["dataset"]]):
+            first[str(cfg["dataset"])] = rec
+    parts = []
+    for name in (datasets or list(first)):
+        rec = first.get(str(name))
+        if rec is None:
+            continue
+        cfg, test = rec.get("config") or {}, rec.get("test") or {}
+        # before the run (a dry run's configurations) only the cap is known
+        samples = test["samples"] if "samples" in test else f"≤ {cfg.get('eval_length')}"
+        if cfg.get("test_fraction") is not None:
+            source = (f"the last {100 * float(cfg['test_fraction']):g} % of every trial of the file, never seen "
+                      "in training")
+        elif cfg.get("test_data"):
+            source = f"the file {cfg['test_data']}"
+        else:
+            source = "its test split"
+        parts.append(f"{name} {samples} ({source})")
+    return "test data (samples compared) per dataset: " + "; ".join(parts) if parts else ""
+
+
 def regime_cell(regimes: Sequence[str]) -> str:
     """Count the verdicts of a cell's seeds, most common first: ``"chaotic 2/3, fixed point 1/3"``."""
     given = [str(r) for r in regimes if str(r)]
