@@ -309,7 +309,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if test_line:
         lines.append(test_line)
     if test is not None:
-        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}")
+        lines += _evaluate_and_draw(est, test, out, cfg, label=f"{model} × {cfg['method']}", floor_of=test_spec)
         if cfg.get("test_starts"):        # the same protocol from K starts over the whole test data
             full = in_fit_units(held_out, cfg, before=recorded_before) if held_out is not None else \
                 load_test(test_spec, cfg, dt=cfg.get("dt"), read=read)
@@ -422,9 +422,57 @@ def _check_test_length(test: Any, pe_steps: int, what: str) -> None:
                          "--pe-steps. Nothing was fitted.")
 
 
-def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str) -> list[str]:
+def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:
+    """The floor a fit's test scores compare with, at the ``n_samples`` they were scored on, and
+    what it is: a shipped set's true system (its test split scored), or a data file's own other
+    stretches against its held-out test stretch (:func:`~dsident.experiments.scoring.recording_floor`);
+    ``(None, why)`` when there is none (another test file for a shipped set, a failure)."""
+    from .experiments.inputs import is_path_like
+    from .experiments.scoring import floor_scores, recording_floor
+
+    dataset = str(cfg["dataset"])
+    try:
+        if is_path_like(dataset):
+            if cfg.get("test_fraction") is None and test_spec is None:
+                return None, ""
+            scores, _ = recording_floor({**cfg, "eval_length": n_samples,
+                                         **({"test_data": test_spec} if test_spec is not None else {})})
+            return scores, "the recording's other stretches against the test stretch"
+        if test_spec is not None and str(test_spec) != dataset:
+            return None, ""
+        scores, _ = floor_scores(dataset, eval_length=n_samples, pe_steps=int(cfg.get("pe_steps", 20)))
+        return scores, "the true system's independent stretches"
+    except Exception as err:      # the scores stand without it
+        return None, f"no floor: {type(err).__name__}: {err}"
+
+
+def _floor_lines(scores: dict[str, float], floor: dict[str, float] | None, what: str) -> tuple[list[str], list[str]]:
+    """The floor's row for fit.md's score table and the line under it: the D_stsp's multiple of the
+    floor and whether it is a reconstruction, or why the floor cannot tell."""
+    from .experiments.tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_discriminates,
+                                     floor_multiple)
+
+    if floor is None:
+        return [], ([f"- {what}"] if what else [])
+    row = [f"| floor ({what}) | {_fmt4(floor['D_stsp'])} | {_fmt4(floor['D_H'])} | – | – |"]
+    if not floor_discriminates(floor):
+        return row, [f"- no multiple of the floor: on this test stretch a run at rest at the data's mean scores "
+                     f"D_stsp {_fmt4(floor['D_stsp_at_rest'])}, within {RECONSTRUCTION_FLOOR_RATIO:g}× the floor, so "
+                     "D_stsp cannot tell a reconstruction from a fixed point; hold out a longer stretch"]
+    multiple = floor_multiple(scores["D_stsp"], scores["D_H"], floor["D_stsp"]).strip(" ()")
+    if not multiple:
+        return row, []
+    verdict = ("a reconstruction" if multiple.endswith("✓") else "not a reconstruction")
+    return row, [f"- D_stsp is {multiple.removesuffix(' ✓')} the floor: {verdict} (D_stsp ≤ "
+                 f"{RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g})"]
+
+
+def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *, label: str,
+                       floor_of: Any = False) -> list[str]:
     """Score ``model`` on ``test``, then run it twice as far (:mod:`dsident.experiments.late_run`);
-    write metrics.nc, generated.nc and the figures; return text lines."""
+    write metrics.nc, generated.nc and the figures; return text lines. ``floor_of``: the test
+    spec of a fit (None: the dataset's own test data) to quote the floor of (:func:`_fit_floor`);
+    False for none."""
     from . import plotting
     from .experiments.late_run import late_run_record
     from .experiments.runner import _write_netcdf
@@ -454,12 +502,16 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     lines = ["", f"| {label} | D_stsp | D_H | PE({pe}) | diverged |", "|---|---|---|---|---|",
              f"| test ({test.sizes['time']} samples) | {_fmt_divergence(scores['D_stsp'], diverged)} | " + " | ".join(
                  _fmt4(scores[k]) for k in ("D_H", "PE", "diverged")) + " |"]
+    floor_row, floor_note = ([], []) if floor_of is False else \
+        _floor_lines(scores, *_fit_floor(cfg, floor_of, int(test.sizes["time"])))
+    lines += floor_row
     late = late_run_record(model, test, seed=seed)
     if late.get("regime"):
         late_diverged = late["regime"] == "diverged"
         lines += [f"| late stretch [1.25 T, 2.25 T) | {_fmt_divergence(late['D_stsp'], late_diverged)} "
                   f"| {_fmt4(late['D_H'])} | – | – |"]
     lines += _off_grid_note(scores["D_stsp"], diverged)
+    lines += [""] + floor_note if floor_note else []
     if late.get("regime"):
         lines += ["",
                   f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "
@@ -481,7 +533,7 @@ def _period_line(periods: dict[str, Any] | None, test: Any, diverged: bool) -> l
         return []
     unit = time_unit(test) or "time units"
     run = (f"{_fmt4(periods['generated'])} {unit}" if math.isfinite(periods["generated"])
-           else "none (the free run stands still)")
+           else "no rhythm (it stands still, or its spectrum has no line)")
     line = (f"- period of {periods['channel']} (its fundamental): free run {run}, data {_fmt4(periods['data'])} {unit}"
             f" ({round(periods['data'] / float(test.attrs['dt']))} samples)")
     if math.isfinite(periods["ratio"]):

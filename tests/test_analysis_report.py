@@ -366,3 +366,39 @@ def test_fundamental_period_is_the_lowest_strong_line_not_the_strongest_harmonic
     assert math.isnan(fundamental_period(np.ones(50), dt))
     with pytest.raises(ValueError, match="`share` must be in"):
         fundamental_period(x, dt, share=0.0)
+    with pytest.raises(ValueError, match="`min_cycles` must be >= 1"):
+        fundamental_period(x, dt, min_cycles=0.5)
+
+
+def test_a_slow_wander_of_few_cycles_is_not_the_rhythm():
+    from dsident.analysis import fundamental_period
+
+    dt, n = 0.5, 4000
+    t = np.arange(n)
+    # 3 slow cycles over the stretch, 4× the power of the 40-sample oscillation (Lorenz-63's x
+    # switching lobes does this on some stretches)
+    x = 2.0 * np.sin(2 * np.pi * 3 * t / n) + np.sin(2 * np.pi * t / 40)
+    assert fundamental_period(x, dt) == pytest.approx(n * dt / 3)
+    assert fundamental_period(x, dt, min_cycles=5) == pytest.approx(20.0)
+    # a true rhythm of 5 cycles or more is still found; a stretch too short for any gives NaN
+    y = np.sin(2 * np.pi * 6 * t / n)
+    assert fundamental_period(y, dt, min_cycles=5) == pytest.approx(n * dt / 6)
+    assert math.isnan(fundamental_period(np.sin(np.arange(8.0)), dt, min_cycles=5))
+
+
+def test_only_a_line_above_its_surroundings_is_a_rhythm():
+    from dsident import datasets
+    from dsident.analysis import dominant_period, fundamental_period
+
+    rng = np.random.default_rng(0)
+    t = np.arange(4000)
+    line = np.sin(2 * np.pi * t / 40) + 0.3 * rng.standard_normal(t.size)
+    assert fundamental_period(line, 0.5, prominence=10.0) == pytest.approx(20.0)
+    assert math.isnan(fundamental_period(rng.standard_normal(t.size), 0.5, prominence=10.0))   # white noise
+    # Lorenz-63: x is broadband (lobe switching), z carries the oscillation its strongest bin names
+    test = datasets.load("lorenz63", split="test")
+    x, z = (test["x"].values[0, :10_000, k] for k in (0, 2))
+    dt = float(test.attrs["dt"])
+    assert math.isnan(fundamental_period(x, dt, min_cycles=5, prominence=10.0))
+    assert fundamental_period(z, dt, min_cycles=5, prominence=10.0) == pytest.approx(dominant_period(z, dt), rel=0.02)
+    assert 0.7 < dominant_period(z, dt) < 0.8

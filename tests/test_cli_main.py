@@ -44,6 +44,22 @@ def test_fit_writes_model_config_netcdf_markdown_png(fitted):
     assert (fitted / "history.nc").is_file()
 
 
+def test_fit_quotes_the_floor_beside_its_scores(fitted):
+    from dsident import metrics
+    from dsident.experiments.tables import floor_multiple
+
+    scored = xr.open_dataset(fitted / "metrics.nc", engine="h5netcdf")
+    n = json.loads(scored.attrs["data_length"])[0]
+    # the true system's floor at the scored length, computed here by the metrics themselves
+    floor = metrics.floor("lorenz63", length=n)
+    d_floor = float(floor.attrs["state_space_divergence_mean"])
+    text = (fitted / "fit.md").read_text()
+    assert f"| floor (the true system's independent stretches) | {d_floor:.4g} |" in text
+    d, h = float(scored["state_space_divergence"]), float(scored["power_spectrum_distance"])
+    multiple = floor_multiple(d, h, d_floor).strip(" ()").removesuffix(" ✓")
+    assert f"- D_stsp is {multiple} the floor: " in text
+
+
 def test_evaluate_scores_the_saved_model(fitted, tmp_path):
     out = tmp_path / "ev"
     assert main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--out", str(out)]) == 0

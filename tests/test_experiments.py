@@ -628,6 +628,40 @@ def test_a_grid_on_a_data_file_scores_only_what_its_fit_never_saw(tmp_path, monk
     assert shipped[1]["read"] == {"key": "x"} and shipped[1]["test_fraction"] == 0.3
 
 
+def test_a_recordings_floor_compares_its_other_stretches_with_the_test_stretch(tmp_path, monkeypatch):
+    from dsident import metrics
+    from dsident.experiments.scoring import recording_floor
+    from dsident.experiments.tables import floor_discriminates
+
+    monkeypatch.chdir(tmp_path)
+    x = _two_array_file("rec.npz", n=5000)
+    cfg = cfgmod.held_out_by_default(resolve_config("rec.npz", "shplrnn", overrides={"read": {"key": "x"},
+                                                                                   "eval_length": 400}))
+    scores, raw = recording_floor(cfg)
+    test = x[4000:4400]                                    # the held-out fifth's first 400 samples
+    others = [x[k * 400:(k + 1) * 400] for k in range(5)]  # the training part's first five stretches
+    expected = [metrics.state_space_divergence(test, o) for o in others]
+    np.testing.assert_allclose(raw["state_space_divergence"].values, expected, rtol=1e-12)
+    assert scores["D_stsp"] == pytest.approx(np.mean(expected))
+    assert math.isnan(scores["PE"]) and scores["diverged"] == 0.0
+    at_rest = metrics.state_space_divergence(test, np.repeat(test.mean(0, keepdims=True), 400, 0))
+    assert scores["D_stsp_at_rest"] == pytest.approx(at_rest)
+    assert floor_discriminates(scores) == (at_rest > 3 * scores["D_stsp"])
+    # a file scored whole has no stretch of its own to compare with
+    with pytest.raises(ValueError, match="holds out no test data"):
+        recording_floor(resolve_config("rec.npz", "shplrnn", overrides={"read": {"key": "x"}}))
+
+
+def test_a_floor_discriminates_only_when_a_run_at_rest_scores_well_above_it():
+    from dsident.experiments.tables import floor_discriminates
+
+    assert floor_discriminates({"D_stsp": 0.5})                             # a true system's floor
+    assert floor_discriminates({"D_stsp": 0.5, "D_stsp_at_rest": 12.0})
+    assert not floor_discriminates({"D_stsp": 9.9, "D_stsp_at_rest": 12.4})   # a short stretch
+    assert not floor_discriminates({"D_stsp": 1.0, "D_stsp_at_rest": 3.0})     # at the bar: not above it
+    assert floor_discriminates({"D_stsp": math.nan, "D_stsp_at_rest": 1.0})   # nothing to judge by
+
+
 @pytest.mark.parametrize("settings, match", [
     ({"test_fraction": 0.2}, r"holds out the end of a data file, but the dataset 'lorenz63' is a shipped set"),
     ({"read": {"key": "x"}}, r"passes options to a data file's reader, but the dataset 'lorenz63'"),
@@ -695,3 +729,13 @@ def test_run_periods_compares_the_same_channel_in_time_units():
     flat = run_periods(test, still)
     assert math.isnan(flat["generated"]) and math.isnan(flat["ratio"]) and flat["data"] == pytest.approx(20.0)
     assert run_periods(still, run) is None
+
+
+def test_run_periods_skip_a_broadband_channel_for_one_with_a_rhythm():
+    from dsident import datasets
+    from dsident.experiments.scoring import run_periods
+
+    test = datasets.load("lorenz63", split="test").isel(time=slice(0, 10_000))
+    out = run_periods(test, test)
+    # x varies most but wanders between the lobes; z oscillates (≈ 0.76 time units)
+    assert out["channel"] == "z" and 0.7 < out["data"] < 0.8 and out["ratio"] == pytest.approx(1.0)

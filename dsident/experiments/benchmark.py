@@ -21,6 +21,7 @@ settings; an untrained model of the same configuration is scored beside it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -37,8 +38,8 @@ from .inputs import check_grid_datasets, is_path_like
 from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
-from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_multiple, is_reconstruction,
-                     markdown_table, regime_table, starts_table, test_data_note, trend_note)
+from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_discriminates, floor_multiple,
+                     is_reconstruction, markdown_table, regime_table, starts_table, test_data_note, trend_note)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -138,6 +139,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     results.to_netcdf(out / "results.nc", engine="h5netcdf")
 
     floors = {d: _floor(d, _first(configs, d), out, say) for d in datasets}
+    # the floors that can mark reconstructions (multiples, ✓, the summary figure's line)
+    yardsticks = {d: f for d, f in floors.items() if floor_discriminates(f)}
     untrained_scores: dict[str, dict[str, dict[str, float]]] = {}
     if untrained if untrained is not None else quick:
         for cfg in _one_per_cell(configs, with_method=False):   # the start point does not depend on the method
@@ -147,18 +150,25 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     pe = int(configs[0].get("pe_steps", 20)) if configs else 20
     notes = [test_data_note(records, datasets) or "evaluation length (test samples compared) per dataset: "
              + ", ".join(f"{d} {_first(configs, d).get('eval_length')}" for d in datasets),
+             *(f"floor of {d}: the recording has no true system, so its other stretches (from the training part, "
+               "as many as fit, at most 5) against the test stretch; no PE floor" for d in datasets
+               if is_path_like(str(d)) and math.isfinite(floors.get(d, {}).get("D_stsp", math.nan))),
+             *(f"{d}: no multiple of the floor and no ✓: on this test stretch a run at rest at the data's mean scores "
+               f"D_stsp {floors[d]['D_stsp_at_rest']:.3g}, within {RECONSTRUCTION_FLOOR_RATIO:g}× the floor, so D_stsp "
+               "cannot tell a reconstruction from a fixed point; hold out a longer stretch (--test-fraction, "
+               "test_data)" for d in datasets if d in floors and not floor_discriminates(floors[d])),
              "cells: median ± MAD over seeds; diverged: fraction of seeds; fit time: median wall seconds",
              *(f"{m}: not available ({e.error})" for m, e in entries.items()
                if not e.available and m in (grid.get("models") or DEFAULT_MODELS))]
     table = markdown_table(results, extra_rows=extra, pe_steps=pe,
-                           title="dsident benchmark" + (" (--quick)" if quick else ""), notes=notes, floor=floors)
+                           title="dsident benchmark" + (" (--quick)" if quick else ""), notes=notes, floor=yardsticks)
     best = _best_points(results, records)
-    verdicts = [_verdict(d, best.get(d), floors.get(d, {})) for d in datasets if quick]
+    verdicts = [_verdict(d, best.get(d), yardsticks.get(d, {})) for d in datasets if quick]
     table += "".join(f"\n{v}\n" for v in verdicts if v)
     truth, units, true_verdicts = _true_exponents(datasets, configs, out, say)
     regimes = regime_table(results, truth=truth, unit=units, truth_verdict=true_verdicts)
     table += f"\n{regimes}" if regimes else ""
-    starts = starts_table(results, floor=floors)
+    starts = starts_table(results, floor=yardsticks)
     table += f"\n{starts}" if starts else ""
     trend = trend_note(results)
     table += f"\n{trend}" if trend else ""
@@ -171,7 +181,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     table += f"\nwall time of this run: {wall:.0f} s\n"
     (out / "results.md").write_text(table)
     if figures:
-        _figures(results, floors, best, out, say)
+        _figures(results, yardsticks, best, out, say)
     say(table)
     return {"results": results, "table": table, "floor": floors, "untrained": untrained_scores,
             "best": best, "wall_time": wall, "out": out}
@@ -442,16 +452,25 @@ def _one_per_cell(configs: Sequence[dict[str, Any]], *, with_method: bool = True
 
 
 def _floor(dataset: str, cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
-    """Floor scores at the evaluation length, cached in ``out/floor_<dataset>_<length>.json``."""
-    from .scoring import floor_scores
+    """Floor scores at the evaluation length, cached in ``out/floor_<dataset>_<length>.json``: a
+    shipped set's true system, or for a data file the recording's own other stretches against
+    its test stretch (:func:`.scoring.recording_floor`)."""
+    from .scoring import floor_scores, recording_floor
 
     length = cfg.get("eval_length")
-    cache = out / f"floor_{Path(dataset).stem}_{length}.json"
+    recording = is_path_like(str(dataset))
+    # a recording's floor depends on which part is held out and how the file is read
+    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read")}, sort_keys=True, default=str)
+    tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if recording else ""
+    cache = out / f"floor_{Path(dataset).stem}_{length}{tag}.json"
     if cache.is_file():
         return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
     try:
-        scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
-    except Exception as err:  # a user file has no true system: the table says so
+        if recording:      # no true system: other stretches of the recording against the test stretch
+            scores, _ = recording_floor(cfg)
+        else:
+            scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
+    except Exception as err:  # the table stands without its floor, and says so
         say(f"[dsident] no floor for {dataset}: {type(err).__name__}: {err}")
         return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
     cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))

@@ -109,6 +109,15 @@ def run_projections(test: xr.Dataset, run: xr.Dataset, raw: xr.Dataset) -> Any:
                                    channels=test["channel"].values[keep])
 
 
+#: the fewest cycles over the compared stretch a rhythm needs to be compared by its period
+#: (:func:`run_periods`); slower wandering (a chaotic signal's) is no rhythm the stretch measures
+RHYTHM_MIN_CYCLES = 5
+
+#: how far a spectral line must stand above its surroundings to be a rhythm (:func:`run_periods`,
+#: :func:`dsident.analysis.fundamental_period`'s ``prominence``)
+RHYTHM_PROMINENCE = 10.0
+
+
 def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     """The fundamental period of the data and of the compared free run, on one channel.
 
@@ -117,13 +126,17 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     time unit. Both come from :func:`dsident.analysis.fundamental_period` (the lowest spectral
     line with at least half the strongest one's power, over the longest fully observed
     stretch: a spike train's second harmonic can be its strongest line) of the first trial's
-    most variable scored channel (the data's variance picks it, so both are of one variable).
+    most variable scored channel that has a rhythm (the data pick it, so both are of one
+    variable): a spectral line :data:`RHYTHM_PROMINENCE` times its surroundings, of at least
+    :data:`RHYTHM_MIN_CYCLES` cycles over the stretch. A chaotic channel's broadband spectrum
+    has none (Lorenz-63's x and y; its z has the 0.76-time-unit oscillation).
 
     Returns
     -------
     dict or None
         ``channel`` (name), ``data`` and ``generated`` (periods in the data's time unit; NaN when
-        a series is flat, non-finite or too short), ``ratio`` (generated / data). None when
+        a series is flat, non-finite, too short or without a rhythm: ``data`` NaN when no scored
+        channel has one), ``ratio`` (generated / data). None when
         ``test`` has no scored channel with two distinct finite values.
     """
     from ..analysis import fundamental_period
@@ -138,12 +151,67 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
         var = np.array([np.nanvar(x[:, k]) if np.isfinite(x[:, k]).sum() > 1 else np.nan for k in keep])
     if not np.isfinite(var).any() or np.nanmax(var) <= 0:
         return None
-    k = int(keep[int(np.nanargmax(var))])
     dt = float(test.attrs["dt"])
-    data = fundamental_period(x[:, k], dt)
-    generated = fundamental_period(g[:, k], dt) if k < g.shape[1] else math.nan
+
+    def rhythm(series: np.ndarray) -> float:
+        return fundamental_period(series, dt, min_cycles=RHYTHM_MIN_CYCLES, prominence=RHYTHM_PROMINENCE)
+
+    # the most variable channel with a rhythm (Lorenz-63's z: its x and y are broadband)
+    order = [int(keep[i]) for i in np.argsort(-np.nan_to_num(var, nan=-np.inf)) if np.isfinite(var[i])]
+    k, data = order[0], math.nan
+    for c in order:
+        data = rhythm(x[:, c])
+        if math.isfinite(data):
+            k = c
+            break
+    generated = rhythm(g[:, k]) if k < g.shape[1] and math.isfinite(data) else math.nan
     ratio = generated / data if math.isfinite(data) and math.isfinite(generated) and data > 0 else math.nan
     return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated, "ratio": ratio}
+
+
+def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
+    """The floor of a data file, which names no true system: the same metrics between the test
+    stretch a run is scored on and up to 5 other stretches of the same length from the recording
+    (SPEC-metrics §5 with the recording standing in for the true system).
+
+    The test stretch is the first ``eval_length`` samples (at most) of the held-out ends
+    (``test_fraction``) or of ``test_data``; the other stretches come from the training part,
+    consecutive and non-overlapping, split at missing samples (:func:`dsident.metrics.floor`
+    with ``pairing="first"``). Scores are the mean over those pairs, ``PE`` and ``diverged``
+    NaN: a noisy recording cannot forecast itself, so there is no PE floor to quote.
+    ``D_stsp_at_rest`` is the D_stsp of a run resting at the test stretch's mean, the yardstick of
+    :func:`.tables.floor_discriminates`.
+
+    Raises
+    ------
+    ValueError
+        The run holds out no test data (a file fitted and scored whole), or the training part
+        has no stretch as long as the test stretch.
+    """
+    from .. import metrics
+    from .inputs import held_out_split, load_data, read_options_for
+
+    if cfg.get("test_fraction") is not None:
+        other, test = held_out_split(cfg)
+    elif cfg.get("test_data"):
+        test = load_data(cfg["test_data"], split="test", dt=cfg.get("dt"),
+                         read=read_options_for(cfg, cfg["test_data"]))
+        other = load_data(cfg["dataset"], split="train", dt=cfg.get("dt"), read=cfg.get("read"))
+    else:
+        raise ValueError(f"the data file {cfg.get('dataset')!r} holds out no test data (`test_fraction` or "
+                         "`test_data`), so it has no stretch of its own to compare with.")
+    length = min(int(cfg.get("eval_length") or test.sizes["time"]), int(test.sizes["time"]))
+    # the stretch a free run is scored on (the first trial's), against the training part's
+    test = test.isel(trial=[0], time=slice(0, length))
+    raw = metrics.floor(test, other, length=length, pairing="first")
+    scores = extract_scores(raw)
+    scores["PE"], scores["diverged"] = math.nan, 0.0
+    # a run at rest at the test stretch's mean: on a short stretch (mostly empty bins) it can
+    # score within a few times the floor, and then D_stsp tells nothing apart
+    x = test["x"].values[0, :length]
+    x = x[np.isfinite(x).all(axis=1)]
+    scores["D_stsp_at_rest"] = float(metrics.state_space_divergence(x, np.repeat(x.mean(0, keepdims=True), len(x), 0)))
+    return scores, raw
 
 
 def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple[dict[str, float], Any]:

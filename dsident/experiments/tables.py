@@ -44,6 +44,18 @@ COLUMNS: tuple[tuple[str, str], ...] = (("D_stsp", "D_stsp"), ("D_H", "D_H"), ("
                                         ("diverged", "diverged"), ("fit time (s)", "fit_time"))
 
 
+def floor_discriminates(floor: Mapping[str, float]) -> bool:
+    """Whether a floor can mark reconstructions: False when a run at rest
+    (``floor["D_stsp_at_rest"]``, given for a recording's floor) scores within
+    :data:`RECONSTRUCTION_FLOOR_RATIO` × the floor's D_stsp, as on a short test stretch whose
+    bins are mostly empty; then D_stsp cannot tell a reconstruction from a fixed point."""
+    at_rest = floor.get("D_stsp_at_rest")
+    d_stsp = floor.get("D_stsp", math.nan)
+    if at_rest is None or not math.isfinite(float(at_rest)) or not math.isfinite(float(d_stsp)):
+        return True
+    return float(at_rest) > RECONSTRUCTION_FLOOR_RATIO * float(d_stsp)
+
+
 def median_mad(values: Sequence[float] | np.ndarray) -> tuple[float, float, int]:
     """Median and median absolute deviation of the finite values, and how many there were."""
     arr = np.asarray(values, dtype=float)

@@ -267,7 +267,7 @@ def _robust_stats(values: np.ndarray) -> np.ndarray:
 def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs: int = 5, n_bins: int = 30,
           sigma: float = 20.0, stsp_method: str = "auto", smoothing_alpha: float = 1e-5,
           direction: str = "forward", gmm_scaling: float = 1.0, gmm_points: int = 10_000,
-          mc_samples: int = 1_000, seed: int = 0) -> xr.Dataset:
+          mc_samples: int = 1_000, seed: int = 0, pairing: str = "consecutive") -> xr.Dataset:
     """The floor of a benchmark: D_stsp and D_H between independent stretches of the true system.
 
     The stretches are consecutive, non-overlapping windows of ``length`` samples, taken first
@@ -287,6 +287,11 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
         depends strongly on it, so use the length models are evaluated at.
     n_pairs : int
         Maximum number of stretch pairs (the spread over pairs is reported).
+    pairing : {"consecutive", "first"}
+        ``"consecutive"``: each stretch against the next. ``"first"``: the first stretch (of
+        ``dataset``) against each of the others, as a model's free run is scored against one test
+        stretch: the floor of a recording, whose held-out stretch is ``dataset`` and whose other
+        stretches come from ``other`` (:func:`dsident.experiments.scoring.recording_floor`).
     n_bins, sigma, stsp_method, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples, seed
         Metric settings, as in :func:`evaluate`.
 
@@ -326,7 +331,12 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     if len(stretches) < 2:
         raise ValueError(f"need at least two stretches of length={length}; the data give {len(stretches)}. "
                          "Pass a shorter `length` or a second series as `other`.")
-    pairs = list(zip(stretches[:-1], stretches[1:]))[: max(1, int(n_pairs))]
+    if pairing not in ("consecutive", "first"):
+        raise ValueError(f"`pairing` must be 'consecutive' or 'first'; got {pairing!r}.")
+    if pairing == "first":
+        pairs = [(stretches[0], s) for s in stretches[1:]][: max(1, int(n_pairs))]
+    else:
+        pairs = list(zip(stretches[:-1], stretches[1:]))[: max(1, int(n_pairs))]
     d_stsp, d_h, labels = [], [], []
     for (label_a, a), (label_b, b) in pairs:
         d_stsp.append(state_space_divergence(a, b, method=stsp_method, n_bins=n_bins, smoothing_alpha=smoothing_alpha,
@@ -349,7 +359,7 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
         "data_name": name or str(getattr(dataset, "attrs", {}).get("name", "data")), "length": length,
         "n_pairs": len(pairs), "n_bins": int(n_bins), "sigma": float(sigma), "stsp_method": stsp_method,
         "smoothing_alpha": float(smoothing_alpha), "direction": direction, "gmm_scaling": float(gmm_scaling),
-        "gmm_points": int(gmm_points), "mc_samples": int(mc_samples), "seed": int(seed),
+        "gmm_points": int(gmm_points), "mc_samples": int(mc_samples), "seed": int(seed), "pairing": pairing,
         "dsident_version": __version__,
     }
     for var in ("state_space_divergence", "power_spectrum_distance"):
