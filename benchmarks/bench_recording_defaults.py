@@ -13,6 +13,9 @@ floor (two other stretches of the same recording against the held-out one).
 - Hodgkin-Huxley (session 48): the membrane voltage of the squid axon model at 10 µA/cm² (tonic
   spiking, a spike every 14.7 ms), 20 kHz for 5 s (100 000 samples) after 200 ms, noise 0.5 mV,
   one channel in mV with a `time_ms` column.
+- Hindmarsh-Rose (session 49): the membrane potential in the chaotic bursting regime, dt 0.1,
+  60 000 samples, noise 1 % of its std, one channel with a `time` column. `--write-only` writes
+  the recordings and stops, for a grid over them (`dsident benchmark --datasets DIR/hr.csv`).
 
 Usage::
 
@@ -85,6 +88,24 @@ def hodgkin_huxley(path: Path) -> None:
                comments="", fmt="%.5f")
 
 
+def hindmarsh_rose(path: Path) -> None:
+    """Write the Hindmarsh-Rose membrane potential in its chaotic bursting regime (I = 3.25,
+    r = 0.006, s = 4, x_R = -1.6: 1-3 spikes a burst, irregularly) with a `time` column (step
+    0.1), 60 000 samples after 500 time units, noise 1 % of its std: one channel, as a lab
+    records a voltage."""
+    def rhs(_: float, y: np.ndarray) -> list[float]:
+        x, w, z = y
+        return [w - x ** 3 + 3 * x ** 2 - z + 3.25, 1 - 5 * x ** 2 - w, 0.006 * (4 * (x + 1.6) - z)]
+
+    dt, skip, n = 0.1, 500.0, 60_000
+    t = np.arange(0.0, skip + n * dt, dt)[: int(skip / dt) + n]
+    x = solve_ivp(rhs, (0, t[-1]), [-1.0, 0.0, 3.0], t_eval=t, rtol=1e-9, atol=1e-9,
+                  method="LSODA").y[0, int(skip / dt):]
+    x = x + 0.01 * x.std() * np.random.default_rng(0).standard_normal(x.shape)
+    np.savetxt(path, np.column_stack([np.arange(len(x)) * dt, x]), delimiter=",", header="time,V",
+               comments="", fmt="%.6g")
+
+
 def recording_floor(path: Path, fraction: float = 0.2) -> tuple[float, float]:
     """Median D_stsp and D_H of the stretches before the held-out one against it."""
     from dsident.experiments.inputs import load_data
@@ -123,10 +144,11 @@ def fit(path: Path, model: str, method: str | None, out: Path, dt: float | None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--systems", nargs="+", default=["vdp", "rossler"], choices=["vdp", "rossler", "hh"])
+    parser.add_argument("--systems", nargs="+", default=["vdp", "rossler"], choices=["vdp", "rossler", "hh", "hr"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds of every fit (default 0)")
     parser.add_argument("--out", default=None, help="folder for the recordings and fits (default: a temporary one)")
     parser.add_argument("--option", action="append", default=[], help="KEY=VALUE passed to every fit")
+    parser.add_argument("--write-only", action="store_true", help="write the recordings and stop")
     args = parser.parse_args()
     root = Path(args.out or tempfile.mkdtemp(prefix="dsident-recordings-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -139,8 +161,13 @@ def main() -> None:
             dt = van_der_pol(path)
         elif system == "rossler":
             rossler(path)
+        elif system == "hr":
+            hindmarsh_rose(path)
         else:
             hodgkin_huxley(path)
+        if args.write_only:
+            print(f"| {system} | {path} | | | | |")
+            continue
         floor_d, floor_h = recording_floor(path)
         for model in args.models:
             for seed in args.seeds:

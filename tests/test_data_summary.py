@@ -12,10 +12,10 @@ from dsident.data import as_dataset
 from dsident.data.summary import FEW_PERIODS, describe, describe_markdown
 
 
-def _recording(n=4000, dt=0.5, unit="ms"):
+def _recording(n=8000, dt=0.5, unit="ms"):
     t = np.arange(n)
     x = np.column_stack([-60 + 2.0 * np.sin(2 * np.pi * t / 40),       # far from 0 for its spread
-                         0.01 * np.sin(2 * np.pi * t / 800),            # slow, and 200x smaller
+                         0.01 * np.sin(2 * np.pi * t / 800),            # slow (10 cycles), and 200x smaller
                          np.full(n, 3.0)])                               # constant
     x[100:120, 0] = np.nan
     return as_dataset(x, dt=dt, channel_names=["V", "slow", "flat"], provenance={"time_unit": unit})
@@ -26,11 +26,11 @@ def test_describe_gives_each_channels_statistics_and_period():
     out = describe(ds, eval_length=2000)
     x = ds["x"].values[0]
     v, slow, flat = out["per_channel"]
-    assert out["trials"] == 1 and out["samples"] == [4000] and out["channels"] == ["V", "slow", "flat"]
-    assert out["dt"] == 0.5 and out["time_unit"] == "ms" and out["duration"] == pytest.approx(2000.0)
+    assert out["trials"] == 1 and out["samples"] == [8000] and out["channels"] == ["V", "slow", "flat"]
+    assert out["dt"] == 0.5 and out["time_unit"] == "ms" and out["duration"] == pytest.approx(4000.0)
     assert v["mean"] == pytest.approx(np.nanmean(x[:, 0])) and v["std"] == pytest.approx(np.nanstd(x[:, 0]))
-    assert v["min"] == pytest.approx(np.nanmin(x[:, 0])) and v["missing"] == pytest.approx(20 / 4000)
-    # the longest observed stretch of V (3880 samples) holds 97 periods of 40 samples
+    assert v["min"] == pytest.approx(np.nanmin(x[:, 0])) and v["missing"] == pytest.approx(20 / 8000)
+    # the longest observed stretch of V (7880 samples) holds 197 periods of 40 samples
     assert v["period_samples"] == pytest.approx(40.0, rel=0.01) and v["period"] == pytest.approx(20.0, rel=0.01)
     assert slow["period_samples"] == pytest.approx(800.0)
     assert flat["std"] == 0.0 and math.isnan(flat["period"])
@@ -41,7 +41,7 @@ def test_describe_notes_what_would_hurt_a_fit():
     assert "channel 'flat' is constant (3)" in notes
     assert "standard deviations span" in notes and "--zscore" in notes            # V vs slow: 200x
     assert "far from 0 for their spread: V (mean -60" in notes
-    assert "missing samples" in notes and "V 0.5 %" in notes
+    assert "missing samples" in notes and "V 0.25 %" in notes
     # 2000 samples over an 800-sample rhythm: 2.5 periods < FEW_PERIODS
     assert f"spans 2.5 of them" in notes and f"--eval-length {FEW_PERIODS * 800 + 1}" in notes
     assert "time unit is not named" not in notes

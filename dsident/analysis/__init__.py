@@ -19,7 +19,7 @@ from .flow import flow_field, nullclines, zero_contour
 from .lyapunov import (RosensteinResult, kaplan_yorke_dimension, lyapunov_spectrum, max_lyapunov_rosenstein,
                        spectrum_verdict, system_lyapunov_spectrum)
 from .report import (VERDICTS, DynamicsReport, FreeRunRegime, analyze_dynamics, dominant_period, free_run_regime,
-                     fundamental_period)
+                     fundamental_period, rhythm_period)
 from .system_fixed_points import FixedPointMatch, SystemFixedPoints, match_fixed_points, system_fixed_points
 from .spectra import eigenvalue_summary, jacobian_product_norms, jacobian_spectrum_statistics
 from .trajectory_length import TrajectoryLength, arc_length, circle_input, trajectory_length
@@ -41,7 +41,7 @@ __all__ = [
     # the true system's fixed points beside a reconstruction's (benchmark sets)
     "SystemFixedPoints", "system_fixed_points", "FixedPointMatch", "match_fixed_points",
     # one report of a fitted model's free-running dynamics (`dsident analyze`)
-    "analyze_dynamics", "DynamicsReport", "VERDICTS", "dominant_period", "fundamental_period",
+    "analyze_dynamics", "DynamicsReport", "VERDICTS", "dominant_period", "fundamental_period", "rhythm_period",
     # the cheap half of it: what a free run settled on (the benchmark asks it of every point)
     "free_run_regime", "FreeRunRegime",
     # trajectory length (LTC paper)

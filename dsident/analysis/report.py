@@ -500,9 +500,9 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     ``min_cycles = 5`` the 33-time-unit "period" of the Lorenz-63 test split's first 10 000
     samples goes.
 
-    ``prominence``: count only lines, local maxima of the periodogram (smoothed over one bin)
-    at least that many times the median of the spectrum from 1/1.5 to 1.5 times their
-    frequency. A broadband spectrum has none: Lorenz-63's x and y peak at most 7× their
+    ``prominence``: count only lines, local maxima of the periodogram (smoothed over one bin,
+    or over the bins of one 10 000-sample stretch's bin for a longer series) at least that
+    many times the median of the spectrum from 1/1.5 to 1.5 times their frequency. A broadband spectrum has none: Lorenz-63's x and y peak at most 7× their
     surroundings, its z (the 0.76-time-unit oscillation) 39-56×, the ECG's beats 22-42× and the
     bursting neuron's bursts over 1 000×, so 10 tells a rhythm from chaos.
 
@@ -526,7 +526,10 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     if prominence is not None:
         from scipy.ndimage import gaussian_filter1d
 
-        power = gaussian_filter1d(power, 1.0)
+        # one bin of a 10 000-sample stretch: a longer stretch's finer bins are averaged back to it,
+        # or the periodogram's scatter (exponential, bin by bin) throws up a chance "line" 10×
+        # its surroundings among tens of thousands of bins
+        power = gaussian_filter1d(power, max(1.0, len(power) / 5000.0))
     p = power[first:]
     if p.size == 0 or p.max() <= 0:
         return float("nan")
@@ -544,6 +547,27 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     # the lowest of them at least `share` of the strongest
     strong = np.flatnonzero(peaks & (p >= float(share) * p[peaks].max()))
     return float(1.0 / freq[first + int(strong[0])])
+
+
+#: the fewest cycles over a stretch a rhythm needs to be measured by its period (:func:`rhythm_period`);
+#: slower wandering (a chaotic signal's) is no rhythm the stretch measures, and a pure sine of
+#: fewer cycles does not stand RHYTHM_PROMINENCE above its smoothed surroundings anyway
+RHYTHM_MIN_CYCLES = 10
+
+#: how far a spectral line must stand above its surroundings to be a rhythm (:func:`rhythm_period`)
+RHYTHM_PROMINENCE = 10.0
+
+
+def rhythm_period(series: np.ndarray, dt: float) -> float:
+    """The period of a series' rhythm: :func:`fundamental_period` among spectral lines standing
+    :data:`RHYTHM_PROMINENCE` times above their surroundings, of at least
+    :data:`RHYTHM_MIN_CYCLES` cycles over the stretch; NaN when there is none (a flat, too short
+    or broadband series: Lorenz-63's x and y, whose z has the 0.76-time-unit oscillation).
+
+    What ``fit.md`` compares a free run's rhythm with the data's by
+    (:func:`dsident.experiments.scoring.run_periods`), and ``dsident inspect``'s periods.
+    """
+    return fundamental_period(series, dt, min_cycles=RHYTHM_MIN_CYCLES, prominence=RHYTHM_PROMINENCE)
 
 
 def _column_spectrum(series: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray] | None:

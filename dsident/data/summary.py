@@ -39,11 +39,12 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         ``name``, ``trials``, ``samples`` (per trial, observed span), ``channels`` (names),
         ``dt``, ``time_unit`` (None when unknown), ``duration`` (all trials, time units),
         ``per_channel`` (list of dicts: ``channel``, ``mean``, ``std``, ``min``, ``max``,
-        ``missing`` (share of samples), ``period`` (the fundamental over the first trial's
-        longest observed stretch, time units; NaN for a flat or short channel),
+        ``missing`` (share of samples), ``period`` (the rhythm over the first trial's longest
+        observed stretch, :func:`dsident.analysis.rhythm_period`, time units; NaN for a flat,
+        short or broadband channel),
         ``period_samples``), and ``notes`` (list of str).
     """
-    from ..analysis import fundamental_period
+    from ..analysis import rhythm_period
     from .time_units import time_unit
 
     if not isinstance(data, xr.Dataset) or "x" not in data:
@@ -59,7 +60,7 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
     for k, name in enumerate(names):
         values = np.concatenate([x[i, :lengths[i], k] for i in range(x.shape[0])])
         finite = values[np.isfinite(values)]
-        period = fundamental_period(x[0, :lengths[0], k], dt) if finite.size >= 4 else math.nan
+        period = rhythm_period(x[0, :lengths[0], k], dt) if finite.size >= 4 else math.nan
         rows.append({"channel": name, "mean": _stat(np.mean, finite), "std": _stat(np.std, finite),
                      "min": _stat(np.min, finite), "max": _stat(np.max, finite),
                      "missing": 1.0 - finite.size / max(values.size, 1), "period": period,
@@ -135,7 +136,9 @@ def describe_markdown(summary: dict[str, Any]) -> str:
     for r in summary["per_channel"]:
         lines.append(f"| {r['channel']} | {_num(r['mean'])} | {_num(r['std'])} | {_num(r['min'])} | {_num(r['max'])} "
                      f"| {100 * r['missing']:.3g} % | {_num(r['period'])} | {_num(r['period_samples'], 1)} |")
-    lines += ["", "Periods: the fundamental of each channel's first trial (`dsident.analysis.fundamental_period`)."]
+    lines += ["", "Periods: the rhythm of each channel's first trial (`dsident.analysis.rhythm_period`: the "
+                  "fundamental among spectral lines 10× above their surroundings, of 5 cycles or more; – for a "
+                  "broadband, flat or short channel)."]
     if summary["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     else:

@@ -109,27 +109,17 @@ def run_projections(test: xr.Dataset, run: xr.Dataset, raw: xr.Dataset) -> Any:
                                    channels=test["channel"].values[keep])
 
 
-#: the fewest cycles over the compared stretch a rhythm needs to be compared by its period
-#: (:func:`run_periods`); slower wandering (a chaotic signal's) is no rhythm the stretch measures
-RHYTHM_MIN_CYCLES = 5
-
-#: how far a spectral line must stand above its surroundings to be a rhythm (:func:`run_periods`,
-#: :func:`dsident.analysis.fundamental_period`'s ``prominence``)
-RHYTHM_PROMINENCE = 10.0
-
-
 def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     """The fundamental period of the data and of the compared free run, on one channel.
 
     D_H smooths the spectra over 20 frequency bins, so a free run whose rhythm is tens of per
     cent off can score a small D_H on a short test stretch; the period says it in the data's
-    time unit. Both come from :func:`dsident.analysis.fundamental_period` (the lowest spectral
-    line with at least half the strongest one's power, over the longest fully observed
-    stretch: a spike train's second harmonic can be its strongest line) of the first trial's
-    most variable scored channel that has a rhythm (the data pick it, so both are of one
-    variable): a spectral line :data:`RHYTHM_PROMINENCE` times its surroundings, of at least
-    :data:`RHYTHM_MIN_CYCLES` cycles over the stretch. A chaotic channel's broadband spectrum
-    has none (Lorenz-63's x and y; its z has the 0.76-time-unit oscillation).
+    time unit. Both come from :func:`dsident.analysis.rhythm_period` (the lowest spectral line
+    with at least half the strongest one's power, among lines standing well above their
+    surroundings, over the longest fully observed stretch: a spike train's second harmonic can
+    be its strongest line) of the first trial's most variable scored channel that has a rhythm
+    (the data pick it, so both are of one variable). A chaotic channel's broadband spectrum has
+    none (Lorenz-63's x and y; its z has the 0.76-time-unit oscillation).
 
     Returns
     -------
@@ -139,7 +129,7 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
         channel has one), ``ratio`` (generated / data). None when
         ``test`` has no scored channel with two distinct finite values.
     """
-    from ..analysis import fundamental_period
+    from ..analysis import rhythm_period
     from ..data.slow_channels import scored_channels
 
     x = np.asarray(test["x"].values[0], dtype=float)
@@ -152,19 +142,15 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     if not np.isfinite(var).any() or np.nanmax(var) <= 0:
         return None
     dt = float(test.attrs["dt"])
-
-    def rhythm(series: np.ndarray) -> float:
-        return fundamental_period(series, dt, min_cycles=RHYTHM_MIN_CYCLES, prominence=RHYTHM_PROMINENCE)
-
     # the most variable channel with a rhythm (Lorenz-63's z: its x and y are broadband)
     order = [int(keep[i]) for i in np.argsort(-np.nan_to_num(var, nan=-np.inf)) if np.isfinite(var[i])]
     k, data = order[0], math.nan
     for c in order:
-        data = rhythm(x[:, c])
+        data = rhythm_period(x[:, c], dt)
         if math.isfinite(data):
             k = c
             break
-    generated = rhythm(g[:, k]) if k < g.shape[1] and math.isfinite(data) else math.nan
+    generated = rhythm_period(g[:, k], dt) if k < g.shape[1] and math.isfinite(data) else math.nan
     ratio = generated / data if math.isfinite(data) and math.isfinite(generated) and data > 0 else math.nan
     return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated, "ratio": ratio}
 
