@@ -726,6 +726,9 @@ def test_a_grid_over_a_data_file_holds_out_its_end_from_the_command_line(tmp_pat
     capsys.readouterr()
     table = (tmp_path / "sw" / "sweep.md").read_text()
     assert "| 1/1 |" in table and "- test data (samples compared) per dataset: rec.npz 240 (the last 20 %" in table
+    # the recording's floor at the compared length
+    assert "- floor of rec.npz at 240 samples (the recording's other stretches against its test stretch): D_stsp" \
+        in table
 
 
 @pytest.mark.parametrize("verb", ["benchmark", "sweep"])

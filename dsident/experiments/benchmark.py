@@ -21,7 +21,6 @@ settings; an untrained model of the same configuration is scored beside it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from .inputs import check_grid_datasets, is_path_like
 from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
+from .scoring import cached_floor
 from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_discriminates, floor_multiple,
                      is_reconstruction, markdown_table, regime_table, starts_table, test_data_note, trend_note)
 
@@ -138,7 +138,7 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     results.attrs["quick"] = int(bool(quick))
     results.to_netcdf(out / "results.nc", engine="h5netcdf")
 
-    floors = {d: _floor(d, _first(configs, d), out, say) for d in datasets}
+    floors = {d: cached_floor(_first(configs, d), out, say) for d in datasets}
     # the floors that can mark reconstructions (multiples, ✓, the summary figure's line)
     yardsticks = {d: f for d, f in floors.items() if floor_discriminates(f)}
     untrained_scores: dict[str, dict[str, dict[str, float]]] = {}
@@ -449,32 +449,6 @@ def _one_per_cell(configs: Sequence[dict[str, Any]], *, with_method: bool = True
             seen.add(key)
             out.append(c)
     return out
-
-
-def _floor(dataset: str, cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:
-    """Floor scores at the evaluation length, cached in ``out/floor_<dataset>_<length>.json``: a
-    shipped set's true system, or for a data file the recording's own other stretches against
-    its test stretch (:func:`.scoring.recording_floor`)."""
-    from .scoring import floor_scores, recording_floor
-
-    length = cfg.get("eval_length")
-    recording = is_path_like(str(dataset))
-    # a recording's floor depends on which part is held out and how the file is read
-    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read")}, sort_keys=True, default=str)
-    tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if recording else ""
-    cache = out / f"floor_{Path(dataset).stem}_{length}{tag}.json"
-    if cache.is_file():
-        return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
-    try:
-        if recording:      # no true system: other stretches of the recording against the test stretch
-            scores, _ = recording_floor(cfg)
-        else:
-            scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
-    except Exception as err:  # the table stands without its floor, and says so
-        say(f"[dsident] no floor for {dataset}: {type(err).__name__}: {err}")
-        return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
-    cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
-    return scores
 
 
 def _untrained(cfg: dict[str, Any], out: Path, say: Any) -> dict[str, float]:

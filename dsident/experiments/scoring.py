@@ -166,7 +166,7 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     with ``pairing="first"``). Scores are the mean over those pairs, ``PE`` and ``diverged``
     NaN: a noisy recording cannot forecast itself, so there is no PE floor to quote.
     ``D_stsp_at_rest`` is the D_stsp of a run resting at the test stretch's mean, the yardstick of
-    :func:`.tables.floor_discriminates`.
+    :func:`.tables.floor_discriminates`; ``length`` the samples compared.
 
     Raises
     ------
@@ -197,7 +197,42 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     x = test["x"].values[0, :length]
     x = x[np.isfinite(x).all(axis=1)]
     scores["D_stsp_at_rest"] = float(metrics.state_space_divergence(x, np.repeat(x.mean(0, keepdims=True), len(x), 0)))
+    scores["length"] = float(length)
     return scores, raw
+
+
+def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str, float]:
+    """The floor of a run's dataset at its evaluation length (NaN scores when there is none,
+    said through ``say``), cached in ``out/floor_<dataset>_<length>[_<tag>].json``: a shipped
+    set's true system (:func:`floor_scores`), or for a data file the recording's own other
+    stretches against its test stretch (:func:`recording_floor`; the tag tells its held-out
+    settings apart). The benchmark's floor row and a sweep's floor line."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from .inputs import is_path_like
+
+    dataset = str(cfg["dataset"])
+    length = cfg.get("eval_length")
+    recording = is_path_like(dataset)
+    # a recording's floor depends on which part is held out and how the file is read
+    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read")}, sort_keys=True, default=str)
+    tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if recording else ""
+    cache = Path(out) / f"floor_{Path(dataset).stem}_{length}{tag}.json"
+    if cache.is_file():
+        return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
+    try:
+        if recording:      # no true system: other stretches of the recording against the test stretch
+            scores, _ = recording_floor(cfg)
+        else:
+            scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
+    except Exception as err:  # the table stands without its floor, and says so
+        if say is not None:
+            say(f"[dsident] no floor for {dataset}: {type(err).__name__}: {err}")
+        return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
+    cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
+    return scores
 
 
 def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple[dict[str, float], Any]:

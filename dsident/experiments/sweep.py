@@ -27,6 +27,7 @@ runs the same jobs as local subprocesses). Results are gathered into one NetCDF 
 from __future__ import annotations
 
 import itertools
+import math
 import json
 import os
 import threading
@@ -355,6 +356,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     table = sweep_table(results, [k for k in swept if k != "seed"])
     note = test_data_note(records)
     table += f"\n- {note}\n" if note else ""
+    table += floor_note(configs, out)
     (out / "sweep.md").write_text(table)
     return results, table
 
@@ -411,6 +413,34 @@ def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None =
     lines += ["", f"{n_points} point{'s' * (n_points != 1)} ({n_rows} combination{'s' * (n_rows != 1)}) → {out}.",
               "", describe_expected_time(configs, out), "", f"{note[:1].upper()}{note[1:]}."]
     return "\n".join(lines)
+
+
+def floor_note(configs: Sequence[Mapping[str, Any]], out: str | Path) -> str:
+    """Markdown lines giving the floor (:func:`.scoring.cached_floor`) of each dataset and
+    evaluation length the sweep's points were scored at: what their D_stsp and D_H compare with."""
+    from .inputs import is_path_like
+    from .scoring import cached_floor
+    from .tables import floor_discriminates
+
+    seen: dict[str, Mapping[str, Any]] = {}
+    for cfg in configs:
+        key = json.dumps({k: cfg.get(k) for k in ("dataset", "eval_length", "test_fraction", "test_data", "read")},
+                         sort_keys=True, default=str)
+        seen.setdefault(key, cfg)
+    lines = []
+    for cfg in seen.values():
+        floor = cached_floor(cfg, out)
+        if not math.isfinite(floor.get("D_stsp", math.nan)):
+            continue
+        what = ("the recording's other stretches against its test stretch" if is_path_like(str(cfg["dataset"]))
+                else "the true system's independent stretches")
+        line = (f"- floor of {cfg['dataset']} at {int(floor.get('length', cfg.get('eval_length')))} samples ({what}): D_stsp "
+                f"{_fmt(floor['D_stsp'])}, D_H {_fmt(floor['D_H'])}")
+        if not floor_discriminates(floor):
+            line += (f"; a run at rest scores D_stsp {_fmt(floor['D_stsp_at_rest'])}, so on this test stretch D_stsp "
+                     "cannot tell a reconstruction from a fixed point")
+        lines.append(line)
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
