@@ -58,7 +58,8 @@ def _key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
 #: config-file keys every command reads besides its flags (``--no-progress``, ``--threads``)
 _COMMON_FILE_KEYS = ("progress", "threads")
 #: config-file keys of the commands that take the run options (``fit``, ``benchmark``)
-_RUN_FILE_KEYS = ("model_params", "fit_options", "slow_channels", "slow_cutoff", "test_starts", *_FLAG_TO_KEY)
+_RUN_FILE_KEYS = ("model_params", "fit_options", "slow_channels", "slow_cutoff", "test_starts", "delay_embedding",
+                  "delay_embed", *_FLAG_TO_KEY)
 
 
 def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequence[str] = ()) -> dict[str, Any]:
@@ -113,7 +114,22 @@ def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
             else settings["slow_channels"]
     if settings.get("slow_cutoff") is not None:
         out["slow_channels"] = {**(out.get("slow_channels") or {}), "cutoff": settings["slow_cutoff"]}
+    if settings.get("delay_embedding") is not None:     # a config file's table
+        out["delay_embedding"] = settings["delay_embedding"]
+    if settings.get("delay_embed") is not None:         # --delay-embed auto | 0,20,68
+        out["delay_embedding"] = _parse_delays(settings["delay_embed"])
     return out
+
+
+def _parse_delays(text: Any) -> Any:
+    """``--delay-embed``: ``auto`` or comma-separated delays in samples (``0,20,68``)."""
+    if not isinstance(text, str) or text.strip().lower() == "auto":
+        return text.strip().lower() if isinstance(text, str) else text
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--delay-embed must be `auto` or comma-separated whole numbers of samples (0,20,68); "
+                         f"got {text!r}.") from None
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -158,6 +174,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "stretch alone; over a finished benchmark it scores the saved models, refitting nothing")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="any model hyperparameter")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any inference-engine option")
+    p.add_argument("--delay-embed", metavar="auto|D0,D1,...",
+                   help="fit a one-channel recording delay-embedded: `auto` (the delay at the first minimum of the "
+                        "average mutual information, the dimension by false nearest neighbours, chosen on the "
+                        "training data) or delays in samples (0,20,68); the test data get the same delays; a "
+                        "`delay_embedding` table in --config names the channel of a several-channel file")
     p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
                    help="add channel 0's band below HZ and its quadrature as two observed, unscored channels "
                         "(the ECG's breathing: 0.4); HZ is in cycles per unit of the data's time (Hz for times "
@@ -178,13 +199,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import (cut, held_out_split, in_fit_units, is_path_like, load_data, load_test,
-                                     slow_channels_for_fit, zscore_for_fit)
+    from .experiments.inputs import (_embedded, _zscored, cut, embedding_for_fit, held_out_split, in_fit_units, is_path_like,
+                                     load_data, load_test, slow_channels_for_fit, zscore_for_fit)
     from .experiments.machine import machine_info, machine_label
     from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
     s = _settings(args, ["model", "method", "out", "dt", "test_data", "test_fraction", "progress", "zscore", "init",
-                         "slow_cutoff", "read", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
+                         "slow_cutoff", "read", "delay_embed", *_FLAG_TO_KEY], file_keys=("data", *_RUN_FILE_KEYS))
     data = args.data or s.get("data")
     if not data:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
@@ -231,7 +252,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]
-        train = in_fit_units(train, cfg)
+        train = _zscored(train, cfg)
     elif s.get("zscore"):
         observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
         if observation in _COUNT_OBSERVATIONS:
@@ -242,6 +263,17 @@ def cmd_fit(args: argparse.Namespace) -> int:
                              "so it cannot go on in z-units; drop --zscore, or fit afresh.")
         # the test data, `evaluate`, `analyze --start` and `generate` reuse these constants
         train, cfg["zscore"] = zscore_for_fit(train)
+    if start_cfg is not None and cfg.get("delay_embedding") is not None and not start_cfg.get("delay_embedding"):
+        raise ValueError(f"--delay-embed with --init {s['init']!r}: that model was fitted on the data's own channels, "
+                         "so it cannot go on with embedded ones; drop --delay-embed, or fit afresh.")
+    if start_cfg is not None and start_cfg.get("delay_embedding"):
+        cfg["delay_embedding"] = start_cfg["delay_embedding"]   # the same delays
+    if cfg.get("delay_embedding") is not None:
+        # one channel delay-embedded, with the delays chosen on the training data ("auto") or given
+        if start_cfg is not None and start_cfg.get("delay_embedding"):
+            train = _embedded(train, cfg)
+        else:
+            train, cfg["delay_embedding"] = embedding_for_fit(train, cfg["delay_embedding"])
     if start_cfg is not None and start_cfg.get("slow_channels"):
         cfg["slow_channels"] = start_cfg["slow_channels"]   # the same channels, the same scale
     if cfg.get("slow_channels") is not None:
@@ -290,6 +322,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     lines += [f"- adapted to the data: {key} {change}" for key, change in (cfg.get("adapted") or {}).items()]
+    lines += _embedding_line(cfg.get("delay_embedding"), unit)
     lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
@@ -422,6 +455,18 @@ def _check_test_length(test: Any, pe_steps: int, what: str) -> None:
                          "--pe-steps. Nothing was fitted.")
 
 
+def _embedding_line(spec: Any, unit: str | None) -> list[str]:
+    """fit.md's line on the delay embedding the model was fitted on (none without one)."""
+    if not isinstance(spec, dict):
+        return []
+    how = (" (chosen on the training data: the delay at the first minimum of the average mutual information, "
+           "the dimension where false nearest neighbours fall below "
+           f"{100 * float(spec.get('fnn_threshold', 0.05)):g} %)" if spec.get("chosen") == "auto" else "")
+    return [f"- delay-embedded: channel {spec['channel']!r} at delays {spec['delays']} samples, "
+            f"{len(spec['delays'])} dimensions{how}; the test data and `dsident evaluate` / `analyze --start` embed "
+            "theirs the same way"]
+
+
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:
     """The floor a fit's test scores compare with, at the ``n_samples`` they were scored on, and
     what it is: a shipped set's true system (its test split scored), or a data file's own other
@@ -438,7 +483,7 @@ def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dic
             scores, _ = recording_floor({**cfg, "eval_length": n_samples,
                                          **({"test_data": test_spec} if test_spec is not None else {})})
             return scores, "the recording's other stretches against the test stretch"
-        if test_spec is not None and str(test_spec) != dataset:
+        if (test_spec is not None and str(test_spec) != dataset) or cfg.get("delay_embedding") is not None:
             return None, ""
         scores, _ = floor_scores(dataset, eval_length=n_samples, pe_steps=int(cfg.get("pe_steps", 20)))
         return scores, "the true system's independent stretches"
@@ -766,7 +811,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from .experiments.sweep import close_executor, make_executor
 
     s = _settings(args, ["datasets", "models", "methods", "seeds", "quick", "out", "scheduler", "workers",
-                         "engine", "progress", "slow_cutoff", "read", "test_fraction", *_FLAG_TO_KEY],
+                         "engine", "progress", "slow_cutoff", "read", "test_fraction", "delay_embed", *_FLAG_TO_KEY],
                   file_keys=("slurm", *_RUN_FILE_KEYS))
     _check_workers(s.get("workers"))
     overrides = _run_overrides(s)

@@ -209,6 +209,40 @@ def test_zscore_constants_of_the_training_file_serve_fit_evaluate_and_generate(t
     assert analysed["fixed_point_observation"].attrs["units"] == "the data's units"
 
 
+def test_fit_a_one_channel_recording_delay_embedded_end_to_end(tmp_path):
+    from dsident.cli_main_job import load_fitted
+
+    t = np.arange(3000)
+    v = 5.0 + 2.0 * np.sin(2 * np.pi * t / 40) + 0.02 * np.random.default_rng(0).standard_normal(t.size)
+    np.save(tmp_path / "v.npy", v[:, None])
+    out = tmp_path / "emb"
+    assert main(["fit", str(tmp_path / "v.npy"), "--dt", "0.1", "--delay-embed", "0,7,13", "--zscore",
+                 "--test-fraction", "0.2", *TINY[:4], "--option", "n_epochs=1", "--option", "seq_len=20",
+                 "--no-progress", "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["delay_embedding"] == {"delays": [0, 7, 13], "channel": "x0"}
+    assert "- delay-embedded: channel 'x0' at delays [0, 7, 13] samples, 3 dimensions" in (out / "fit.md").read_text()
+    est, _ = load_fitted(out)
+    assert est.model_.observation.obs_dim == 3
+    # evaluate: a raw one-channel file gets the fit's z-score and delays
+    assert main(["evaluate", str(out), str(tmp_path / "v.npy"), "--dt", "0.1", "--out", str(tmp_path / "ev")]) == 0
+    scored = xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf")
+    assert list(scored["channel"].values) == ["x0(t+0)", "x0(t+7)", "x0(t+13)"]
+    # generate writes every embedded column in the recording's units (the one channel's constants)
+    assert main(["generate", str(out), "--steps", "60", "--seed", "2", "--out", str(tmp_path / "gen")]) == 0
+    written = xr.open_dataset(tmp_path / "gen" / "generated.nc", engine="h5netcdf")["x"].values
+    head = v[:2400]
+    np.testing.assert_allclose(written, est.generate(60, seed=2)["x"].values * head.std() + head.mean(),
+                               rtol=1e-9, atol=1e-9)
+    # a model fitted on the channels themselves cannot go on embedded
+    plain = tmp_path / "plain"
+    assert main(["fit", str(tmp_path / "v.npy"), "--dt", "0.1", "--test-fraction", "0.2", *TINY[:4],
+                 "--option", "n_epochs=1", "--no-progress", "--out", str(plain)]) == 0
+    with pytest.raises(ValueError, match="that model was fitted on the data's own channels"):
+        main(["--debug", "fit", str(tmp_path / "v.npy"), "--dt", "0.1", "--init", str(plain), "--delay-embed", "auto",
+              "--test-fraction", "0.2", "--no-progress", "--out", str(tmp_path / "x")])
+
+
 def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys):
     from dsident import as_dataset, datasets, metrics
     from dsident.cli_main_job import load_fitted

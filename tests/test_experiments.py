@@ -662,6 +662,68 @@ def test_a_floor_discriminates_only_when_a_run_at_rest_scores_well_above_it():
     assert floor_discriminates({"D_stsp": math.nan, "D_stsp_at_rest": 1.0})   # nothing to judge by
 
 
+def test_a_delay_embedding_is_chosen_on_the_training_data_and_reused_for_the_test(tmp_path, monkeypatch):
+    from dsident import metrics
+    from dsident.data import as_dataset, save_dataset
+    from dsident.data.preprocessing import auto_embed
+    from dsident.experiments.inputs import in_fit_units
+    from dsident.experiments.scoring import recording_floor
+
+    monkeypatch.chdir(tmp_path)
+    t = np.arange(6000)
+    # a 40-sample rhythm, then (the held-out fifth) a 100-sample one: "auto" on the test would differ
+    v = np.where(t < 4800, np.sin(2 * np.pi * t / 40), np.sin(2 * np.pi * t / 100))
+    v = v + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    save_dataset(as_dataset(v[:, None], dt=0.1, channel_names=["V"]), "v.nc")
+    cfg = cfgmod.held_out_by_default(resolve_config("v.nc", "shplrnn", "bptt",
+                                                    overrides={"delay_embedding": "auto", "eval_length": 600}))
+    train, test, fitted = runner.point_data(cfg)
+    expected = auto_embed(as_dataset(v[:4800, None], dt=0.1, channel_names=["V"]), fnn_threshold=0.05)
+    delays = fitted["delay_embedding"]["delays"]
+    assert [str(c) for c in train["channel"].values] == [str(c) for c in expected["channel"].values]
+    assert delays == [int(str(c)[4:-1]) for c in expected["channel"].values]        # "V(t+8)" -> 8
+    span = max(delays)
+    np.testing.assert_array_equal(train["x"].values[0], np.stack([v[d:4800 - span + d] for d in delays], 1))
+    # the test: the held-out samples alone, embedded with the training data's delays
+    held = v[4800:]
+    np.testing.assert_array_equal(test["x"].values[0], np.stack([held[d:600 + d] for d in delays], 1))
+    # evaluate's route (a saved configuration on new data) embeds the same way, and a floor compares
+    # embedded stretches, as the models are scored
+    again = in_fit_units(as_dataset(held[:, None], dt=0.1, channel_names=["V"]), fitted)
+    np.testing.assert_array_equal(again["x"].values[0, :600], test["x"].values[0])
+    scores, raw = recording_floor(cfg)
+    stretch = lambda a, b: np.stack([v[a + d:b + d] for d in delays], 1)      # noqa: E731
+    first = metrics.state_space_divergence(test["x"].values[0], stretch(0, 600))
+    assert float(raw["state_space_divergence"][0]) == pytest.approx(first, rel=1e-12)
+    assert int(scores["length"]) == 600
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("autox", r"`delay_embedding.delays` must be \"auto\" or two or more distinct whole numbers"),
+    ([0, 5, 5], r"must be \"auto\" or two or more distinct whole numbers of samples >= 0"),
+    ([3], r"two or more distinct"),
+    ({"delays": "auto", "lags": 3}, r"takes only \['delays', 'channel', 'max_lag', 'max_dim', 'fnn_threshold'\]"),
+    ({"delays": "auto", "fnn_threshold": 2}, r"`delay_embedding.fnn_threshold` must be a share in \(0, 1\)"),
+    (7, r"must be \"auto\", a list of delays in samples or a table"),
+])
+def test_a_delay_embedding_spec_is_checked_before_any_fit(spec, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_config("rec.npz", "shplrnn", overrides={"delay_embedding": spec})
+
+
+def test_a_delay_embedding_names_its_channel_in_a_several_channel_file():
+    from dsident.data import as_dataset
+    from dsident.experiments.inputs import embedding_for_fit
+
+    two = as_dataset(np.random.default_rng(0).standard_normal((500, 2)), dt=1.0, channel_names=["V", "I"])
+    with pytest.raises(ValueError, match=r"embeds one channel; the data have 2 \['V', 'I'\]: name it"):
+        embedding_for_fit(two, [0, 3])
+    with pytest.raises(ValueError, match=r"`delay_embedding.channel` 'W' is not a channel of the data"):
+        embedding_for_fit(two, {"delays": [0, 3], "channel": "W"})
+    out, spec = embedding_for_fit(two, {"delays": [0, 3], "channel": "I"})
+    assert [str(c) for c in out["channel"].values] == ["I(t+0)", "I(t+3)"] and spec["channel"] == "I"
+
+
 @pytest.mark.parametrize("settings, match", [
     ({"test_fraction": 0.2}, r"holds out the end of a data file, but the dataset 'lorenz63' is a shipped set"),
     ({"read": {"key": "x"}}, r"passes options to a data file's reader, but the dataset 'lorenz63'"),

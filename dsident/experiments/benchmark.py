@@ -146,7 +146,9 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
         for cfg in _one_per_cell(configs, with_method=False):   # the start point does not depend on the method
             label = f"untrained {cfg['model']}"
             untrained_scores.setdefault(label, {})[cfg["dataset"]] = _untrained(cfg, out, say)
-    extra = {"floor (true system, same length)": floors, **untrained_scores}
+    floor_label = ("floor (true system, same length)" if not any(is_path_like(str(d)) for d in datasets)
+                   else "floor (same length: true system; a file's own stretches)")
+    extra = {floor_label: floors, **untrained_scores}
     pe = int(configs[0].get("pe_steps", 20)) if configs else 20
     notes = [test_data_note(records, datasets) or "evaluation length (test samples compared) per dataset: "
              + ", ".join(f"{d} {_first(configs, d).get('eval_length')}" for d in datasets),

@@ -637,7 +637,8 @@ PRESETS: dict[str, dict[Any, Any]] = {
 
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
-            "model_params", "fit_options", "slow_channels", "test_starts", "test_data", "test_fraction", "read")
+            "model_params", "fit_options", "slow_channels", "test_starts", "test_data", "test_fraction", "read",
+            "delay_embedding")
 
 #: run keys that only a data file takes: its reader's options and the share held out as test data
 FILE_ONLY_KEYS = ("read", "test_fraction")
@@ -899,6 +900,12 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     starts = check_test_starts(cfg.pop("test_starts", None))
     if starts is not None:
         cfg["test_starts"] = starts
+    if cfg.get("delay_embedding") in (False, None):
+        cfg.pop("delay_embedding", None)
+    else:
+        from .inputs import check_delay_embedding
+
+        cfg["delay_embedding"] = check_delay_embedding(cfg["delay_embedding"])
     if cfg.get("slow_channels") in (False, None):
         cfg.pop("slow_channels", None)      # `slow_channels = false` turns a cell's slow channels off
     else:

@@ -13,6 +13,7 @@ are used for their formats; this module only decides which loader a path needs.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -216,6 +217,105 @@ def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
     return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), before=before, **options)
 
 
+#: keys of a ``delay_embedding`` table (``--delay-embed``)
+EMBEDDING_KEYS = ("delays", "channel", "max_lag", "max_dim", "fnn_threshold")
+
+#: false-nearest-neighbour share at which ``delay_embedding = "auto"`` stops adding dimensions: a
+#: recording's noise keeps the share above the 1 % of noise-free data (Hindmarsh-Rose voltage, 1 %
+#: noise: 0.99 / 0.56 / 0.14 / 0.049 / 0.034 for 1-5 dimensions, so 4)
+EMBEDDING_FNN_THRESHOLD = 0.05
+
+
+def check_delay_embedding(spec: Any) -> dict[str, Any]:
+    """The ``delay_embedding`` run key as a table: ``"auto"`` or a list of delays (samples) is
+    short for ``{"delays": ...}``; refuse unknown keys and values that are not delays, naming them.
+
+    ``delays``: ``"auto"`` (the delay at the first minimum of the average mutual information, the
+    dimension by false nearest neighbours: :func:`dsident.data.preprocessing.auto_embed`, with
+    ``max_lag``, ``max_dim`` and ``fnn_threshold``) or distinct non-negative whole numbers of
+    samples; ``channel``: the channel to embed (required when the data have several; the others
+    are left out)."""
+    table = {"delays": spec} if isinstance(spec, (str, list, tuple)) else spec
+    if not isinstance(table, dict):
+        raise ValueError(f"`delay_embedding` (--delay-embed) must be \"auto\", a list of delays in samples or a "
+                         f"table with `delays`; got {spec!r}.")
+    unknown = sorted(set(table) - set(EMBEDDING_KEYS))
+    if unknown or "delays" not in table:
+        raise ValueError(f"`delay_embedding` needs `delays` and takes only {list(EMBEDDING_KEYS)}; got keys "
+                         f"{sorted(table)}.")
+    delays = table["delays"]
+    if delays != "auto":
+        ok = (isinstance(delays, (list, tuple)) and len(delays) >= 2
+              and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in delays)
+              and len(set(int(d) for d in delays)) == len(delays))
+        if not ok:
+            raise ValueError(f"`delay_embedding.delays` must be \"auto\" or two or more distinct whole numbers of "
+                             f"samples >= 0 (e.g. [0, 20, 68]); got {delays!r}.")
+        table = {**table, "delays": [int(d) for d in delays]}
+    for key, low in (("max_lag", 1), ("max_dim", 2)):
+        value = table.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low):
+            raise ValueError(f"`delay_embedding.{key}` must be a whole number >= {low}; got {value!r}.")
+    threshold = table.get("fnn_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not 0 < threshold < 1):
+        raise ValueError(f"`delay_embedding.fnn_threshold` must be a share in (0, 1); got {threshold!r}.")
+    return dict(table)
+
+
+def _embedding_source(ds: xr.Dataset, channel: Any) -> xr.Dataset:
+    """``ds`` with the channel to embed named ``channel`` (a one-channel recording's only channel
+    is taken whatever its name); refuses data without it."""
+    names = [str(c) for c in ds["channel"].values]
+    if channel is None:
+        if len(names) != 1:
+            raise ValueError(f"`delay_embedding` embeds one channel; the data have {len(names)} {names}: name it "
+                             "(`delay_embedding.channel`, or --delay-embed with a config table).")
+        return ds
+    if str(channel) in names:
+        return ds
+    if len(names) == 1:
+        return ds.assign_coords(channel=[str(channel)])
+    raise ValueError(f"`delay_embedding.channel` {channel!r} is not a channel of the data; available {names}.")
+
+
+def embedding_for_fit(train: xr.Dataset, spec: Any) -> tuple[xr.Dataset, dict[str, Any]]:
+    """``train`` delay-embedded (:func:`dsident.data.delay_embed`), and ``spec`` resolved: the
+    channel and the delays (for ``"auto"``, those :func:`dsident.data.preprocessing.auto_embed`
+    chooses on ``train``, with its delay and dimension), which every later dataset reuses
+    (:func:`in_fit_units`); stored in the fit's config under ``delay_embedding``."""
+    from ..data.preprocessing import auto_embed, delay_embed
+
+    spec = check_delay_embedding(spec)
+    train = _embedding_source(train, spec.get("channel"))
+    channel = str(spec.get("channel") or train["channel"].values[0])
+    if spec["delays"] == "auto":
+        options = {"max_lag": spec.get("max_lag", 100), "max_dim": spec.get("max_dim", 10),
+                   "fnn_threshold": spec.get("fnn_threshold", EMBEDDING_FNN_THRESHOLD)}
+        out = auto_embed(train, channel=channel, **options)
+        steps = out.attrs["preprocessing"]
+        choice = next(s for s in (json.loads(steps) if isinstance(steps, str) else steps)
+                      if s.get("step") == "auto_embed")
+        resolved = {**spec, **options, "channel": channel, "chosen": "auto",
+                    "delays": [k * int(choice["delay"]) for k in range(int(choice["dimension"]))]}
+        return out, resolved
+    return delay_embed(train, spec["delays"], channels=[channel]), {**spec, "channel": channel}
+
+
+def _embedded(ds: xr.Dataset, cfg: Mapping[str, Any]) -> xr.Dataset:
+    """``ds`` delay-embedded as the fit's data were (``cfg["delay_embedding"]``, resolved);
+    unchanged without one."""
+    spec = cfg.get("delay_embedding")
+    if not isinstance(spec, dict):
+        return ds
+    if not isinstance(spec.get("delays"), list):
+        raise ValueError("`delay_embedding` has no resolved `delays`: they are chosen on the training data by the "
+                         "fit (embedding_for_fit); evaluate with the configuration a fit saved.")
+    from ..data.preprocessing import delay_embed
+
+    return delay_embed(_embedding_source(ds, spec["channel"]), spec["delays"], channels=[spec["channel"]])
+
+
 def _zscored(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
     """``ds`` z-scored with the fit's constants (``cfg["zscore"]``); unchanged without them."""
     scaling = cfg.get("zscore")
@@ -232,9 +332,9 @@ def _zscored(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
 
 def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any], *, before: xr.Dataset | None = None) -> xr.Dataset:
     """``ds`` in the units and channels the fit of ``cfg`` saw: z-scored with the training data's
-    constants when it was fitted with ``zscore`` (``cfg["zscore"]``), and with the fit's slow
-    channels added (``cfg["slow_channels"]``, with the training data's ``scale``); unchanged
-    otherwise.
+    constants when it was fitted with ``zscore`` (``cfg["zscore"]``), delay-embedded with the
+    fit's delays (``cfg["delay_embedding"]``), and with the fit's slow channels added
+    (``cfg["slow_channels"]``, with the training data's ``scale``); unchanged otherwise.
 
     ``before`` (raw units, like ``ds``): the recording just before ``ds``; the slow channels are
     filtered across it, so that ``ds``'s first samples carry no edge effect
@@ -246,13 +346,13 @@ def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any], *, before: xr.Dataset | No
         ``ds`` has other channels than the training data, or ``slow_channels`` has no ``scale``
         (a configuration that was never fitted).
     """
-    ds = _zscored(ds, cfg)
+    ds = _embedded(_zscored(ds, cfg), cfg)
     slow = cfg.get("slow_channels")
     if isinstance(slow, dict):
         if "scale" not in slow:
             raise ValueError("`slow_channels` has no `scale`: the training data's scale is set by the fit "
                              "(slow_channels_for_fit); evaluate with the configuration a fit saved.")
-        ds, _ = slow_channels_for_fit(ds, slow, before=None if before is None else _zscored(before, cfg))
+        ds, _ = slow_channels_for_fit(ds, slow, before=None if before is None else _embedded(_zscored(before, cfg), cfg))
     return ds
 
 
@@ -401,6 +501,13 @@ def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], chann
     got = [str(c) for c in test["channel"].values]
     slow = cfg.get("slow_channels") if isinstance(cfg.get("slow_channels"), dict) else None
     what = f"test data {str(spec)!r}" if isinstance(spec, (str, Path)) else "the test data"
+    embedding = cfg.get("delay_embedding")
+    if isinstance(embedding, dict):
+        try:        # the fit's channels are the embedding's: the test data need its source channel
+            _embedding_source(test, embedding.get("channel"))
+        except ValueError as err:
+            raise ValueError(f"{what}: the fit delay-embeds one channel, and {err}") from None
+        return
     if channels is not None:
         expected = [str(c) for c in channels][:-2] if slow else [str(c) for c in channels]
         if len(got) != len(expected):
@@ -421,6 +528,14 @@ def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
     if not isinstance(scaling, dict):
         return values
     out = np.array(values, dtype=float)
+    embedding = cfg.get("delay_embedding")
+    if isinstance(embedding, dict) and isinstance(embedding.get("delays"), list):
+        # every embedded column is its source channel, in that channel's units
+        names = [str(c) for c in scaling["channel"]]
+        k = names.index(embedding["channel"]) if embedding["channel"] in names else 0
+        m = len(embedding["delays"])
+        out[..., :m] = out[..., :m] * float(scaling["std"][k]) + float(scaling["mean"][k])
+        return out
     n = len(scaling["mean"])
     out[..., :n] = out[..., :n] * np.asarray(scaling["std"]) + np.asarray(scaling["mean"])
     return out

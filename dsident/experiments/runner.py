@@ -149,11 +149,13 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     channels, scaled by the training split's ``scale``, which the returned configuration records
     so that ``dsident evaluate`` and the figures can add the same channels to other data. The
     test split's are filtered across the training split it continues (:func:`.inputs.load_test`),
-    so the free runs do not start on the filter's edge effect. A data file with ``test_fraction``
+    so the free runs do not start on the filter's edge effect. With ``delay_embedding`` the training
+    data are embedded first, with the delays chosen on them, and the test data with the same
+    delays. A data file with ``test_fraction``
     (a benchmark or sweep on a file: :func:`.config.held_out_by_default`) is split in time
     (:func:`.inputs.run_test`): the fit never sees its held-out ends.
     """
-    from .inputs import cut, held_out_split, load_data, run_test, slow_channels_for_fit
+    from .inputs import cut, embedding_for_fit, held_out_split, load_data, run_test, slow_channels_for_fit
 
     cfg = dict(cfg)
     # a data file's held-out ends (`test_fraction`): the rest is the training data, and the
@@ -163,6 +165,8 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
                                                        read=cfg.get("read"))
     if cfg.get("train_length"):
         train = cut(train, int(cfg["train_length"]))
+    if cfg.get("delay_embedding") is not None:   # the delays chosen on the training data, kept for the test's
+        train, cfg["delay_embedding"] = embedding_for_fit(train, cfg["delay_embedding"])
     if cfg.get("slow_channels") is not None:
         train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
     test = run_test(cfg, length=cfg.get("eval_length"), held=held)

@@ -186,6 +186,8 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     else:
         raise ValueError(f"the data file {cfg.get('dataset')!r} holds out no test data (`test_fraction` or "
                          "`test_data`), so it has no stretch of its own to compare with.")
+    if cfg.get("delay_embedding") is not None:      # compared in the space the models are scored in
+        other, test = _embedded_pair(cfg, other, test)
     length = min(int(cfg.get("eval_length") or test.sizes["time"]), int(test.sizes["time"]))
     # the stretch a free run is scored on (the first trial's), against the training part's
     test = test.isel(trial=[0], time=slice(0, length))
@@ -217,7 +219,8 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
     length = cfg.get("eval_length")
     recording = is_path_like(dataset)
     # a recording's floor depends on which part is held out and how the file is read
-    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read")}, sort_keys=True, default=str)
+    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read", "delay_embedding", "train_length")},
+                      sort_keys=True, default=str)
     tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if recording else ""
     cache = Path(out) / f"floor_{Path(dataset).stem}_{length}{tag}.json"
     if cache.is_file():
@@ -225,6 +228,8 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
     try:
         if recording:      # no true system: other stretches of the recording against the test stretch
             scores, _ = recording_floor(cfg)
+        elif cfg.get("delay_embedding") is not None:
+            raise ValueError("the true system's floor is of the set's own channels, not of a delay embedding")
         else:
             scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
     except Exception as err:  # the table stands without its floor, and says so
@@ -233,6 +238,18 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
         return {"D_stsp": math.nan, "D_H": math.nan, "PE": math.nan, "diverged": math.nan}
     cache.write_text(json.dumps({k: (None if not math.isfinite(v) else v) for k, v in scores.items()}))
     return scores
+
+
+def _embedded_pair(cfg: Mapping[str, Any], train: Any, test: Any) -> tuple[Any, Any]:
+    """The training part and test data of a run delay-embedded as its fit embeds them: with its
+    resolved delays, or those ``"auto"`` chooses on the training data (cut to ``train_length``)."""
+    from .inputs import _embedded, cut, embedding_for_fit
+
+    spec = cfg["delay_embedding"]
+    if not (isinstance(spec, dict) and isinstance(spec.get("delays"), list)):
+        fitted = train if not cfg.get("train_length") else cut(train, int(cfg["train_length"]))
+        _, spec = embedding_for_fit(fitted, spec)
+    return _embedded(train, {"delay_embedding": spec}), _embedded(test, {"delay_embedding": spec})
 
 
 def floor_scores(dataset: str, *, eval_length: int, pe_steps: int = 20) -> tuple[dict[str, float], Any]:
