@@ -469,24 +469,19 @@ def _embedding_line(spec: Any, unit: str | None) -> list[str]:
 
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:
     """The floor a fit's test scores compare with, at the ``n_samples`` they were scored on, and
-    what it is: a shipped set's true system (its test split scored), or a data file's own other
-    stretches against its held-out test stretch (:func:`~dsident.experiments.scoring.recording_floor`);
-    ``(None, why)`` when there is none (another test file for a shipped set, a failure)."""
+    what it compares (:func:`~dsident.experiments.scoring.run_floor`); ``(None, why)`` when
+    there is none (another test file for a shipped set, a file scored whole, a failure)."""
     from .experiments.inputs import is_path_like
-    from .experiments.scoring import floor_scores, recording_floor
+    from .experiments.scoring import run_floor
 
     dataset = str(cfg["dataset"])
+    if is_path_like(dataset) and cfg.get("test_fraction") is None and test_spec is None:
+        return None, ""
+    if not is_path_like(dataset) and test_spec is not None and str(test_spec) != dataset:
+        return None, ""
     try:
-        if is_path_like(dataset):
-            if cfg.get("test_fraction") is None and test_spec is None:
-                return None, ""
-            scores, _ = recording_floor({**cfg, "eval_length": n_samples,
-                                         **({"test_data": test_spec} if test_spec is not None else {})})
-            return scores, "the recording's other stretches against the test stretch"
-        if (test_spec is not None and str(test_spec) != dataset) or cfg.get("delay_embedding") is not None:
-            return None, ""
-        scores, _ = floor_scores(dataset, eval_length=n_samples, pe_steps=int(cfg.get("pe_steps", 20)))
-        return scores, "the true system's independent stretches"
+        return run_floor({**cfg, "eval_length": n_samples,
+                          **({"test_data": test_spec} if is_path_like(dataset) and test_spec is not None else {})})
     except Exception as err:      # the scores stand without it
         return None, f"no floor: {type(err).__name__}: {err}"
 

@@ -203,12 +203,37 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     return scores, raw
 
 
+#: what a floor compares, by the kind of data (:func:`run_floor`)
+FLOOR_KINDS = {"true system": "the true system's independent stretches",
+               "recording": "the recording's other stretches against its test stretch"}
+
+
+def run_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], str]:
+    """The floor a run's test scores compare with, at its ``eval_length``, and what it compares
+    (:data:`FLOOR_KINDS`): a shipped set's true system (:func:`floor_scores`), or for a data file
+    the recording's own other stretches against its test stretch (:func:`recording_floor`).
+
+    Raises
+    ------
+    ValueError
+        No floor applies: a file scored whole, or a shipped set fitted delay-embedded (its true
+        system's floor is of the set's own channels).
+    """
+    from .inputs import is_path_like
+
+    if is_path_like(str(cfg["dataset"])):
+        return recording_floor(cfg)[0], FLOOR_KINDS["recording"]
+    if cfg.get("delay_embedding") is not None:
+        raise ValueError("the true system's floor is of the set's own channels, not of a delay embedding")
+    scores, _ = floor_scores(str(cfg["dataset"]), eval_length=int(cfg["eval_length"]),
+                             pe_steps=int(cfg.get("pe_steps", 20)))
+    return scores, FLOOR_KINDS["true system"]
+
+
 def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str, float]:
-    """The floor of a run's dataset at its evaluation length (NaN scores when there is none,
-    said through ``say``), cached in ``out/floor_<dataset>_<length>[_<tag>].json``: a shipped
-    set's true system (:func:`floor_scores`), or for a data file the recording's own other
-    stretches against its test stretch (:func:`recording_floor`; the tag tells its held-out
-    settings apart). The benchmark's floor row and a sweep's floor line."""
+    """:func:`run_floor` (its scores; NaN when there is none, said through ``say``), cached in
+    ``out/floor_<dataset>_<length>[_<tag>].json`` (the tag tells a recording's held-out settings
+    apart). The benchmark's floor row and a sweep's floor line."""
     import hashlib
     import json
     from pathlib import Path
@@ -217,21 +242,15 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
 
     dataset = str(cfg["dataset"])
     length = cfg.get("eval_length")
-    recording = is_path_like(dataset)
     # a recording's floor depends on which part is held out and how the file is read
     held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read", "delay_embedding", "train_length")},
                       sort_keys=True, default=str)
-    tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if recording else ""
+    tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if is_path_like(dataset) else ""
     cache = Path(out) / f"floor_{Path(dataset).stem}_{length}{tag}.json"
     if cache.is_file():
         return {k: (math.nan if v is None else v) for k, v in json.loads(cache.read_text()).items()}
     try:
-        if recording:      # no true system: other stretches of the recording against the test stretch
-            scores, _ = recording_floor(cfg)
-        elif cfg.get("delay_embedding") is not None:
-            raise ValueError("the true system's floor is of the set's own channels, not of a delay embedding")
-        else:
-            scores, _ = floor_scores(dataset, eval_length=int(length), pe_steps=int(cfg.get("pe_steps", 20)))
+        scores, _ = run_floor(cfg)
     except Exception as err:  # the table stands without its floor, and says so
         if say is not None:
             say(f"[dsident] no floor for {dataset}: {type(err).__name__}: {err}")

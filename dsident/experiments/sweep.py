@@ -419,7 +419,7 @@ def floor_note(configs: Sequence[Mapping[str, Any]], out: str | Path) -> str:
     """Markdown lines giving the floor (:func:`.scoring.cached_floor`) of each dataset and
     evaluation length the sweep's points were scored at: what their D_stsp and D_H compare with."""
     from .inputs import is_path_like
-    from .scoring import cached_floor
+    from .scoring import FLOOR_KINDS, cached_floor
     from .tables import floor_discriminates
 
     seen: dict[str, Mapping[str, Any]] = {}
@@ -432,8 +432,7 @@ def floor_note(configs: Sequence[Mapping[str, Any]], out: str | Path) -> str:
         floor = cached_floor(cfg, out)
         if not math.isfinite(floor.get("D_stsp", math.nan)):
             continue
-        what = ("the recording's other stretches against its test stretch" if is_path_like(str(cfg["dataset"]))
-                else "the true system's independent stretches")
+        what = FLOOR_KINDS["recording" if is_path_like(str(cfg["dataset"])) else "true system"]
         line = (f"- floor of {cfg['dataset']} at {int(floor.get('length', cfg.get('eval_length')))} samples ({what}): D_stsp "
                 f"{_fmt(floor['D_stsp'])}, D_H {_fmt(floor['D_H'])}")
         if not floor_discriminates(floor):
