@@ -322,7 +322,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- training samples: {train.sizes['time']} × {train.sizes['trial']} trial(s)",
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     lines += [f"- adapted to the data: {key} {change}" for key, change in (cfg.get("adapted") or {}).items()]
-    lines += _embedding_line(cfg.get("delay_embedding"), unit)
+    lines += _embedding_line(cfg.get("delay_embedding"))
     lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
@@ -455,13 +455,16 @@ def _check_test_length(test: Any, pe_steps: int, what: str) -> None:
                          "--pe-steps. Nothing was fitted.")
 
 
-def _embedding_line(spec: Any, unit: str | None) -> list[str]:
+def _embedding_line(spec: Any) -> list[str]:
     """fit.md's line on the delay embedding the model was fitted on (none without one)."""
+    from .experiments.inputs import EMBEDDING_FNN_THRESHOLD
+
     if not isinstance(spec, dict):
         return []
     how = (" (chosen on the training data: the delay at the first minimum of the average mutual information, "
            "the dimension where false nearest neighbours fall below "
-           f"{100 * float(spec.get('fnn_threshold', 0.05)):g} %)" if spec.get("chosen") == "auto" else "")
+           f"{100 * float(spec.get('fnn_threshold', EMBEDDING_FNN_THRESHOLD)):g} %)" if spec.get("chosen") == "auto"
+           else "")
     return [f"- delay-embedded: channel {spec['channel']!r} at delays {spec['delays']} samples, "
             f"{len(spec['delays'])} dimensions{how}; the test data and `dsident evaluate` / `analyze --start` embed "
             "theirs the same way"]

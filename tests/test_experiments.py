@@ -702,7 +702,7 @@ def test_a_delay_embedding_is_chosen_on_the_training_data_and_reused_for_the_tes
     ("autox", r"`delay_embedding.delays` must be \"auto\" or two or more distinct whole numbers"),
     ([0, 5, 5], r"must be \"auto\" or two or more distinct whole numbers of samples >= 0"),
     ([3], r"two or more distinct"),
-    ({"delays": "auto", "lags": 3}, r"takes only \['delays', 'channel', 'max_lag', 'max_dim', 'fnn_threshold'\]"),
+    ({"delays": "auto", "lags": 3}, r"takes only \['delays', 'channel', 'max_lag', 'max_dim', 'fnn_threshold', 'chosen'\]"),
     ({"delays": "auto", "fnn_threshold": 2}, r"`delay_embedding.fnn_threshold` must be a share in \(0, 1\)"),
     (7, r"must be \"auto\", a list of delays in samples or a table"),
 ])

@@ -61,9 +61,9 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     observation = ((overrides or {}).get("model_params") or {}).get("observation")
     file_only = sorted(set(overrides or {}) & set(FILE_ONLY_KEYS))
     if file_only and not any(is_path_like(str(d)) for d in datasets):
-        raise ValueError(f"{file_only} (--read / --test-fraction) apply only to a grid's data files (their reader's "
-                         f"options, their held-out share), but the datasets {list(datasets)} are all shipped sets; "
-                         "drop them.")
+        raise ValueError(f"{file_only} (--read / --test-fraction / --delay-embed) apply only to a grid's data files "
+                         f"(their reader's options, their held-out share, their embedding), but the datasets "
+                         f"{list(datasets)} are all shipped sets; drop them.")
     out = []
     for dataset in datasets:
         # a shipped set has no reader options and its own test split: those settings are the files'

@@ -640,8 +640,9 @@ RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length",
             "model_params", "fit_options", "slow_channels", "test_starts", "test_data", "test_fraction", "read",
             "delay_embedding")
 
-#: run keys that only a data file takes: its reader's options and the share held out as test data
-FILE_ONLY_KEYS = ("read", "test_fraction")
+#: run keys a benchmark gives its data files only: their reader's options, the share held out as
+#: test data, and the delay embedding of a one-channel recording
+FILE_ONLY_KEYS = ("read", "test_fraction", "delay_embedding")
 
 #: the share at the end of every trial of a data file that a benchmark or sweep point holds out
 #: as its test data when the run names none (`test_fraction`): a grid scores on data its fits

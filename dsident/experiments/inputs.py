@@ -217,8 +217,9 @@ def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
     return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), before=before, **options)
 
 
-#: keys of a ``delay_embedding`` table (``--delay-embed``)
-EMBEDDING_KEYS = ("delays", "channel", "max_lag", "max_dim", "fnn_threshold")
+#: keys of a ``delay_embedding`` table (``--delay-embed``); ``chosen`` ("auto") is what a fit's
+#: config.json adds to delays it chose, so a saved table can be given again as it is
+EMBEDDING_KEYS = ("delays", "channel", "max_lag", "max_dim", "fnn_threshold", "chosen")
 
 #: false-nearest-neighbour share at which ``delay_embedding = "auto"`` stops adding dimensions: a
 #: recording's noise keeps the share above the 1 % of noise-free data (Hindmarsh-Rose voltage, 1 %
