@@ -88,3 +88,22 @@ def test_cli_inspect_writes_the_report_and_figures(tmp_path, capsys):
     assert "× 3 channel(s)" in text and "| time_ms |" in text and "time unit is not named" in text
     assert main(["inspect", str(tmp_path / "rec.csv"), "--read", "keys=1", "--out", str(out)]) == 2
     assert "unexpected keyword argument 'keys'" in capsys.readouterr().err
+
+
+def test_a_one_channel_recording_is_offered_a_delay_embedding():
+    from dsident.data.preprocessing import auto_embed, choose_embedding
+
+    t = np.arange(6000)
+    v = np.sin(2 * np.pi * t / 40) + 0.01 * np.random.default_rng(0).standard_normal(t.size)
+    ds = as_dataset(v[:, None], dt=0.1, channel_names=["V"])
+    note = next(n for n in describe(ds)["notes"] if n.startswith("one channel"))
+    choice = choose_embedding(v, fnn_threshold=0.05)
+    # a sine's mutual information with itself is least near a quarter period (10 samples)
+    assert 6 <= choice["delay"] <= 12 and choice["delays"] == [k * choice["delay"] for k in range(choice["dimension"])]
+    assert f"`--delay-embed auto` fits it delay-embedded, at delays {choice['delays']} samples" in note
+    # the library's auto_embed makes the same choice (its own threshold given)
+    embedded = auto_embed(ds, fnn_threshold=0.05)
+    assert [str(c) for c in embedded["channel"].values] == [f"V(t+{d})" for d in choice["delays"]]
+    # two channels: no such note
+    two = as_dataset(np.column_stack([v, np.cos(2 * np.pi * t / 40)]), dt=0.1)
+    assert not any(n.startswith("one channel") for n in describe(two)["notes"])

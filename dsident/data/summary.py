@@ -72,6 +72,28 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
     return out
 
 
+#: samples of a one-channel recording the embedding suggestion is chosen on (the first ones)
+EMBEDDING_SAMPLES = 100_000
+
+
+def _one_channel_note(data: xr.Dataset, channel: str) -> str:
+    """The note on a one-channel recording: the delay embedding ``--delay-embed auto`` would fit."""
+    from .container import to_arrays
+    from .preprocessing import RECORDING_FNN_THRESHOLD, choose_embedding
+
+    arrays = to_arrays(data)
+    k = [str(c) for c in data["channel"].values].index(channel)
+    series = arrays.x[0, : min(int(arrays.length[0]), EMBEDDING_SAMPLES), k]
+    try:
+        choice = choose_embedding(series, fnn_threshold=RECORDING_FNN_THRESHOLD)
+    except ValueError as err:       # too short for the mutual information's lags
+        return f"one channel ({channel!r}): a model observes one variable of the system; {err}"
+    return (f"one channel ({channel!r}): a model observes one variable of the system. `--delay-embed auto` fits it "
+            f"delay-embedded, at delays {choice['delays']} samples here (the first minimum of the average mutual "
+            f"information at {choice['delay']}; {choice['dimension']} dimensions, where false nearest neighbours "
+            f"fall below {100 * RECORDING_FNN_THRESHOLD:g} %).")
+
+
 def _stat(func: Any, values: np.ndarray) -> float:
     return float(func(values)) if values.size else math.nan
 
@@ -114,6 +136,8 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
                          f"D_stsp and D_H then compare little of it; --eval-length {int(FEW_PERIODS * slowest) + 1} "
                          "or more if the test data are that long (a rhythm slower than every training window can "
                          "also be handed over as slow channels: --slow-channels).")
+    if len(rows) == 1 and rows[0]["std"] and math.isfinite(rows[0]["std"]):
+        notes.append(_one_channel_note(data, rows[0]["channel"]))
     if summary["time_unit"] is None:
         notes.append("the time unit is not named, so periods and Lyapunov exponents read \"per time unit\" (the "
                      "unit of dt); a text table's time column named time_ms or `Time (s)`, or a rate in Hz, "

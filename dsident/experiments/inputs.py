@@ -221,10 +221,8 @@ def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
 #: config.json adds to delays it chose, so a saved table can be given again as it is
 EMBEDDING_KEYS = ("delays", "channel", "max_lag", "max_dim", "fnn_threshold", "chosen")
 
-#: false-nearest-neighbour share at which ``delay_embedding = "auto"`` stops adding dimensions: a
-#: recording's noise keeps the share above the 1 % of noise-free data (Hindmarsh-Rose voltage, 1 %
-#: noise: 0.99 / 0.56 / 0.14 / 0.049 / 0.034 for 1-5 dimensions, so 4)
-EMBEDDING_FNN_THRESHOLD = 0.05
+#: false-nearest-neighbour share at which ``delay_embedding = "auto"`` stops adding dimensions
+from ..data.preprocessing import RECORDING_FNN_THRESHOLD as EMBEDDING_FNN_THRESHOLD  # noqa: E402
 
 
 def check_delay_embedding(spec: Any) -> dict[str, Any]:
@@ -285,22 +283,21 @@ def embedding_for_fit(train: xr.Dataset, spec: Any) -> tuple[xr.Dataset, dict[st
     channel and the delays (for ``"auto"``, those :func:`dsident.data.preprocessing.auto_embed`
     chooses on ``train``, with its delay and dimension), which every later dataset reuses
     (:func:`in_fit_units`); stored in the fit's config under ``delay_embedding``."""
-    from ..data.preprocessing import auto_embed, delay_embed
+    from ..data import to_arrays
+    from ..data.preprocessing import choose_embedding, delay_embed
 
     spec = check_delay_embedding(spec)
     train = _embedding_source(train, spec.get("channel"))
     channel = str(spec.get("channel") or train["channel"].values[0])
-    if spec["delays"] == "auto":
+    resolved = {**spec, "channel": channel}
+    if spec["delays"] == "auto":     # chosen on the first trial, as dsident.data.auto_embed does
         options = {"max_lag": spec.get("max_lag", 100), "max_dim": spec.get("max_dim", 10),
                    "fnn_threshold": spec.get("fnn_threshold", EMBEDDING_FNN_THRESHOLD)}
-        out = auto_embed(train, channel=channel, **options)
-        steps = out.attrs["preprocessing"]
-        choice = next(s for s in (json.loads(steps) if isinstance(steps, str) else steps)
-                      if s.get("step") == "auto_embed")
-        resolved = {**spec, **options, "channel": channel, "chosen": "auto",
-                    "delays": [k * int(choice["delay"]) for k in range(int(choice["dimension"]))]}
-        return out, resolved
-    return delay_embed(train, spec["delays"], channels=[channel]), {**spec, "channel": channel}
+        arrays = to_arrays(train)
+        k = [str(c) for c in train["channel"].values].index(channel)
+        choice = choose_embedding(arrays.x[0, : arrays.length[0], k], **options)
+        resolved = {**resolved, **options, "chosen": "auto", "delays": choice["delays"]}
+    return delay_embed(train, resolved["delays"], channels=[channel]), resolved
 
 
 def _embedded(ds: xr.Dataset, cfg: Mapping[str, Any]) -> xr.Dataset:
