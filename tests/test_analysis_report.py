@@ -386,6 +386,35 @@ def test_a_slow_wander_of_few_cycles_is_not_the_rhythm():
     assert math.isnan(fundamental_period(np.sin(np.arange(8.0)), dt, min_cycles=5))
 
 
+def test_rhythm_period_matches_the_median_taken_at_every_bin():
+    """The package takes the surroundings' median at the local maxima only (and over a coarser
+    spectrum for long series); the rule read literally takes it at every bin."""
+    from scipy.ndimage import gaussian_filter1d
+
+    from dsident import datasets
+    from dsident.analysis import rhythm_period
+
+    def literal(x, dt):
+        power = gaussian_filter1d(np.abs(np.fft.rfft(x - x.mean())) ** 2, max(1.0, (len(x) // 2 + 1) / 5000.0))
+        freq = np.fft.rfftfreq(len(x), d=dt)
+        line = [k for k in range(10, len(power) - 1)
+                if power[k] >= power[k - 1] and power[k] >= power[k + 1]
+                and power[k] >= 10.0 * np.median(power[int(k / 1.5): int(np.ceil(1.5 * k)) + 1])]
+        if not line:
+            return math.nan
+        top = max(power[k] for k in line)
+        return 1.0 / freq[next(k for k in line if power[k] >= 0.5 * top)]
+
+    rng = np.random.default_rng(1)
+    series = [(np.sin(2 * np.pi * np.arange(30_000) / 40) + rng.standard_normal(30_000), 1.0)]
+    for name in ("lorenz63", "bursting_neuron", "ecg"):
+        test = datasets.load(name, split="test")
+        series += [(test["x"].values[0, :12_000, k], float(test.attrs["dt"])) for k in (0, test.sizes["channel"] - 1)]
+    for x, dt in series:
+        ours, expected = rhythm_period(x, dt), literal(x, dt)
+        assert (math.isnan(ours) and math.isnan(expected)) or ours == pytest.approx(expected, rel=1e-12)
+
+
 def test_only_a_line_above_its_surroundings_is_a_rhythm():
     from dsident import datasets
     from dsident.analysis import dominant_period, fundamental_period
