@@ -13,7 +13,6 @@ are used for their formats; this module only decides which loader a path needs.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -163,8 +164,8 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     The test stretch is the first ``eval_length`` samples (at most) of the held-out ends
     (``test_fraction``) or of ``test_data``; the other stretches come from the training part,
     consecutive and non-overlapping, split at missing samples (:func:`dsident.metrics.floor`
-    with ``pairing="first"``). Scores are the mean over those pairs, ``PE`` and ``diverged``
-    NaN: a noisy recording cannot forecast itself, so there is no PE floor to quote.
+    with ``pairing="first"``). Scores are the mean over those pairs; ``PE`` is NaN (a noisy
+    recording cannot forecast itself, so there is no PE floor to quote), ``diverged`` 0.
     ``D_stsp_at_rest`` is the D_stsp of a run resting at the test stretch's mean, the yardstick of
     :func:`.tables.floor_discriminates`; ``length`` the samples compared.
 
@@ -236,7 +237,6 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
     apart). The benchmark's floor row and a sweep's floor line."""
     import hashlib
     import json
-    from pathlib import Path
 
     from .inputs import is_path_like
 
