@@ -628,6 +628,23 @@ def test_a_grid_on_a_data_file_scores_only_what_its_fit_never_saw(tmp_path, monk
     assert shipped[1]["read"] == {"key": "x"} and shipped[1]["test_fraction"] == 0.3
 
 
+def test_a_grid_whose_file_cannot_be_read_as_asked_stops_before_any_fit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _two_array_file("rec.npz", n=1000)
+    calls = []
+    monkeypatch.setattr(runner, "run_point", lambda *a, **k: calls.append(a))
+    with pytest.raises(ValueError, match=r"data file 'rec.npz' with --read \{'key': 'nope'\}: `key`='nope' is not in "
+                                         r"'rec.npz'.*Nothing was fitted"):
+        benchmark.plan_benchmark(datasets=["rec.npz"], models=["shplrnn"], methods=["bptt"], seeds=1,
+                                 overrides={"read": {"key": "nope"}}, echo=None)
+    spec = {"dataset": "rec.npz", "model": "shplrnn", "method": "bptt", "read": {"key": "x"},
+            "test_fraction": 0.999, "grid": {"seed": [0]}}
+    with pytest.raises(ValueError, match=r"`test_fraction`=0.999 leaves fewer than 2 time steps"):
+        sweep.plan_sweep(spec, out=tmp_path / "o")
+    assert calls == []
+    assert "1 point" in sweep.plan_sweep({**spec, "test_fraction": 0.2}, out=tmp_path / "o")
+
+
 def test_a_recordings_floor_compares_its_other_stretches_with_the_test_stretch(tmp_path, monkeypatch):
     from dsident import metrics
     from dsident.experiments.scoring import recording_floor

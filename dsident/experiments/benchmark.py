@@ -33,7 +33,7 @@ import xarray as xr
 
 from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
 from .config import FILE_ONLY_KEYS, PRESETS, default_method, held_out_by_default, resolve_config
-from .inputs import check_grid_datasets, is_path_like
+from .inputs import check_grid_datasets, check_grid_files, is_path_like
 from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
@@ -223,6 +223,7 @@ def _grid(datasets: Sequence[str] | None, models: Sequence[str] | None, methods:
     methods = methods or grid.get("methods")
     check_grid_datasets(datasets)
     configs = benchmark_configs(datasets, models, methods, seeds, quick=quick, overrides=overrides)
+    check_grid_files(configs)
     return datasets, list(models), methods, configs
 
 

@@ -125,6 +125,34 @@ def check_grid_datasets(datasets: Iterable[Any]) -> None:
                              "with `dsident fit FILE --dt DT`.")
 
 
+def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
+    """Read every data file of a grid's points once as its points will (``read`` options, the
+    held-out split of ``test_fraction``, ``test_data``) and refuse, before anything is fitted,
+    one that fails: a wrong ``--read`` key or a share that leaves a trial too short would
+    otherwise fail every point of the grid, one by one."""
+    import json
+
+    seen = set()
+    for cfg in configs:
+        if not is_path_like(str(cfg.get("dataset"))):
+            continue
+        key = json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data")},
+                         sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        what = f"data file {cfg['dataset']!r}" + (f" with --read {cfg['read']}" if cfg.get("read") else "")
+        try:
+            if cfg.get("test_fraction") is not None:
+                held_out_split(cfg)
+            else:
+                load_data(cfg["dataset"], split="train", read=cfg.get("read"))
+            if cfg.get("test_data"):
+                load_data(cfg["test_data"], split="test", read=read_options_for(cfg, cfg["test_data"]))
+        except (ValueError, TypeError, KeyError, OSError) as err:
+            raise ValueError(f"{what}: {err} Nothing was fitted.") from None
+
+
 def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None) -> xr.Dataset:
     """Read a data file by its extension with :func:`dsident.data.load_any` (NetCDF, arrays,
     HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width,

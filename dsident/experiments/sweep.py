@@ -40,7 +40,7 @@ import numpy as np
 import xarray as xr
 
 from .config import RUN_KEYS, SCORING_KEYS, held_out_by_default, load_config_file, resolve_config, save_config
-from .inputs import check_grid_datasets
+from .inputs import check_grid_datasets, check_grid_files
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
 from .tables import median_mad, regime_cell, test_data_note, _fmt
@@ -374,6 +374,7 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
     check_grid_datasets(c["dataset"] for c in configs)
+    check_grid_files(configs)
     if check_options:          # a replacement point function takes its own settings
         check_run_options(configs)
     return data, configs, swept
