@@ -721,9 +721,10 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
-    from .experiments.inputs import load_data, load_test, read_options_for
+    from .experiments.inputs import load_data, load_test, read_options_for, run_test
 
-    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before", "read"])
+    s = _settings(args, ["out", "dt", "eval_length", "pe_steps", "seed", "starts", "progress", "before", "read",
+                         "whole_file"])
     if s.get("starts") is not None and (isinstance(s["starts"], bool) or not isinstance(s["starts"], int)
                                         or s["starts"] < 1):
         raise SystemExit(f"dsident: --starts must be a positive number of starts; got {s['starts']!r}.")
@@ -736,20 +737,46 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     dt = s.get("dt") or cfg.get("dt")
     read = s.get("read") or read_options_for(cfg, args.test_data)
+    # the file the model was fitted on, its end held out: score that end, as fit did
+    held_out = (cfg.get("test_fraction") is not None and not s.get("whole_file")
+                and _same_file(args.test_data, cfg.get("dataset")))
+    if held_out and s.get("before"):
+        raise ValueError(f"--before with {args.test_data!r}, the file this model was fitted on: its held-out end "
+                         "is scored after its training part already; drop --before (or --whole-file to score it all).")
     before = load_data(s["before"], split="train", dt=dt, read=read) if s.get("before") else None
     channels = getattr(est, "channel_names_", None) or None
-    test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before, channels=channels,
-                     read=read)
+    if held_out:
+        test = run_test(cfg, length=cfg.get("eval_length"))
+    else:
+        test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before,
+                         channels=channels, read=read)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
-    lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}")
+    if held_out:
+        lines += ["", f"- test: the last {cfg['test_fraction']:g} of every trial of the file this model was fitted "
+                      "on, never seen in training, as `dsident fit` scored it (--whole-file scores all of it, its "
+                      "training part included)"]
+    lines += _evaluate_and_draw(est, test, out, cfg, label=f"{cfg['model']} × {cfg['method']}",
+                                floor_of=None if held_out else False)
     if s.get("starts") is not None:
-        full = load_test(args.test_data, cfg, dt=dt, before=before, read=read)
+        full = run_test(cfg) if held_out else load_test(args.test_data, cfg, dt=dt, before=before, read=read)
         lines += _starts_table(est, full, int(s["starts"]), _starts_length(cfg, test), int(cfg.get("seed", 0)), out,
                                progress=s.get("progress", True) is not False)
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    """Whether two data specs name the same existing file."""
+    from .experiments.inputs import is_path_like
+
+    if not (isinstance(a, (str, Path)) and isinstance(b, (str, Path)) and is_path_like(str(a)) and is_path_like(str(b))):
+        return False
+    try:
+        return Path(a).resolve() == Path(b).resolve() and Path(a).is_file()
+    except OSError:
+        return False
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -944,6 +971,9 @@ def _build_evaluate(p: argparse.ArgumentParser) -> None:
                    help="the recording just before TEST_DATA (a file, or a shipped set's train split): a model "
                         "fitted with slow channels gets them filtered across it, so the free run's start is not "
                         "the filter's edge (shipped test splits find theirs)")
+    p.add_argument("--whole-file", action="store_true", default=None,
+                   help="score all of TEST_DATA when it is the file the model was fitted on with --test-fraction "
+                        "(by default its held-out end, as fit scored it)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/evaluation)")
     _add_common(p)
 

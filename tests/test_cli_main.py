@@ -243,6 +243,27 @@ def test_fit_a_one_channel_recording_delay_embedded_end_to_end(tmp_path):
               "--test-fraction", "0.2", "--no-progress", "--out", str(tmp_path / "x")])
 
 
+def test_evaluate_on_the_fitted_file_scores_its_held_out_end_as_fit_did(tmp_path):
+    t = np.arange(2000)
+    v = np.column_stack([np.sin(2 * np.pi * t / 40), np.cos(2 * np.pi * t / 55)])
+    np.save(tmp_path / "v.npy", v)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "v.npy"), "--dt", "0.1", "--zscore", "--test-fraction", "0.25", *TINY[:4],
+                 "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--out", str(out)]) == 0
+    fitted = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert main(["evaluate", str(out), str(tmp_path / "v.npy"), "--out", str(tmp_path / "ev")]) == 0
+    again = xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf")
+    for name in ("state_space_divergence", "power_spectrum_distance", "prediction_error"):
+        np.testing.assert_allclose(again[name].values, fitted[name].values, rtol=1e-12, equal_nan=True)
+    text = (tmp_path / "ev" / "metrics.md").read_text()
+    assert "- test: the last 0.25 of every trial of the file this model was fitted on" in text
+    assert "| floor (the recording's other stretches against its test stretch) |" in text
+    # --whole-file: all 2 000 samples from the start, training part included
+    assert main(["evaluate", str(out), str(tmp_path / "v.npy"), "--whole-file", "--out", str(tmp_path / "w")]) == 0
+    whole = xr.open_dataset(tmp_path / "w" / "metrics.nc", engine="h5netcdf")
+    assert json.loads(whole.attrs["data_length"]) == [2000] and json.loads(again.attrs["data_length"]) == [500]
+
+
 def test_test_fraction_scores_the_tail_with_the_heads_constants(tmp_path, capsys):
     from dsident import as_dataset, datasets, metrics
     from dsident.cli_main_job import load_fitted
