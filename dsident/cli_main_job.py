@@ -199,8 +199,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import (_embedded, _zscored, cut, embedding_for_fit, held_out_split, in_fit_units, is_path_like,
-                                     load_data, load_test, slow_channels_for_fit, zscore_for_fit)
+    from .experiments.inputs import (_zscored, channels_for_fit, cut, held_out_split, in_fit_units, is_path_like,
+                                     load_data, load_test, zscore_for_fit)
     from .experiments.machine import machine_info, machine_label
     from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
@@ -266,19 +266,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if start_cfg is not None and cfg.get("delay_embedding") is not None and not start_cfg.get("delay_embedding"):
         raise ValueError(f"--delay-embed with --init {s['init']!r}: that model was fitted on the data's own channels, "
                          "so it cannot go on with embedded ones; drop --delay-embed, or fit afresh.")
-    if start_cfg is not None and start_cfg.get("delay_embedding"):
-        cfg["delay_embedding"] = start_cfg["delay_embedding"]   # the same delays
-    if cfg.get("delay_embedding") is not None:
-        # one channel delay-embedded, with the delays chosen on the training data ("auto") or given
-        if start_cfg is not None and start_cfg.get("delay_embedding"):
-            train = _embedded(train, cfg)
-        else:
-            train, cfg["delay_embedding"] = embedding_for_fit(train, cfg["delay_embedding"])
-    if start_cfg is not None and start_cfg.get("slow_channels"):
-        cfg["slow_channels"] = start_cfg["slow_channels"]   # the same channels, the same scale
-    if cfg.get("slow_channels") is not None:
-        # a slow band of one channel and its quadrature as two more observed channels (not scored)
-        train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
+    for key in ("delay_embedding", "slow_channels"):     # the same delays, the same channels and scale
+        if start_cfg is not None and start_cfg.get(key):
+            cfg[key] = start_cfg[key]
+    # one channel delay-embedded (delays chosen on the training data, or given), then a slow band of
+    # one channel and its quadrature as two more observed channels (not scored)
+    train, cfg = channels_for_fit(train, cfg)
     # the test data before the fit, so that one too short to score is refused before the work
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
     test, test_line = None, None

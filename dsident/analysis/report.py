@@ -502,9 +502,10 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
 
     ``prominence``: count only lines, local maxima of the periodogram (smoothed over one bin,
     or over the bins of one 10 000-sample stretch's bin for a longer series) at least that
-    many times the median of the spectrum from 1/1.5 to 1.5 times their frequency. A broadband spectrum has none: Lorenz-63's x and y peak at most 7× their
-    surroundings, its z (the 0.76-time-unit oscillation) 39-56×, the ECG's beats 22-42× and the
-    bursting neuron's bursts over 1 000×, so 10 tells a rhythm from chaos.
+    many times the median of the spectrum from 1/1.5 to 1.5 times their frequency. A broadband
+    spectrum has none: Lorenz-63's x and y peak at most 7× their surroundings, its z (the
+    0.76-time-unit oscillation) 39-56×, the ECG's beats 22-42× and the bursting neuron's bursts
+    over 1 000×, so 10 tells a rhythm from chaos.
 
     Returns
     -------
@@ -538,7 +539,7 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     right = np.r_[p[:-1] >= p[1:], True]
     peaks = left & right
     if prominence is not None:
-        peaks &= _stands_out(power, first + np.flatnonzero(peaks), float(prominence))[np.arange(p.size) + first]
+        peaks &= _stands_out(power, first + np.flatnonzero(peaks), float(prominence))[first:]
         if not peaks.any():
             return float("nan")
     # the lowest of them at least `share` of the strongest

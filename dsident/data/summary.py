@@ -76,14 +76,13 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
 EMBEDDING_SAMPLES = 100_000
 
 
-def _one_channel_note(data: xr.Dataset, channel: str) -> str:
-    """The note on a one-channel recording: the delay embedding ``--delay-embed auto`` would fit."""
-    from .container import to_arrays
+def _one_channel_note(data: xr.Dataset, channel: str, length: int) -> str:
+    """The note on a one-channel recording (its first trial, ``length`` samples): the delay
+    embedding ``--delay-embed auto`` would fit."""
     from .preprocessing import RECORDING_FNN_THRESHOLD, choose_embedding
 
-    arrays = to_arrays(data)
     k = [str(c) for c in data["channel"].values].index(channel)
-    series = arrays.x[0, : min(int(arrays.length[0]), EMBEDDING_SAMPLES), k]
+    series = np.asarray(data["x"].values[0, : min(int(length), EMBEDDING_SAMPLES), k], dtype=float)
     try:
         choice = choose_embedding(series, fnn_threshold=RECORDING_FNN_THRESHOLD)
     except ValueError as err:       # too short for the mutual information's lags
@@ -137,7 +136,7 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
                          "or more if the test data are that long (a rhythm slower than every training window can "
                          "also be handed over as slow channels: --slow-channels).")
     if len(rows) == 1 and rows[0]["std"] and math.isfinite(rows[0]["std"]):
-        notes.append(_one_channel_note(data, rows[0]["channel"]))
+        notes.append(_one_channel_note(data, rows[0]["channel"], summary["samples"][0]))
     if summary["time_unit"] is None:
         notes.append("the time unit is not named, so periods and Lyapunov exponents read \"per time unit\" (the "
                      "unit of dt); a text table's time column named time_ms or `Time (s)`, or a rate in Hz, "
@@ -160,9 +159,11 @@ def describe_markdown(summary: dict[str, Any]) -> str:
     for r in summary["per_channel"]:
         lines.append(f"| {r['channel']} | {_num(r['mean'])} | {_num(r['std'])} | {_num(r['min'])} | {_num(r['max'])} "
                      f"| {100 * r['missing']:.3g} % | {_num(r['period'])} | {_num(r['period_samples'], 1)} |")
+    from ..analysis.report import RHYTHM_MIN_CYCLES, RHYTHM_PROMINENCE
+
     lines += ["", "Periods: the rhythm of each channel's first trial (`dsident.analysis.rhythm_period`: the "
-                  "fundamental among spectral lines 10× above their surroundings, of 5 cycles or more; – for a "
-                  "broadband, flat or short channel)."]
+                  f"fundamental among spectral lines {RHYTHM_PROMINENCE:g}× above their surroundings, of "
+                  f"{RHYTHM_MIN_CYCLES} cycles or more; – for a broadband, flat or short channel)."]
     if summary["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     else:

@@ -327,6 +327,20 @@ def embedding_for_fit(train: xr.Dataset, spec: Any) -> tuple[xr.Dataset, dict[st
     return delay_embed(train, resolved["delays"], channels=[channel]), resolved
 
 
+def channels_for_fit(train: xr.Dataset, cfg: Mapping[str, Any]) -> tuple[xr.Dataset, dict[str, Any]]:
+    """``train`` with the channels the fit of ``cfg`` sees: delay-embedded
+    (:func:`embedding_for_fit`), then with its slow channels (:func:`slow_channels_for_fit`);
+    and ``cfg`` with both resolved (the delays chosen, the slow channels' ``scale``), which every
+    later dataset reuses (:func:`in_fit_units`). A resolved configuration (a saved fit's, for
+    ``--init``) gives the same delays and scale again. ``dsident fit`` and every grid point."""
+    cfg = dict(cfg)
+    if cfg.get("delay_embedding") is not None:
+        train, cfg["delay_embedding"] = embedding_for_fit(train, cfg["delay_embedding"])
+    if cfg.get("slow_channels") is not None:
+        train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
+    return train, cfg
+
+
 def _embedded(ds: xr.Dataset, cfg: Mapping[str, Any]) -> xr.Dataset:
     """``ds`` delay-embedded as the fit's data were (``cfg["delay_embedding"]``, resolved);
     unchanged without one."""

@@ -155,7 +155,7 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     (a benchmark or sweep on a file: :func:`.config.held_out_by_default`) is split in time
     (:func:`.inputs.run_test`): the fit never sees its held-out ends.
     """
-    from .inputs import cut, embedding_for_fit, held_out_split, load_data, run_test, slow_channels_for_fit
+    from .inputs import channels_for_fit, cut, held_out_split, load_data, run_test
 
     cfg = dict(cfg)
     # a data file's held-out ends (`test_fraction`): the rest is the training data, and the
@@ -165,10 +165,7 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
                                                        read=cfg.get("read"))
     if cfg.get("train_length"):
         train = cut(train, int(cfg["train_length"]))
-    if cfg.get("delay_embedding") is not None:   # the delays chosen on the training data, kept for the test's
-        train, cfg["delay_embedding"] = embedding_for_fit(train, cfg["delay_embedding"])
-    if cfg.get("slow_channels") is not None:
-        train, cfg["slow_channels"] = slow_channels_for_fit(train, cfg["slow_channels"])
+    train, cfg = channels_for_fit(train, cfg)      # the delays and scale chosen here, kept for the test's
     test = run_test(cfg, length=cfg.get("eval_length"), held=held)
     return train, test, cfg
 

@@ -204,6 +204,10 @@ def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     return scores, raw
 
 
+#: the run keys a recording's floor depends on besides its dataset and ``eval_length``: which part
+#: is held out, how the file is read and embedded, how much of it the embedding is chosen on
+FLOOR_KEYS = ("test_fraction", "test_data", "read", "delay_embedding", "train_length")
+
 #: what a floor compares, by the kind of data (:func:`run_floor`)
 FLOOR_KINDS = {"true system": "the true system's independent stretches",
                "recording": "the recording's other stretches against its test stretch"}
@@ -243,8 +247,7 @@ def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str
     dataset = str(cfg["dataset"])
     length = cfg.get("eval_length")
     # a recording's floor depends on which part is held out and how the file is read
-    held = json.dumps({k: cfg.get(k) for k in ("test_fraction", "test_data", "read", "delay_embedding", "train_length")},
-                      sort_keys=True, default=str)
+    held = json.dumps({k: cfg.get(k) for k in FLOOR_KEYS}, sort_keys=True, default=str)
     tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if is_path_like(dataset) else ""
     cache = Path(out) / f"floor_{Path(dataset).stem}_{length}{tag}.json"
     if cache.is_file():

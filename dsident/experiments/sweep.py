@@ -420,13 +420,13 @@ def floor_note(configs: Sequence[Mapping[str, Any]], out: str | Path) -> str:
     """Markdown lines giving the floor (:func:`.scoring.cached_floor`) of each dataset and
     evaluation length the sweep's points were scored at: what their D_stsp and D_H compare with."""
     from .inputs import is_path_like
-    from .scoring import FLOOR_KINDS, cached_floor
+    from .scoring import FLOOR_KEYS, FLOOR_KINDS, cached_floor
     from .tables import floor_discriminates
 
     seen: dict[str, Mapping[str, Any]] = {}
-    for cfg in configs:
-        key = json.dumps({k: cfg.get(k) for k in ("dataset", "eval_length", "test_fraction", "test_data", "read")},
-                         sort_keys=True, default=str)
+    for cfg in configs:      # one line per floor the points were scored against (a true system's: per length)
+        keys = ("dataset", "eval_length", *(FLOOR_KEYS if is_path_like(str(cfg["dataset"])) else ()))
+        key = json.dumps({k: cfg.get(k) for k in keys}, sort_keys=True, default=str)
         seen.setdefault(key, cfg)
     lines = []
     for cfg in seen.values():
