@@ -179,11 +179,26 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                         "average mutual information, the dimension by false nearest neighbours, chosen on the "
                         "training data) or delays in samples (0,20,68); the test data get the same delays; a "
                         "`delay_embedding` table in --config names the channel of a several-channel file")
-    p.add_argument("--slow-channels", type=float, metavar="HZ", dest="slow_cutoff",
+    p.add_argument("--slow-channels", type=_slow_cutoff, metavar="HZ|auto", dest="slow_cutoff",
                    help="add channel 0's band below HZ and its quadrature as two observed, unscored channels "
                         "(the ECG's breathing: 0.4); HZ is in cycles per unit of the data's time (Hz for times "
-                        "in s, 0.0004 for 0.4 Hz in ms: `dsident inspect` names the unit); a `slow_channels` "
-                        "table in --config sets the channel too")
+                        "in s, 0.0004 for 0.4 Hz in ms: `dsident inspect` names the unit); `auto`: twice the "
+                        "burst frequency of a bursting voltage, read from its spikes in the training data; a "
+                        "`slow_channels` table in --config sets the channel too")
+
+
+def _slow_cutoff(text: str) -> float | str:
+    """``--slow-channels``'s value: a positive frequency or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive frequency (cycles per time unit) or `auto`; "
+                                         f"got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive frequency (cycles per time unit) or `auto`; got {text!r}")
+    return value
 
 
 def _say(text: str) -> None:
@@ -199,8 +214,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _threads(args)
     from .experiments import registry
     from .experiments.config import resolve_config, save_config
-    from .experiments.inputs import (_zscored, channels_for_fit, cut, held_out_split, in_fit_units, is_path_like,
-                                     load_data, load_test, zscore_for_fit)
+    from .experiments.inputs import (channels_for_fit, cut, held_out_split, in_fit_units, is_path_like, load_data,
+                                     load_test, zscore_for_fit, zscored_as_fit)
     from .experiments.machine import machine_info, machine_label
     from .experiments.runner import _write_netcdf, adapt_to_data, fit_point, without_dropped
 
@@ -252,7 +267,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]
-        train = _zscored(train, cfg)
+        train = zscored_as_fit(train, cfg)
     elif s.get("zscore"):
         observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
         if observation in _COUNT_OBSERVATIONS:
@@ -271,6 +286,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
             cfg[key] = start_cfg[key]
     # one channel delay-embedded (delays chosen on the training data, or given), then a slow band of
     # one channel and its quadrature as two more observed channels (not scored)
+    burst_hint = _burst_hint(train, cfg, str(data))
     train, cfg = channels_for_fit(train, cfg)
     # the test data before the fit, so that one too short to score is refused before the work
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
@@ -316,6 +332,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     lines += [f"- adapted to the data: {key} {change}" for key, change in (cfg.get("adapted") or {}).items()]
     lines += _embedding_line(cfg.get("delay_embedding"))
+    lines += _slow_line(cfg.get("slow_channels")) + burst_hint
     lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
@@ -463,6 +480,37 @@ def _embedding_line(spec: Any) -> list[str]:
             "theirs the same way"]
 
 
+def _slow_line(spec: Any) -> list[str]:
+    """fit.md's line on the slow channels the model was fitted with (none without them)."""
+    if not isinstance(spec, dict):
+        return []
+    from .analysis.bursts import CUTOFF_PER_BURST
+
+    how = (f" (`auto`: {CUTOFF_PER_BURST:g}× the burst frequency; the training data's bursts are "
+           f"{spec['burst_period']:.4g} time units apart in the median)" if spec.get("chosen") == "auto" else "")
+    return [f"- slow channels: channel {spec['channel']!r} below {spec['cutoff']:.4g} cycles per time unit and its "
+            f"quadrature, observed and generated but not scored{how}"]
+
+
+def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
+    """fit.md's hint for a one-channel recording fitted without slow channels whose training data
+    fire in bursts (:func:`dsident.analysis.bursts.find_bursts`): ``--slow-channels auto``."""
+    from .analysis.bursts import find_bursts
+    from .experiments.config import RECORDING, data_key
+
+    if (cfg.get("slow_channels") is not None or data_key(data, (cfg.get("model_params") or {}).get("observation"))
+            != RECORDING or train.sizes["channel"] != 1):
+        return []
+    series = train["x"].values[0, : int(train["length"].values[0]) if "length" in train else None, 0]
+    bursts = find_bursts(series, float(train.attrs.get("dt", 1.0)))
+    if bursts is None:
+        return []
+    return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
+            f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} time units apart in the median), and what "
+            "starts and ends them is not recorded: `--slow-channels auto` hands the burst cycle to the model as two "
+            "observed, unscored channels (docs/main_job.md, \"Session 50\")"]
+
+
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:
     """The floor a fit's test scores compare with, at the ``n_samples`` they were scored on, and
     what it compares (:func:`~dsident.experiments.scoring.run_floor`); ``(None, why)`` when
@@ -513,7 +561,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     from .experiments.late_run import late_run_record
     from .experiments.runner import _write_netcdf
     from .data.time_units import per_time
-    from .experiments.scoring import evaluate_model, run_periods
+    from .experiments.scoring import evaluate_model, run_bursts, run_periods
 
     seed = int(cfg.get("seed", 0))
     t0 = time.perf_counter()
@@ -523,6 +571,11 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     periods = run_periods(test, gen)
     if periods is not None:
         raw.attrs.update({f"period_{k}": v for k, v in periods.items() if k != "ratio"})
+    bursts = run_bursts(test, gen)
+    if bursts is not None:
+        raw.attrs.update({"bursts_channel": bursts["channel"]} | {
+            f"bursts_{who}_{key}": getattr(bursts[who], key) if bursts[who] is not None else math.nan
+            for who in ("data", "generated") for key in ("period", "spikes_per_burst")})
     _write_netcdf(raw, out / "metrics.nc")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
@@ -556,6 +609,7 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     elif late.get("reason"):
         lines += ["", f"- late free run not analysed: {late['reason']}"]
     lines += _period_line(periods, test, diverged)
+    lines += _burst_line(bursts, test, diverged)
     if projections is not None:
         lines += _projections_table(projections)
     return lines + ["", f"(evaluation took {time.perf_counter() - t0:.1f} s)"]
@@ -578,6 +632,23 @@ def _period_line(periods: dict[str, Any] | None, test: Any, diverged: bool) -> l
             line += (": the free run's rhythm is off by more than 10 %, which D_H, smoothed over 20 frequency "
                      "bins, may not show")
     return ["", line]
+
+
+def _burst_line(bursts: dict[str, Any] | None, test: Any, diverged: bool) -> list[str]:
+    """Markdown: the free run's bursts beside the data's (:func:`~dsident.experiments.scoring.run_bursts`)."""
+    from .data.time_units import time_unit
+
+    if bursts is None or diverged:
+        return []
+    unit = time_unit(test) or "time units"
+
+    def said(b: Any) -> str:
+        return (f"{b.n_bursts} bursts of {b.spikes_per_burst:g} spikes, {_fmt4(b.period)} {unit} apart "
+                f"(CV {b.period_cv:.2f})")
+
+    run = said(bursts["generated"]) if bursts["generated"] is not None else "no bursts"
+    return ["", f"- bursts of {bursts['channel']} (medians; `dsident.analysis.find_bursts`): free run {run}; "
+                f"data {said(bursts['data'])}"]
 
 
 def _projections_table(projections: Any) -> list[str]:

@@ -11,6 +11,7 @@ dynamics module.
 """
 from __future__ import annotations
 
+from .bursts import Bursts, burst_cutoff, find_bursts, find_spikes
 from .ct_tools import (ContinuousFixedPoints, spectral_abscissa, vector_field_fixed_points, vector_field_grid,
                        vector_field_jacobian)
 from .fixed_points import (FixedPoints, classify_eigenvalues, cycles, fixed_points, newton_fixed_points,
@@ -44,6 +45,8 @@ __all__ = [
     "analyze_dynamics", "DynamicsReport", "VERDICTS", "dominant_period", "fundamental_period", "rhythm_period",
     # the cheap half of it: what a free run settled on (the benchmark asks it of every point)
     "free_run_regime", "FreeRunRegime",
+    # spikes and bursts of a voltage-like series (`dsident inspect`, `--slow-channels auto`)
+    "Bursts", "find_bursts", "find_spikes", "burst_cutoff",
     # trajectory length (LTC paper)
     "TrajectoryLength", "trajectory_length", "circle_input", "arc_length",
 ]

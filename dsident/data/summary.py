@@ -42,9 +42,12 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         ``missing`` (share of samples), ``period`` (the rhythm over the first trial's longest
         observed stretch, :func:`dsident.analysis.rhythm_period`, time units; NaN for a flat,
         short or broadband channel),
-        ``period_samples``), and ``notes`` (list of str).
+        ``period_samples``, ``burst_period`` (median interval between burst onsets,
+        :func:`dsident.analysis.bursts.find_bursts`, time units; NaN when the channel does not
+        burst), ``spikes_per_burst`` and ``n_bursts``), and ``notes`` (list of str).
     """
     from ..analysis import rhythm_period
+    from ..analysis.bursts import find_bursts
     from .time_units import time_unit
 
     if not isinstance(data, xr.Dataset) or "x" not in data:
@@ -61,10 +64,14 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         values = np.concatenate([x[i, :lengths[i], k] for i in range(x.shape[0])])
         finite = values[np.isfinite(values)]
         period = rhythm_period(x[0, :lengths[0], k], dt) if finite.size >= 4 else math.nan
+        bursts = find_bursts(x[0, :lengths[0], k], dt) if finite.size >= 4 else None
         rows.append({"channel": name, "mean": _stat(np.mean, finite), "std": _stat(np.std, finite),
                      "min": _stat(np.min, finite), "max": _stat(np.max, finite),
                      "missing": 1.0 - finite.size / max(values.size, 1), "period": period,
-                     "period_samples": period / dt if math.isfinite(period) else math.nan})
+                     "period_samples": period / dt if math.isfinite(period) else math.nan,
+                     "burst_period": bursts.period if bursts else math.nan,
+                     "spikes_per_burst": bursts.spikes_per_burst if bursts else math.nan,
+                     "n_bursts": bursts.n_bursts if bursts else 0})
     out = {"name": str(data.attrs.get("name", "data")), "trials": int(x.shape[0]), "samples": lengths.tolist(),
            "channels": names, "dt": dt, "time_unit": time_unit(data), "duration": float(lengths.sum() * dt),
            "per_channel": rows}
@@ -91,6 +98,21 @@ def _one_channel_note(data: xr.Dataset, channel: str, length: int) -> str:
             f"delay-embedded, at delays {choice['delays']} samples here (the first minimum of the average mutual "
             f"information at {choice['delay']}; {choice['dimension']} dimensions, where false nearest neighbours "
             f"fall below {100 * RECORDING_FNN_THRESHOLD:g} %).")
+
+
+def _burst_note(row: dict[str, Any], unit: str) -> str:
+    """The note on a one-channel recording that bursts: the slow channels ``--slow-channels auto``
+    would add, because the variable that starts and ends each burst is not recorded."""
+    from ..analysis.bursts import CUTOFF_PER_BURST
+
+    period = row["burst_period"]
+    return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} in the first trial, "
+            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} apart in the median), and what starts "
+            "and ends them is not recorded. `--slow-channels auto` hands the burst cycle to the model as two "
+            f"observed, unscored channels (the band below {CUTOFF_PER_BURST / period:.3g} cycles per "
+            f"{'time unit' if unit == 'time units' else unit}, {CUTOFF_PER_BURST:g}× the burst frequency, and its "
+            "quadrature): on a chaotic bursting voltage this took the gnODE from 333× to about 8× the floor "
+            "(docs/main_job.md, \"Session 50\").")
 
 
 def _stat(func: Any, values: np.ndarray) -> float:
@@ -137,6 +159,8 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
                          "also be handed over as slow channels: --slow-channels).")
     if len(rows) == 1 and rows[0]["std"] and math.isfinite(rows[0]["std"]):
         notes.append(_one_channel_note(data, rows[0]["channel"], summary["samples"][0]))
+        if math.isfinite(rows[0]["burst_period"]):
+            notes.append(_burst_note(rows[0], unit))
     if summary["time_unit"] is None:
         notes.append("the time unit is not named, so periods and Lyapunov exponents read \"per time unit\" (the "
                      "unit of dt); a text table's time column named time_ms or `Time (s)`, or a rate in Hz, "
@@ -154,16 +178,21 @@ def describe_markdown(summary: dict[str, Any]) -> str:
              f"- {sizes} × {len(summary['channels'])} channel(s); dt = {summary['dt']:.6g} {unit} "
              f"({1.0 / summary['dt']:.6g} samples per {summary['time_unit'] or 'time unit'}); "
              f"{summary['duration']:.6g} {unit} in all",
-             "", f"| channel | mean | std | min | max | missing | period ({unit}) | period (samples) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "", f"| channel | mean | std | min | max | missing | period ({unit}) | period (samples) "
+                 f"| bursts ({unit} apart × spikes) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in summary["per_channel"]:
+        bursts = (f"{_num(r['burst_period'])} × {r['spikes_per_burst']:g}"
+                  if math.isfinite(r.get("burst_period", math.nan)) else "–")
         lines.append(f"| {r['channel']} | {_num(r['mean'])} | {_num(r['std'])} | {_num(r['min'])} | {_num(r['max'])} "
-                     f"| {100 * r['missing']:.3g} % | {_num(r['period'])} | {_num(r['period_samples'], 1)} |")
+                     f"| {100 * r['missing']:.3g} % | {_num(r['period'])} | {_num(r['period_samples'], 1)} | {bursts} |")
     from ..analysis.report import RHYTHM_MIN_CYCLES, RHYTHM_PROMINENCE
 
     lines += ["", "Periods: the rhythm of each channel's first trial (`dsident.analysis.rhythm_period`: the "
                   f"fundamental among spectral lines {RHYTHM_PROMINENCE:g}× above their surroundings, of "
-                  f"{RHYTHM_MIN_CYCLES} cycles or more; – for a broadband, flat or short channel)."]
+                  f"{RHYTHM_MIN_CYCLES} cycles or more; – for a broadband, flat or short channel). Bursts: "
+                  "groups of spikes (`dsident.analysis.bursts.find_bursts`: the median interval between burst "
+                  "onsets × the median spikes a burst; – where the channel does not burst)."]
     if summary["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     else:

@@ -209,39 +209,74 @@ def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
     return out, {key: step[key] for key in ("channel", "mean", "std")}
 
 
-#: keys of a run configuration's ``slow_channels`` table (``scale`` is filled in by the fit)
-SLOW_CHANNEL_KEYS = ("cutoff", "channel", "order", "scale", "edges")
+#: keys of a run configuration's ``slow_channels`` table (``scale`` is filled in by the fit, and so
+#: are ``chosen`` and ``burst_period`` for ``cutoff = "auto"``, so a saved table can be given again)
+SLOW_CHANNEL_KEYS = ("cutoff", "channel", "order", "scale", "edges", "chosen", "burst_period")
 
 
 def check_slow_channels(spec: Any) -> None:
     """Validate a configuration's ``slow_channels`` table (:func:`dsident.data.add_slow_channels`'s
-    keyword arguments); raises ValueError naming what is wrong."""
+    keyword arguments, ``cutoff`` a frequency or ``"auto"``); raises ValueError naming what is wrong."""
     if not isinstance(spec, dict) or "cutoff" not in spec:
-        raise ValueError("`slow_channels` must be a table with at least `cutoff` (Hz of the data's time unit), "
-                         f"e.g. {{cutoff = 0.6, channel = 0}}; got slow_channels={spec!r}.")
+        raise ValueError("`slow_channels` must be a table with at least `cutoff` (Hz of the data's time unit, or "
+                         f"\"auto\"), e.g. {{cutoff = 0.6, channel = 0}}; got slow_channels={spec!r}.")
     unknown = sorted(set(spec) - set(SLOW_CHANNEL_KEYS))
     if unknown:
         raise ValueError(f"unknown `slow_channels` key(s) {unknown}; expected some of {list(SLOW_CHANNEL_KEYS)}.")
     cutoff = spec["cutoff"]
-    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not cutoff > 0:
-        raise ValueError(f"`slow_channels.cutoff` must be a positive frequency; got {cutoff!r}.")
+    if cutoff != "auto" and (isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not cutoff > 0):
+        raise ValueError(f"`slow_channels.cutoff` (--slow-channels) must be a positive frequency or \"auto\"; "
+                         f"got {cutoff!r}.")
     from ..data.slow_channels import EDGE_MODES
 
     if spec.get("edges", EDGE_MODES[0]) not in EDGE_MODES:
         raise ValueError(f"`slow_channels.edges` must be one of {list(EDGE_MODES)}; got {spec['edges']!r}.")
 
 
+def auto_slow_cutoff(train: xr.Dataset, channel: int | str = 0) -> dict[str, Any]:
+    """``cutoff = "auto"`` resolved on the training data: the bursts of ``channel`` in the first
+    trial (:func:`dsident.analysis.bursts.find_bursts`) and the cutoff
+    (:func:`dsident.analysis.bursts.burst_cutoff`), as ``{"cutoff", "chosen": "auto",
+    "burst_period"}``. Raises ValueError when the channel does not burst, naming what was found."""
+    from ..analysis.bursts import MIN_BURSTS, MIN_ISI_RATIO, MIN_SPIKES_PER_BURST, burst_cutoff, find_bursts
+    from ..data import to_arrays
+
+    names = [str(c) for c in train["channel"].values]
+    if isinstance(channel, str) and channel in names:
+        k = names.index(channel)
+    elif isinstance(channel, (int, np.integer)) and not isinstance(channel, bool) and 0 <= channel < len(names):
+        k = int(channel)
+    else:
+        raise ValueError(f"`slow_channels.channel` must name one of the data's channels {names} or a position in "
+                         f"0..{len(names) - 1}; got {channel!r}.")
+    arrays = to_arrays(train)
+    dt = float(train.attrs.get("dt", 1.0))
+    bursts = find_bursts(arrays.x[0, : arrays.length[0], k], dt)
+    if bursts is None:
+        raise ValueError(f"--slow-channels auto (`slow_channels.cutoff = \"auto\"`) reads the cutoff from the bursts "
+                         f"of channel {names[k]!r}, and its training data do not burst (at least {MIN_BURSTS} bursts "
+                         f"of {MIN_SPIKES_PER_BURST}+ spikes, the gaps between them {MIN_ISI_RATIO:g}x the intervals "
+                         "within; `dsident inspect` shows what it finds): give the cutoff in cycles per time unit, "
+                         "e.g. --slow-channels 0.4.")
+    return {"cutoff": burst_cutoff(bursts), "chosen": "auto", "burst_period": bursts.period}
+
+
 def slow_channels_for_fit(train: xr.Dataset, spec: dict[str, Any], *,
                           before: xr.Dataset | None = None) -> tuple[xr.Dataset, dict[str, Any]]:
     """``train`` with the slow channels of ``spec`` (:func:`dsident.data.add_slow_channels`), and
-    ``spec`` completed with the training data's ``scale``, which every later dataset reuses
+    ``spec`` completed with the training data's ``scale`` (and, for ``cutoff = "auto"``, the
+    cutoff :func:`auto_slow_cutoff` reads from its bursts), which every later dataset reuses
     (:func:`in_fit_units`); stored in the fit's config under ``slow_channels``. ``before``: the
     recording just before ``train``, filtered across (see ``add_slow_channels``)."""
     from ..data.slow_channels import add_slow_channels
 
     check_slow_channels(spec)
+    chosen = auto_slow_cutoff(train, spec.get("channel", 0)) if spec["cutoff"] == "auto" else \
+        {k: spec[k] for k in ("chosen", "burst_period") if k in spec}
     options = {k: spec[k] for k in ("channel", "order", "edges") if k in spec}
-    return add_slow_channels(train, spec["cutoff"], scale=spec.get("scale"), before=before, **options)
+    cutoff = chosen.get("cutoff", spec["cutoff"])
+    out, settings = add_slow_channels(train, cutoff, scale=spec.get("scale"), before=before, **options)
+    return out, {**settings, **chosen}
 
 
 #: keys of a ``delay_embedding`` table (``--delay-embed``); ``chosen`` ("auto") is what a fit's
@@ -355,7 +390,7 @@ def _embedded(ds: xr.Dataset, cfg: Mapping[str, Any]) -> xr.Dataset:
     return delay_embed(_embedding_source(ds, spec["channel"]), spec["delays"], channels=[spec["channel"]])
 
 
-def _zscored(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
+def zscored_as_fit(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
     """``ds`` z-scored with the fit's constants (``cfg["zscore"]``); unchanged without them."""
     scaling = cfg.get("zscore")
     if not isinstance(scaling, dict):
@@ -385,13 +420,14 @@ def in_fit_units(ds: xr.Dataset, cfg: dict[str, Any], *, before: xr.Dataset | No
         ``ds`` has other channels than the training data, or ``slow_channels`` has no ``scale``
         (a configuration that was never fitted).
     """
-    ds = _embedded(_zscored(ds, cfg), cfg)
+    ds = _embedded(zscored_as_fit(ds, cfg), cfg)
     slow = cfg.get("slow_channels")
     if isinstance(slow, dict):
         if "scale" not in slow:
             raise ValueError("`slow_channels` has no `scale`: the training data's scale is set by the fit "
                              "(slow_channels_for_fit); evaluate with the configuration a fit saved.")
-        ds, _ = slow_channels_for_fit(ds, slow, before=None if before is None else _embedded(_zscored(before, cfg), cfg))
+        prior = None if before is None else _embedded(zscored_as_fit(before, cfg), cfg)
+        ds, _ = slow_channels_for_fit(ds, slow, before=prior)
     return ds
 
 

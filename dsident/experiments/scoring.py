@@ -156,6 +156,42 @@ def run_periods(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated, "ratio": ratio}
 
 
+#: bursts a test stretch must hold for fit.md to compare a free run's bursts with them (fewer
+#: than find_bursts asks before it names a period: this describes, it decides nothing)
+COMPARED_MIN_BURSTS = 4
+
+
+def run_bursts(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
+    """The bursts of the data and of the compared free run, on one channel.
+
+    A chaotic burster has no spectral line (:func:`run_periods` gives no period), but its
+    bursts can be counted: :func:`dsident.analysis.bursts.find_bursts` on the first trial's most
+    variable scored channel that bursts (at least :data:`COMPARED_MIN_BURSTS` bursts), and on the
+    same channel of the run.
+
+    Returns
+    -------
+    dict or None
+        ``channel`` (name), ``data`` and ``generated`` (:class:`~dsident.analysis.bursts.Bursts`;
+        ``generated`` None when the run does not burst). None when no scored channel of ``test``
+        bursts.
+    """
+    from ..analysis.bursts import find_bursts
+    from ..data.slow_channels import scored_channels
+
+    x = np.asarray(test["x"].values[0], dtype=float)
+    g = np.asarray(run["x"].values[0], dtype=float)
+    dt = float(test.attrs["dt"])
+    keep = [int(k) for k in scored_channels(test) if np.isfinite(x[:, k]).sum() > 1]
+    for k in sorted(keep, key=lambda c: -float(np.nanvar(x[:, c]))):
+        data = find_bursts(x[:, k], dt, min_bursts=COMPARED_MIN_BURSTS)
+        if data is not None:
+            generated = (find_bursts(g[:, k], dt, min_bursts=COMPARED_MIN_BURSTS)
+                         if k < g.shape[1] and np.isfinite(g[:, k]).all() else None)
+            return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated}
+    return None
+
+
 def recording_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], Any]:
     """The floor of a data file, which names no true system: the same metrics between the test
     stretch a run is scored on and up to 5 other stretches of the same length from the recording
