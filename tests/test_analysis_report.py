@@ -296,7 +296,9 @@ def test_markdown_elides_a_long_spectrum_counts_its_signs_and_names_singular_reg
     report.fixed_points = FixedPoints(points=np.arange(14.0)[None, None], eigenvalues=eig, stable=stable,
                                       kind=kind, method="enumerate")
     row = next(line for line in report.to_markdown().splitlines() if line.startswith("| 0 |"))
-    assert "[0, 1, 2, 3, 4, 5, 6, 7, … (6 more)]" in row and "13" not in row.split("]")[0]
+    z_cell = row.split("|")[5]
+    assert "[0, 1, 2, 3, 4, 5, 6, 7, … (6 more)]" in z_cell and "13" not in z_cell.split("]")[0]
+    assert row.split("|")[4].strip() == "–"          # the run stands still: no spread to measure by
 
 
 def test_progress_bar_names_each_stage_and_stays_silent_without_it(capsys):
@@ -435,3 +437,26 @@ def test_only_a_line_above_its_surroundings_is_a_rhythm():
     train = datasets.load("lorenz63", split="train")["x"].values[0]
     assert math.isnan(fundamental_period(train[:, 0], dt, min_cycles=10, prominence=10.0))
     assert 0.7 < fundamental_period(train[:, 2], dt, min_cycles=10, prominence=10.0) < 0.8
+
+
+def test_fixed_points_outside_the_run_are_measured_and_listed_last():
+    """Distances by hand: a run on the corners of [0, 1] x [0, 2] (variances 0.25 and 1)."""
+    import xarray as xr
+
+    from dsident.analysis import DynamicsReport, FixedPoints
+
+    corners = np.array([[0.0, 0.0], [1.0, 2.0], [0.0, 2.0], [1.0, 0.0]] * 5)
+    trajectory = xr.Dataset({"z": (("trial", "time", "latent"), corners[None])})
+    points = np.array([[-1.0, 5.0], [0.5, 1.0], [2.0, 1.0]])[:, None, :]      # outside by (1, 3), 0, (1, 0)
+    fps = FixedPoints(points=points, eigenvalues=np.full((3, 2), 0.5 + 0j), stable=np.ones(3, bool),
+                      kind=["stable node"] * 3, method="newton")
+    report = DynamicsReport(verdict="fixed point", lyapunov=np.array([-1.0, -2.0]), dt=1.0, kaplan_yorke=0.0,
+                            cycle_period=None, dominant_period=float("nan"), fixed_points=fps, cycles=[],
+                            trajectory=trajectory)
+    rms = np.sqrt((0.25 + 1.0) / 2)
+    np.testing.assert_allclose(report.outside_run(), [np.sqrt(10) / rms, 0.0, 1.0 / rms])
+    text = report.to_markdown()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "stable node" in line]
+    assert [int(r.split("|")[1]) for r in rows] == [1, 2, 0]         # nearest the run first
+    assert "1 of them lie more than 3 sd outside every state of the analysed run" in text
+    np.testing.assert_allclose(report.to_xarray()["fixed_point_outside_run"].values, report.outside_run())

@@ -41,6 +41,9 @@ _MAX_ROWS = 20
 _MAX_EXPONENTS = 10
 #: latent coordinates of a fixed point printed in the Markdown summary (all are in to_xarray)
 _MAX_LATENTS = 8
+#: fixed points further than this many of the run's standard deviations outside its range are
+#: counted as out of its reach in the report
+FAR_FROM_RUN = 3.0
 
 
 @dataclass
@@ -111,6 +114,30 @@ class DynamicsReport:
         obs = self.fixed_point_observations
         return obs if obs is not None and len(obs) == len(self.fixed_points) else None
 
+    def outside_run(self) -> np.ndarray:
+        """How far each fixed point lies outside the states of the analysed free run, (n,) float:
+        the Euclidean length of its excess over the run's range along the latent units, in units
+        of the run's root-mean-square standard deviation over the units (one scale for all, so a
+        unit the run barely moves does not inflate it); 0 inside the run's bounding box, NaN
+        without a finite run or when the run stands still (no spread to measure by).
+
+        A point far outside is one the free run does not reach: a gated model (the gnODE)
+        has a "marginal" fixed point wherever its gates saturate and its flow stops, far from
+        the data; a PLRNN's linear regions can hold virtual-looking but real points there too.
+        """
+        n = len(self.fixed_points)
+        z = np.asarray(self.trajectory["z"].values[0], dtype=float)
+        z = z[np.isfinite(z).all(axis=1)]
+        if n == 0 or len(z) == 0:
+            return np.full(n, np.nan)
+        low, high = z.min(axis=0), z.max(axis=0)
+        scale = float(np.sqrt(np.mean(z.var(axis=0))))
+        if not scale > _STILL_TOL * (1.0 + float(np.abs(z).mean())):
+            return np.full(n, np.nan)
+        points = np.asarray(self.fixed_points.points[:, 0], dtype=float)        # (n, M)
+        excess = np.maximum(np.maximum(points - high, low - points), 0.0)
+        return np.linalg.norm(excess, axis=1) / scale
+
     def flow_dims(self) -> list[int] | None:
         """The two latent units the run varies most along (sorted), for a flow-field slice;
         None when M < 2 or the run is non-finite throughout."""
@@ -135,6 +162,9 @@ class DynamicsReport:
                               **{v: f"{prefix}_{'state' if v == 'point' else v}" for v in sub.data_vars}})
             sub = sub.drop_vars("latent")
             ds = ds.merge(sub, combine_attrs="drop")       # the report's own attrs are set below
+        if len(self.fixed_points):
+            ds["fixed_point_outside_run"] = (("fixed_point",), self.outside_run())
+            ds["fixed_point_outside_run"].attrs["units"] = "standard deviations of the run beyond its range"
         if self.continuous_abscissa is not None:
             ds["fixed_point_continuous_abscissa"] = (("fixed_point",), np.asarray(self.continuous_abscissa, float))
         if self._observations() is not None:
@@ -173,16 +203,25 @@ class DynamicsReport:
             ct = self.continuous_abscissa is not None
             obs = self._observations()
             names = ", ".join(self.channel_names) if self.channel_names else "channels"
-            lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "") + " z |"
+            outside = self.outside_run()
+            # the points the run comes near first: a table cut at _MAX_ROWS keeps them
+            order = np.argsort(np.nan_to_num(outside, nan=np.inf), kind="stable")
+            far = int(np.sum(outside > FAR_FROM_RUN))
+            if far:
+                lines += [f"{far} of them lie more than {FAR_FROM_RUN:g} sd outside every state of the analysed run "
+                          "(listed last): points the free run does not reach, e.g. where a gated model's gates "
+                          "saturate and its flow stops.", ""]
+            lines += ["| # | kind | max abs eigenvalue (map) |" + (" max Re eig df/dz |" if ct else "")
+                      + " outside the run (sd) | z |"
                       + (f" observed ({names}; {self.info.get('observation_units', 'model units')}) |"
                          if obs is not None else ""),
-                      "|---|---|---|" + ("---|" if ct else "") + "---|" + ("---|" if obs is not None else "")]
+                      "|---|---|---|" + ("---|" if ct else "") + "---|---|" + ("---|" if obs is not None else "")]
             shown, m = min(len(self.fixed_points), _MAX_ROWS), self.fixed_points.points.shape[-1]
-            for i in range(shown):
+            for i in (int(j) for j in order[:shown]):
                 row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
                 if ct:
                     row += f" {self.continuous_abscissa[i]:.4g} |"
-                row += f" {_numbers(self.fixed_points.points[i, 0][:_MAX_LATENTS], 3)}"
+                row += (f" {outside[i]:.3g} |" if np.isfinite(outside[i]) else " – |") + f" {_numbers(self.fixed_points.points[i, 0][:_MAX_LATENTS], 3)}"
                 if m > _MAX_LATENTS:                # a wide model's state: its readout says more
                     row = row[:-1] + f", … ({m - _MAX_LATENTS} more)]"
                 row += " |"
