@@ -508,7 +508,7 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
             f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} time units apart in the median), and what "
             "starts and ends them is not recorded: `--slow-channels auto` hands the burst cycle to the model as two "
-            "observed, unscored channels (docs/main_job.md, \"Session 50\")"]
+            "observed, unscored channels (with the gnODE, `--model gnode`: docs/main_job.md, \"Session 50\")"]
 
 
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:

@@ -20,6 +20,8 @@ __all__ = ["describe", "describe_markdown", "FEW_PERIODS", "SCALE_RATIO"]
 FEW_PERIODS = 5
 #: channel standard deviations further apart than this factor get a note (--zscore)
 SCALE_RATIO = 100.0
+#: samples of each channel's first trial searched for bursts (about 0.3 s a channel)
+BURST_SAMPLES = 200_000
 
 
 def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
@@ -42,9 +44,9 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         ``missing`` (share of samples), ``period`` (the rhythm over the first trial's longest
         observed stretch, :func:`dsident.analysis.rhythm_period`, time units; NaN for a flat,
         short or broadband channel),
-        ``period_samples``, ``burst_period`` (median interval between burst onsets,
-        :func:`dsident.analysis.bursts.find_bursts`, time units; NaN when the channel does not
-        burst), ``spikes_per_burst`` and ``n_bursts``), and ``notes`` (list of str).
+        ``period_samples``, ``burst_period`` (median interval between burst onsets over the
+        first trial's first :data:`BURST_SAMPLES` samples, :func:`dsident.analysis.bursts.find_bursts`,
+        time units; NaN when the channel does not burst), ``spikes_per_burst`` and ``n_bursts``), and ``notes`` (list of str).
     """
     from ..analysis import rhythm_period
     from ..analysis.bursts import find_bursts
@@ -64,7 +66,7 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         values = np.concatenate([x[i, :lengths[i], k] for i in range(x.shape[0])])
         finite = values[np.isfinite(values)]
         period = rhythm_period(x[0, :lengths[0], k], dt) if finite.size >= 4 else math.nan
-        bursts = find_bursts(x[0, :lengths[0], k], dt) if finite.size >= 4 else None
+        bursts = find_bursts(x[0, :min(lengths[0], BURST_SAMPLES), k], dt) if finite.size >= 4 else None
         rows.append({"channel": name, "mean": _stat(np.mean, finite), "std": _stat(np.std, finite),
                      "min": _stat(np.min, finite), "max": _stat(np.max, finite),
                      "missing": 1.0 - finite.size / max(values.size, 1), "period": period,
@@ -106,12 +108,13 @@ def _burst_note(row: dict[str, Any], unit: str) -> str:
     from ..analysis.bursts import CUTOFF_PER_BURST
 
     period = row["burst_period"]
-    return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} in the first trial, "
+    return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} counted in the first trial, "
             f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} apart in the median), and what starts "
             "and ends them is not recorded. `--slow-channels auto` hands the burst cycle to the model as two "
             f"observed, unscored channels (the band below {CUTOFF_PER_BURST / period:.3g} cycles per "
             f"{'time unit' if unit == 'time units' else unit}, {CUTOFF_PER_BURST:g}× the burst frequency, and its "
-            "quadrature): on a chaotic bursting voltage this took the gnODE from 333× to about 8× the floor "
+            "quadrature). On a chaotic bursting voltage this took the gnODE (`--model gnode`) from 333× to about 9× the "
+            "floor, and the LTC to about 10×; the shallow PLRNN, the default model, diverged on one of two seeds "
             "(docs/main_job.md, \"Session 50\").")
 
 
