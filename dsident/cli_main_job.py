@@ -197,7 +197,8 @@ def _slow_cutoff(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"expected a positive frequency (cycles per time unit) or `auto`; "
                                          f"got {text!r}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive frequency (cycles per time unit) or `auto`; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive frequency (cycles per time unit) or `auto`; "
+                                         f"got {text!r}")
     return value
 
 
@@ -332,7 +333,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
              f"- settings: `{json.dumps({k: cfg[k] for k in ('model_params', 'fit_options')}, default=str)}`"]
     lines += [f"- adapted to the data: {key} {change}" for key, change in (cfg.get("adapted") or {}).items()]
     lines += _embedding_line(cfg.get("delay_embedding"))
-    lines += _slow_line(cfg.get("slow_channels")) + burst_hint
+    lines += _slow_line(cfg.get("slow_channels"), unit) + burst_hint
     lines += _defaults_line(str(data), model, cfg, method_given=bool(s.get("method")) or start_cfg is not None)
     if cfg.get("zscore"):
         lines.append("- z-scored with the training data's constants (`zscore` in config.json; scores and "
@@ -480,22 +481,25 @@ def _embedding_line(spec: Any) -> list[str]:
             "theirs the same way"]
 
 
-def _slow_line(spec: Any) -> list[str]:
-    """fit.md's line on the slow channels the model was fitted with (none without them)."""
+def _slow_line(spec: Any, unit: str | None) -> list[str]:
+    """fit.md's line on the slow channels the model was fitted with (none without them); ``unit``:
+    the data's time unit (None: unnamed)."""
     if not isinstance(spec, dict):
         return []
     from .analysis.bursts import CUTOFF_PER_BURST
 
     how = (f" (`auto`: {CUTOFF_PER_BURST:g}× the burst frequency; the training data's bursts are "
-           f"{spec['burst_period']:.4g} time units apart in the median)" if spec.get("chosen") == "auto" else "")
-    return [f"- slow channels: channel {spec['channel']!r} below {spec['cutoff']:.4g} cycles per time unit and its "
-            f"quadrature, observed and generated but not scored{how}"]
+           f"{spec['burst_period']:.4g} {unit or 'time units'} apart in the median)" if spec.get("chosen") == "auto"
+           else "")
+    return [f"- slow channels: channel {spec['channel']!r} below {spec['cutoff']:.4g} cycles per {unit or 'time unit'} "
+            f"and its quadrature, observed and generated but not scored{how}"]
 
 
 def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     """fit.md's hint for a one-channel recording fitted without slow channels whose training data
     fire in bursts (:func:`dsident.analysis.bursts.find_bursts`): ``--slow-channels auto``."""
     from .analysis.bursts import find_bursts
+    from .data.time_units import time_unit
     from .experiments.config import RECORDING, data_key
 
     if (cfg.get("slow_channels") is not None or data_key(data, (cfg.get("model_params") or {}).get("observation"))
@@ -506,7 +510,8 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     if bursts is None:
         return []
     return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
-            f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} time units apart in the median), and what "
+            f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} {time_unit(train) or 'time units'} apart "
+            "in the median), and what "
             "starts and ends them is not recorded: `--slow-channels auto` hands the burst cycle to the model as two "
             "observed, unscored channels (with the gnODE, `--model gnode`: docs/main_job.md, \"Session 50\")"]
 
