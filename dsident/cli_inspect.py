@@ -6,8 +6,8 @@ Maps its options onto :func:`dsident.experiments.inputs.load_data` and
 
 - ``inspect.md``: trials, samples, channels, dt and its unit, each channel's statistics and
   period, and notes on what would hurt a fit or a score (printed too);
-- ``time_series.png``: each channel over its first five periods of the slowest rhythm (at
-  least 2 000 samples); ``spectra.png``: their smoothed power spectra (as D_H compares them).
+- ``time_series.png``: each channel over its first five periods of the slowest rhythm or burst
+  cycle (at least 2 000 samples); ``spectra.png``: their smoothed power spectra (as D_H compares them).
 """
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     out = Path(s.get("out") or f"dsident-results/inspect-{Path(str(args.data)).stem}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "inspect.md").write_text(text)
+    # the slowest rhythm or burst cycle (a chaotic burster has no rhythm, but its bursts recur)
     periods = [r["period_samples"] for r in summary["per_channel"] if math.isfinite(r["period_samples"])]
+    periods += [r["burst_period"] / summary["dt"] for r in summary["per_channel"] if math.isfinite(r["burst_period"])]
     shown = int(max(2_000, FEW_PERIODS * max(periods))) if periods else 2_000
     plotting.plot_time_series(data, n_steps=shown, title=summary["name"], save=out / "time_series.png")
     plotting.plot_power_spectra(data, title=f"{summary['name']}: power spectra (as D_H compares them)",
