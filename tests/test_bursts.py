@@ -184,6 +184,9 @@ def test_cli_fit_with_auto_slow_channels_records_the_choice(tmp_path):
     assert saved["burst_period"] == pytest.approx(60.0)
     text = (out / "fit.md").read_text()
     assert "slow channels: channel 'x0'" in text and "bursts are 60 time units apart" in text
+    # a recording's shallow PLRNN with slow channels runs clipped (RECORDING_SLOW_CLIPPED)
+    assert json.loads((out / "config.json").read_text())["model_params"]["clip"] is True
+    assert "- adapted to the data: clip False -> True (slow channels on a recording" in text
     # the free run's bursts beside the test data's (15 held-out bursts, 14 onsets after the first)
     assert "- bursts of x0 (medians; `dsident.analysis.find_bursts`): free run " in text
     assert "data 14 bursts of 5 spikes, 60 time units apart" in text
@@ -234,3 +237,18 @@ def test_run_bursts_compares_the_runs_bursts_with_the_datas_on_one_channel():
     flat = as_dataset(np.column_stack([np.zeros(n), quiet]), dt=0.5)
     assert run_bursts(test, flat)["generated"] is None
     assert run_bursts(flat, test) is None            # nothing in the data bursts: nothing to compare
+
+
+def test_only_a_recordings_shallow_plrnn_with_slow_channels_is_clipped_and_only_by_default():
+    from dsident.experiments.runner import adapt_to_data
+
+    data = as_dataset(np.zeros((50, 1)), dt=1.0)
+    base = {"model": "shplrnn", "dataset": "rec.npy", "model_params": {"latent_dim": 3},
+            "slow_channels": {"cutoff": "auto"}}
+    assert adapt_to_data(base, data)["model_params"]["clip"] is True
+    assert "clip" not in adapt_to_data({**base, "slow_channels": None}, data)["model_params"]
+    assert "clip" not in adapt_to_data({**base, "dataset": "ecg"}, data)["model_params"]     # a shipped set's cell
+    assert "clip" not in adapt_to_data({**base, "model": "gnode"}, data)["model_params"]
+    mine = {**base, "model_params": {"latent_dim": 3, "clip": False}, "user_keys": {"model_params": ["clip"]}}
+    out = adapt_to_data(mine, data)
+    assert out["model_params"]["clip"] is False and "clip" not in (out.get("adapted") or {})

@@ -114,8 +114,8 @@ def _burst_note(row: dict[str, Any], unit: str) -> str:
             f"observed, unscored channels (the band below {CUTOFF_PER_BURST / period:.3g} cycles per "
             f"{'time unit' if unit == 'time units' else unit}, {CUTOFF_PER_BURST:g}× the burst frequency, and its "
             "quadrature). On a chaotic bursting voltage this took the gnODE (`--model gnode`) from 333× to about 9× the "
-            "floor, and the LTC to about 10×; the shallow PLRNN, the default model, diverged on one of two seeds "
-            "(docs/main_job.md, \"Session 50\").")
+            "floor, the LTC to about 10× and the shallow PLRNN, the default model (clipped with slow channels), to "
+            "16× (docs/main_job.md, \"Session 50\").")
 
 
 def _stat(func: Any, values: np.ndarray) -> float:

@@ -179,6 +179,13 @@ RECORDING_TIME_CONSTANTS: dict[str, tuple[str, float]] = {
     "ltc": ("time_constant", 10.0),
 }
 
+#: models a RECORDING fitted with slow channels runs clipped (``clip=True``: each hidden unit's
+#: contribution bounded) unless the user says otherwise. Session 50, the Hindmarsh-Rose voltage
+#: with `--slow-channels auto`, the shallow PLRNN's recording cell, seeds 0 / 1: unclipped 1.19
+#: (110x the floor) / diverged (with the cutoff 0.02: 0.125 / diverged); clipped 0.117 / 0.237,
+#: D_H 0.066 / 0.134, neither diverged (docs/main_job.md "Session 50").
+RECORDING_SLOW_CLIPPED = ("shplrnn",)
+
 #: per inference method: engine options for every model
 FIT_DEFAULTS: dict[str, dict[str, Any]] = {
     "laplace-em": {},

@@ -113,12 +113,13 @@ def check_run_options(configs: Iterable[Mapping[str, Any]]) -> None:
 
 def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
     """Settings that depend on the data: an identity readout needs ``latent_dim`` ≥ channels;
-    a recording's time constants are set in samples (:data:`.config.RECORDING_TIME_CONSTANTS`).
+    a recording's time constants are set in samples (:data:`.config.RECORDING_TIME_CONSTANTS`);
+    a recording's shallow PLRNN with slow channels is clipped (:data:`.config.RECORDING_SLOW_CLIPPED`).
 
     Only *default* values change (each change noted under ``adapted``); a value the user gave
     is left alone, so that the estimator reports a conflict itself.
     """
-    from .config import RECORDING, RECORDING_TIME_CONSTANTS, data_key
+    from .config import RECORDING, RECORDING_SLOW_CLIPPED, RECORDING_TIME_CONSTANTS, data_key
 
     out = dict(cfg)
     params = dict(out.get("model_params", {}))
@@ -136,6 +137,12 @@ def adapt_to_data(cfg: Mapping[str, Any], data: xr.Dataset) -> dict[str, Any]:
         dt = float(data.attrs["dt"])
         params[name] = float(f"{steps * dt:.12g}")
         adapted[name] = f"None -> {params[name]:g} ({steps:g} samples of dt {dt:g})"
+    if (str(out.get("model")) in RECORDING_SLOW_CLIPPED and out.get("slow_channels") is not None
+            and data_key(out.get("dataset"), params.get("observation")) == RECORDING
+            and "clip" not in user and not params.get("clip") and not out.get("init")):
+        # unclipped, one of two seeds diverged on a bursting voltage with its burst cycle handed over
+        params["clip"] = True
+        adapted["clip"] = "False -> True (slow channels on a recording: bounded hidden units)"
     if adapted:
         out["adapted"] = adapted
     out["model_params"] = params
