@@ -78,12 +78,17 @@ def test_the_table_gives_each_model_its_default_method_and_each_engine_a_row(row
 
 
 def test_the_table_lists_the_recording_methods_and_cells(rows):
-    methods, cells = {}, set()
+    from dsident.experiments.config import RECORDING_SLOW_CLIPPED
+
+    methods, cells, clipped = {}, set(), set()
     for layer, key, settings in rows:
         if layer.startswith("method for a recording"):
             methods.update({m: settings.split(" ")[0] for m in _names(key)})
         elif layer.startswith("recording cell"):
             model, method = (part.strip() for part in key.split("/"))
             cells.add((model, method))
+        elif layer.startswith("slow channels on a recording"):
+            clipped |= set(_names(key))
     assert methods == RECORDING_METHODS
     assert cells == set(RECORDING_DEFAULTS)
+    assert clipped == set(RECORDING_SLOW_CLIPPED)
