@@ -237,8 +237,10 @@ def auto_slow_cutoff(train: xr.Dataset, channel: int | str = 0) -> dict[str, Any
     """``cutoff = "auto"`` resolved on the training data: the bursts of ``channel`` in the first
     trial (:func:`dsident.analysis.bursts.find_bursts`) and the cutoff
     (:func:`dsident.analysis.bursts.burst_cutoff`), as ``{"cutoff", "chosen": "auto",
-    "burst_period"}``. Raises ValueError when the channel does not burst, naming what was found."""
-    from ..analysis.bursts import MIN_BURSTS, MIN_ISI_RATIO, MIN_SPIKES_PER_BURST, burst_cutoff, find_bursts
+    "burst_period"}``. Raises ValueError when the channel does not burst, naming what was looked
+    for and how many spikes were found."""
+    from ..analysis.bursts import (MIN_BURSTS, MIN_ISI_RATIO, MIN_SPIKES_PER_BURST, burst_cutoff, find_bursts,
+                                   find_spikes)
     from ..data import to_arrays
 
     names = [str(c) for c in train["channel"].values]
@@ -251,10 +253,13 @@ def auto_slow_cutoff(train: xr.Dataset, channel: int | str = 0) -> dict[str, Any
                          f"0..{len(names) - 1}; got {channel!r}.")
     arrays = to_arrays(train)
     dt = float(train.attrs.get("dt", 1.0))
-    bursts = find_bursts(arrays.x[0, : arrays.length[0], k], dt)
+    series = arrays.x[0, : arrays.length[0], k]
+    bursts = find_bursts(series, dt)
     if bursts is None:
+        n_spikes = sum(p.size for p in find_spikes(series))
         raise ValueError(f"--slow-channels auto (`slow_channels.cutoff = \"auto\"`) reads the cutoff from the bursts "
-                         f"of channel {names[k]!r}, and its training data do not burst (at least {MIN_BURSTS} bursts "
+                         f"of channel {names[k]!r}, and its training data do not burst ({n_spikes} spikes found; a "
+                         f"burster needs at least {MIN_BURSTS} bursts "
                          f"of {MIN_SPIKES_PER_BURST}+ spikes, the gaps between them {MIN_ISI_RATIO:g}x the intervals "
                          "within; `dsident inspect` shows what it finds): give the cutoff in cycles per time unit, "
                          "e.g. --slow-channels 0.4.")
