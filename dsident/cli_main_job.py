@@ -511,9 +511,10 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
         return []
     return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
             f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} {time_unit(train) or 'time units'} apart "
-            "in the median), and what "
-            "starts and ends them is not recorded: `--slow-channels auto` hands the burst cycle to the model as two "
-            "observed, unscored channels (with the gnODE, `--model gnode`: docs/main_job.md, \"Session 50\")"]
+            f"in the median, the intervals' CV {bursts.period_cv:.2f}), and what starts and ends them is not "
+            "recorded: `--slow-channels auto` hands the burst cycle to the model as two observed, unscored "
+            "channels. That took the gnODE from 333× to 9× the floor on a chaotic burster (CV 0.31) and made it "
+            "worse on a regular one (CV 0.00): compare both (docs/main_job.md, \"Session 50\")"]
 
 
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:

@@ -46,7 +46,9 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
         short or broadband channel),
         ``period_samples``, ``burst_period`` (median interval between burst onsets over the
         first trial's first :data:`BURST_SAMPLES` samples, :func:`dsident.analysis.bursts.find_bursts`,
-        time units; NaN when the channel does not burst), ``spikes_per_burst`` and ``n_bursts``), and ``notes`` (list of str).
+        time units; NaN when the channel does not burst), ``burst_period_cv`` (the onset
+        intervals' coefficient of variation), ``spikes_per_burst`` and ``n_bursts``), and
+        ``notes`` (list of str).
     """
     from ..analysis import rhythm_period
     from ..analysis.bursts import find_bursts
@@ -73,6 +75,7 @@ def describe(data: xr.Dataset, *, eval_length: int = 10_000) -> dict[str, Any]:
                      "period_samples": period / dt if math.isfinite(period) else math.nan,
                      "burst_period": bursts.period if bursts else math.nan,
                      "spikes_per_burst": bursts.spikes_per_burst if bursts else math.nan,
+                     "burst_period_cv": bursts.period_cv if bursts else math.nan,
                      "n_bursts": bursts.n_bursts if bursts else 0})
     out = {"name": str(data.attrs.get("name", "data")), "trials": int(x.shape[0]), "samples": lengths.tolist(),
            "channels": names, "dt": dt, "time_unit": time_unit(data), "duration": float(lengths.sum() * dt),
@@ -109,13 +112,15 @@ def _burst_note(row: dict[str, Any], unit: str) -> str:
 
     period = row["burst_period"]
     return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} counted in the first trial, "
-            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} apart in the median), and what starts "
-            "and ends them is not recorded. `--slow-channels auto` hands the burst cycle to the model as two "
-            f"observed, unscored channels (the band below {CUTOFF_PER_BURST / period:.3g} cycles per "
-            f"{'time unit' if unit == 'time units' else unit}, {CUTOFF_PER_BURST:g}× the burst frequency, and its "
-            "quadrature). On a chaotic bursting voltage this took the gnODE (`--model gnode`) from 333× to about 9× the "
-            "floor, the LTC to about 10× and the shallow PLRNN, the default model (clipped with slow channels), to "
-            "16× (docs/main_job.md, \"Session 50\").")
+            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} apart in the median, the intervals' CV "
+            f"{row['burst_period_cv']:.2f}), and what starts and ends them is not recorded. `--slow-channels auto` "
+            "hands the burst cycle to the model as two observed, unscored channels (the band below "
+            f"{CUTOFF_PER_BURST / period:.3g} cycles per {'time unit' if unit == 'time units' else unit}, "
+            f"{CUTOFF_PER_BURST:g}× the burst frequency, and its quadrature). Whether that helps depends on the "
+            "bursts: on a chaotic burster (Hindmarsh-Rose, CV 0.31) it took the gnODE from 333× to about 9× the "
+            "floor (the LTC 607× to 10×, the shallow PLRNN, clipped, 460× to 16×); on a regular one (the bursting "
+            "neuron's V alone, CV 0.00) it took the gnODE from D_stsp 0.82 to 14.5. Fit with and without it and "
+            "compare (docs/main_job.md, \"Session 50\").")
 
 
 def _stat(func: Any, values: np.ndarray) -> float:
