@@ -252,3 +252,55 @@ def test_only_a_recordings_shallow_plrnn_with_slow_channels_is_clipped_and_only_
     mine = {**base, "model_params": {"latent_dim": 3, "clip": False}, "user_keys": {"model_params": ["clip"]}}
     out = adapt_to_data(mine, data)
     assert out["model_params"]["clip"] is False and "clip" not in (out.get("adapted") or {})
+
+
+def test_late_run_bursts_are_flat_numbers_and_nan_for_a_run_that_does_not_burst():
+    from dsident.experiments.late_run import BURST_KEYS, _bursts
+
+    data, _ = burst_train(n_bursts=12, period=120)
+    faster, _ = burst_train(n_bursts=14, period=100, seed=2)
+    n = min(data.size, faster.size)
+    test, run = as_dataset(data[:n, None], dt=0.5), as_dataset(faster[:n, None], dt=0.5)
+    out = _bursts(test, run)
+    assert set(out) == set(BURST_KEYS)
+    assert out["burst_period"] == pytest.approx(50.0) and out["data_burst_period"] == pytest.approx(60.0)
+    assert out["spikes_per_burst"] == out["data_spikes_per_burst"] == 5
+    diverged = _bursts(test, None)               # a diverged run: the data's bursts, none of the run's
+    assert np.isnan(diverged["burst_period"]) and diverged["data_burst_period"] == pytest.approx(60.0)
+    t = np.arange(n)
+    assert _bursts(as_dataset(np.sin(t / 9.0)[:, None], dt=0.5), run) == {}
+
+
+def test_bursts_table_gives_the_datas_bursts_and_each_cells_medians():
+    from dsident.experiments.runner import records_to_dataset
+    from dsident.experiments.tables import bursts_table
+
+    def record(seed, period, spikes, cv):
+        late = {"regime": "chaotic", "lambda_max": 0.1, "D_stsp": 1.0, "D_H": 0.1, "steps": 100,
+                "burst_period": period, "spikes_per_burst": spikes, "burst_cv": cv,
+                "data_burst_period": 60.0, "data_spikes_per_burst": 5.0, "data_burst_cv": 0.0}
+        return {"status": "done", "config": {"dataset": "v.npz", "model": "gnode", "method": "teacher-forcing",
+                                              "seed": seed}, "scores": {"D_stsp": 1.0}, "late": late}
+
+    results = records_to_dataset([record(0, 50.0, 4.0, 0.1), record(1, 70.0, 6.0, 0.3),
+                                  record(2, float("nan"), float("nan"), float("nan"))])
+    text = bursts_table(results, unit={"v.npz": "ms"})
+    assert "| *test data* | 60 × 5, CV 0.00 |" in text
+    assert "| gnode × teacher-forcing | 60 × 5, CV 0.20 (2/3 burst) |" in text
+    assert "(periods: v.npz in ms)" in text
+    plain = records_to_dataset([{**record(0, 50.0, 4.0, 0.1), "late": {"regime": "chaotic"}}])
+    assert bursts_table(plain) == ""
+
+
+def test_benchmark_on_a_bursting_file_tables_the_free_runs_bursts(tmp_path):
+    from dsident.cli import main
+
+    x, _ = burst_train(n_bursts=80)
+    np.savez(tmp_path / "v.npz", x=x[:, None], dt=0.5)
+    out = tmp_path / "bench"
+    assert main(["benchmark", "--datasets", str(tmp_path / "v.npz"), "--models", "shplrnn", "--seeds", "1",
+                 "--option", "n_epochs=1", "--option", "seq_len=20", "--param", "hidden_dim=8",
+                 "--out", str(out), "--no-progress"]) == 0
+    text = (out / "results.md").read_text()
+    assert "### Bursts of the free runs at twice the evaluation length" in text
+    assert "| *test data* | 60 × 5, CV 0.00 |" in text

@@ -38,8 +38,9 @@ from .machine import cpu_model
 from .registry import available_models, check_model_name
 from .runner import check_run_options, point_id, records_to_dataset, run_grid
 from .scoring import cached_floor
-from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, floor_discriminates, floor_multiple,
-                     is_reconstruction, markdown_table, regime_table, starts_table, test_data_note, trend_note)
+from .tables import (RECONSTRUCTION_FLOOR_RATIO, RECONSTRUCTION_MAX_DH, bursts_table, floor_discriminates,
+                     floor_multiple, is_reconstruction, markdown_table, regime_table, starts_table, test_data_note,
+                     trend_note)
 
 #: the grid ``dsident benchmark`` runs without arguments
 DEFAULT_DATASETS: tuple[str, ...] = ("lorenz63", "bursting_neuron", "ecg")
@@ -170,6 +171,8 @@ def run_benchmark(*, datasets: Sequence[str] | None = None, models: Sequence[str
     truth, units, true_verdicts = _true_exponents(datasets, configs, out, say)
     regimes = regime_table(results, truth=truth, unit=units, truth_verdict=true_verdicts)
     table += f"\n{regimes}" if regimes else ""
+    bursts = bursts_table(results, unit=units)
+    table += f"\n{bursts}" if bursts else ""
     starts = starts_table(results, floor=yardsticks)
     table += f"\n{starts}" if starts else ""
     trend = trend_note(results)

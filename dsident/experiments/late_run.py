@@ -12,7 +12,9 @@ test sample, and records
 - ``lambda_max``: its largest Lyapunov exponent per unit of the data's time,
 - ``D_stsp`` and ``D_H`` of the *late* stretch: the same :func:`dsident.metrics.evaluate`
   with a burn-in of ``1.25 T``, so the compared window is steps ``[1.25 T, 2.25 T)`` instead
-  of ``[0.25 T, 1.25 T)``.
+  of ``[0.25 T, 1.25 T)``;
+- where the test data burst, the bursts of the run and of the test stretch
+  (:func:`.scoring.run_bursts`): median period, spikes a burst, and the period's CV.
 
 Data with inputs are not analysed (the free run would need the inputs beyond the test stretch).
 """
@@ -25,10 +27,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["point_regime", "late_run_record", "analysis_length", "first_observation", "LATE_BURN_IN"]
+__all__ = ["point_regime", "late_run_record", "analysis_length", "first_observation", "LATE_BURN_IN", "BURST_KEYS"]
 
 #: burn-in of the late stretch, in units of the evaluation length T: scored window [1.25 T, 2.25 T)
 LATE_BURN_IN = 1.25
+
+#: what a point records of the bursts, where its test data burst: the late run's, then the test's
+BURST_KEYS = ("burst_period", "spikes_per_burst", "burst_cv", "data_burst_period", "data_spikes_per_burst",
+              "data_burst_cv")
 
 
 def analysis_length(eval_length: int | None) -> int:
@@ -59,7 +65,10 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
     dict
         ``regime`` (str, one of :data:`dsident.analysis.VERDICTS`, or None with ``reason``),
         ``lambda_max`` (per unit of time), ``D_stsp`` and ``D_H`` of the late stretch (NaN when
-        it diverged), ``steps`` (length of the analysed run).
+        it diverged), ``steps`` (length of the analysed run); with bursting test data also
+        ``burst_period``, ``spikes_per_burst``, ``burst_cv`` of the analysed run (NaN when it
+        does not burst) and ``data_burst_period``, ``data_spikes_per_burst``, ``data_burst_cv``
+        of the test stretch.
     """
     from .. import metrics
     from ..analysis import free_run_regime
@@ -80,8 +89,30 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
         warnings.simplefilter("ignore", RuntimeWarning)
         scores = extract_scores(metrics.evaluate(model, test, burn_in_fraction=LATE_BURN_IN, pe_steps=1,
                                                  seed=int(seed)))
-    return {"regime": regime.verdict, "lambda_max": regime.max_lyapunov, "D_stsp": scores["D_stsp"],
-            "D_H": scores["D_H"], "steps": n_steps}
+    out = {"regime": regime.verdict, "lambda_max": regime.max_lyapunov, "D_stsp": scores["D_stsp"],
+           "D_H": scores["D_H"], "steps": n_steps}
+    return {**out, **_bursts(test, regime.trajectory if regime.verdict != "diverged" else None)}
+
+
+def _bursts(test: xr.Dataset, run: xr.Dataset | None) -> dict[str, float]:
+    """The bursts of ``run`` and of ``test`` (:func:`.scoring.run_bursts`) as flat numbers;
+    empty when the test data do not burst."""
+    from .scoring import run_bursts
+
+    if run is None:
+        found = run_bursts(test, test)
+        if found is not None:
+            found["generated"] = None
+    else:
+        found = run_bursts(test, run)
+    if found is None:
+        return {}
+    out = {}
+    for prefix, b in (("", found["generated"]), ("data_", found["data"])):
+        out.update({f"{prefix}burst_period": b.period if b else math.nan,
+                    f"{prefix}spikes_per_burst": b.spikes_per_burst if b else math.nan,
+                    f"{prefix}burst_cv": b.period_cv if b else math.nan})
+    return out
 
 
 def late_run_record(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, Any]:

@@ -516,7 +516,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     before it existed), ``fit_time`` (seconds), ``status``,
     ``error``, and of the free run at twice the evaluation length (:mod:`.late_run`) ``regime``
     (the verdict; empty when not analysed), ``lambda_max`` (per unit of time), ``D_stsp_late``,
-    ``D_H_late``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one),
+    ``D_H_late``, with bursting test data ``burst_period_late``, ``spikes_per_burst_late``,
+    ``burst_cv_late`` and the test's ``data_burst_period``, ``data_spikes_per_burst``,
+    ``data_burst_cv``, ``still_improving`` (the fit's ``trend`` verdict as 1 / 0, NaN without one),
     and with ``test_starts`` (:mod:`.starts`; NaN without) ``D_stsp_starts`` /
     ``D_H_starts`` (medians over the starts), ``D_stsp_starts_max`` and ``n_starts``;
     coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys`` entry
@@ -535,6 +537,12 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     data["lambda_max"] = ("point", np.array([_num(v.get("lambda_max")) for v in late], dtype=float))
     data["D_stsp_late"] = ("point", np.array([_num(v.get("D_stsp")) for v in late], dtype=float))
     data["D_H_late"] = ("point", np.array([_num(v.get("D_H")) for v in late], dtype=float))
+    if any("data_burst_period" in v for v in late):     # bursting test data: the late run's bursts
+        from .late_run import BURST_KEYS
+
+        for key in BURST_KEYS:
+            data[f"{key}_late" if not key.startswith("data_") else key] = (
+                "point", np.array([_num(v.get(key)) for v in late], dtype=float))
     # from test_starts starts over the whole test split (.starts; NaN where not asked)
     starts = [r.get("starts") or {} for r in records]
     data["D_stsp_starts"] = ("point", np.array([_num(v.get("median_D_stsp")) for v in starts], dtype=float))

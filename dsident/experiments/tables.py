@@ -296,6 +296,67 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
     return "\n".join(lines) + "\n"
 
 
+def bursts_table(results: xr.Dataset, *, unit: Mapping[str, str] | None = None) -> str:
+    """The bursts of each cell's free runs at twice the evaluation length, beside the test data's.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        From :func:`dsident.experiments.runner.records_to_dataset` (``burst_period_late``,
+        ``spikes_per_burst_late``, ``burst_cv_late`` and ``data_burst_period``, ...).
+    unit : mapping, optional
+        ``dataset -> time unit`` of the periods.
+
+    Returns
+    -------
+    str
+        Markdown, empty when no dataset's test data burst: a first row with the test data's
+        bursts, then per model × inference and bursting dataset the medians over the seeds of the
+        runs that burst (period × spikes a burst, the period's CV) and how many of them burst.
+    """
+    if results.sizes.get("point", 0) == 0 or "data_burst_period" not in results:
+        return ""
+    done = results["status"].values == "done"
+    names, data_period = results["dataset"].values, results["data_burst_period"].values
+    datasets = sorted(d for d in set(names[done]) if np.isfinite(data_period[done & (names == d)]).any())
+    if not datasets:
+        return ""
+
+    def said(period: np.ndarray, spikes: np.ndarray, cv: np.ndarray) -> str:
+        ok = np.isfinite(period)
+        if not ok.any():
+            return "–"
+        return (f"{_fmt(float(np.median(period[ok])))} × {float(np.median(spikes[ok])):g}, "
+                f"CV {float(np.median(cv[ok])):.2f}")
+
+    header = ["model × inference"] + [f"{d}: bursts" for d in datasets]
+    lines = ["### Bursts of the free runs at twice the evaluation length", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    data_cells = []
+    for d in datasets:
+        sel = done & (names == d) & np.isfinite(data_period)
+        data_cells.append(said(*(results[k].values[sel][:1] for k in
+                                 ("data_burst_period", "data_spikes_per_burst", "data_burst_cv"))))
+    lines.append("| " + " | ".join(["*test data*"] + data_cells) + " |")
+    for label, selections in _cell_rows(results, done, datasets):
+        cells = [label]
+        for _, sel in selections:
+            period = results["burst_period_late"].values[sel]
+            if not sel.any():
+                cells.append("n/a")
+                continue
+            n_burst = int(np.isfinite(period).sum())
+            spikes, cv = results["spikes_per_burst_late"].values[sel], results["burst_cv_late"].values[sel]
+            cells.append(said(period, spikes, cv) + f" ({n_burst}/{int(sel.sum())} burst)")
+        lines.append("| " + " | ".join(cells) + " |")
+    units = ", ".join(f"{d} in {u}" for d, u in (unit or {}).items() if d in datasets)
+    lines += ["", "- bursts (`dsident.analysis.find_bursts`, on the test data's most variable bursting channel): "
+              "the median interval between burst onsets × the median spikes a burst, and the intervals' "
+              "coefficient of variation; per cell the medians over the seeds whose run bursts"
+              + (f" (periods: {units})" if units else "")]
+    return "\n".join(lines) + "\n"
+
+
 def starts_table(results: xr.Dataset, *, floor: Mapping[str, Mapping[str, float]] | None = None) -> str:
     """Each cell scored from the first test stretch and from several starts (run key ``test_starts``).
 
