@@ -349,7 +349,8 @@ def bursts_table(results: xr.Dataset, *, unit: Mapping[str, str] | None = None) 
             spikes, cv = results["spikes_per_burst_late"].values[sel], results["burst_cv_late"].values[sel]
             cells.append(said(period, spikes, cv) + f" ({n_burst}/{int(sel.sum())} burst)")
         lines.append("| " + " | ".join(cells) + " |")
-    units = ", ".join(f"{d} in {u}" for d, u in (unit or {}).items() if d in datasets)
+    units = ", ".join(f"{d} in {'time units' if u == 'time unit' else u}" for d, u in (unit or {}).items()
+                      if d in datasets)
     lines += ["", "- bursts (`dsident.analysis.find_bursts`, on the test data's most variable bursting channel): "
               "the median interval between burst onsets × the median spikes a burst, and the intervals' "
               "coefficient of variation; per cell the medians over the seeds whose run bursts"
