@@ -33,7 +33,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     (out / "inspect.md").write_text(text)
     # the slowest rhythm or burst cycle (a chaotic burster has no rhythm, but its bursts recur)
     periods = [r["period_samples"] for r in summary["per_channel"] if math.isfinite(r["period_samples"])]
-    periods += [r["burst_period"] / summary["dt"] for r in summary["per_channel"] if math.isfinite(r["burst_period"])]
+    periods += [r["burst_period"] / summary["dt"] for r in summary["per_channel"]
+                if math.isfinite(r["burst_period"])]
     shown = int(max(2_000, FEW_PERIODS * max(periods))) if periods else 2_000
     plotting.plot_time_series(data, n_steps=shown, title=summary["name"], save=out / "time_series.png")
     plotting.plot_power_spectra(data, title=f"{summary['name']}: power spectra (as D_H compares them)",

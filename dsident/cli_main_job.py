@@ -498,7 +498,7 @@ def _slow_line(spec: Any, unit: str | None) -> list[str]:
 def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     """fit.md's hint for a one-channel recording fitted without slow channels whose training data
     fire in bursts (:func:`dsident.analysis.bursts.find_bursts`): ``--slow-channels auto``."""
-    from .analysis.bursts import find_bursts
+    from .analysis.bursts import SLOW_CHANNELS_EVIDENCE, find_bursts
     from .data.time_units import time_unit
     from .experiments.config import RECORDING, data_key
 
@@ -513,8 +513,7 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
             f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} {time_unit(train) or 'time units'} apart "
             f"in the median, the intervals' CV {bursts.period_cv:.2f}), and what starts and ends them is not "
             "recorded: `--slow-channels auto` hands the burst cycle to the model as two observed, unscored "
-            "channels. That took the gnODE from 333× to 9× the floor on a chaotic burster (CV 0.31) and made it "
-            "worse on a regular one (CV 0.00): compare both (docs/main_job.md, \"Session 50\")"]
+            f"channels. {SLOW_CHANNELS_EVIDENCE}"]
 
 
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:

@@ -234,8 +234,9 @@ def _check_indices(idx: Sequence[int], n: int, argname: str) -> list[int]:
 def _shade_missing(ax: Any, t: np.ndarray, missing: np.ndarray, row: int, dt: float) -> None:
     if not missing.any():
         return
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], missing.astype(int), [0]])))
-    for lo, hi in zip(edges[::2], edges[1::2]):
+    from .metrics.evaluate import true_runs
+
+    for lo, hi in zip(*true_runs(missing)):
         ax.fill_between([t[lo], t[hi - 1] + dt], row - 0.45, row + 0.45, color="0.85", lw=0)
 
 

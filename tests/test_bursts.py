@@ -59,7 +59,7 @@ def test_otsu_split_matches_a_brute_force_search():
         a, b = s[:i], s[i:]
         return len(a) * len(b) * (a.mean() - b.mean()) ** 2
 
-    assert _otsu_split(values) == max(range(1, s.size), key=between)
+    assert _otsu_split(s) == max(range(1, s.size), key=between)
 
 
 @pytest.mark.parametrize("case", ["tonic", "pairs", "few", "sine", "flat"])

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Bursts", "find_bursts", "find_spikes", "burst_cutoff", "SPIKE_PROMINENCE", "MIN_ISI_RATIO",
-           "MIN_SPIKES_PER_BURST", "MIN_BURSTS", "CUTOFF_PER_BURST"]
+           "MIN_SPIKES_PER_BURST", "MIN_BURSTS", "CUTOFF_PER_BURST", "SLOW_CHANNELS_EVIDENCE"]
 
 #: a spike's prominence, as a share of the series' 1st-99th percentile range
 SPIKE_PROMINENCE = 0.3
@@ -43,6 +43,13 @@ MIN_BURSTS = 10
 #: ``--slow-channels auto`` cuts at this many times the burst frequency (1 / period): the
 #: band keeps the burst cycle and drops the spikes (session 49's 0.02 on a ~100-unit period)
 CUTOFF_PER_BURST = 2.0
+#: what the slow channels did for the two bursting recordings they were measured on, quoted by
+#: the notes that suggest them (`dsident inspect`, fit.md; docs/main_job.md "Session 50")
+SLOW_CHANNELS_EVIDENCE = (
+    "Whether that helps depends on the bursts: on a chaotic burster (Hindmarsh-Rose, CV 0.31) it took the gnODE "
+    "from 333× to about 9× the floor (the LTC 607× to 10×, the shallow PLRNN, clipped, 460× to 16×); on a regular "
+    "one (the bursting neuron's V alone, CV 0.00) it took the gnODE from D_stsp 0.82 to 14.5. Fit with and without "
+    "it and compare (docs/main_job.md, \"Session 50\").")
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,6 @@ class Bursts:
     onsets: np.ndarray
 
 
-def _observed_stretches(series: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) of each run of finite samples."""
-    ok = np.isfinite(series).astype(int)
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok, [0]])))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
 def find_spikes(series: np.ndarray, *, prominence: float = SPIKE_PROMINENCE) -> list[np.ndarray]:
     """Spike peaks of a 1-D series, one index array per observed stretch (NaN splits stretches).
 
@@ -105,6 +105,8 @@ def find_spikes(series: np.ndarray, *, prominence: float = SPIKE_PROMINENCE) -> 
     """
     from scipy.signal import find_peaks
 
+    from ..metrics.evaluate import true_runs
+
     x = np.asarray(series, dtype=float)
     if x.ndim != 1:
         raise ValueError(f"`series` must be one channel, shape (time,); got shape {x.shape}.")
@@ -117,12 +119,11 @@ def find_spikes(series: np.ndarray, *, prominence: float = SPIKE_PROMINENCE) -> 
     if not spread > 0:
         return []
     return [start + find_peaks(x[start:stop], prominence=prominence * spread)[0]
-            for start, stop in _observed_stretches(x) if stop - start >= 3]
+            for start, stop in zip(*true_runs(np.isfinite(x))) if stop - start >= 3]
 
 
-def _otsu_split(values: np.ndarray) -> int:
-    """Index into ``np.sort(values)`` where Otsu's rule splits them (the first of the upper class)."""
-    s = np.sort(values)
+def _otsu_split(s: np.ndarray) -> int:
+    """Index into the sorted values ``s`` where Otsu's rule splits them (the first of the upper class)."""
     n = s.size
     cum = np.cumsum(s)
     i = np.arange(1, n)
@@ -161,8 +162,8 @@ def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROM
     log_isi = np.log(np.concatenate(intervals).astype(float))
     if np.ptp(log_isi) == 0:
         return None
-    cut = _otsu_split(log_isi)
     ordered = np.sort(log_isi)
+    cut = _otsu_split(ordered)
     short, long_ = ordered[:cut], ordered[cut:]
     ratio = float(np.exp(np.median(long_) - np.median(short)))
     threshold = float(np.exp(0.5 * (short[-1] + long_[0])))          # in samples

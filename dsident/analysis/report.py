@@ -221,7 +221,8 @@ class DynamicsReport:
                 row = f"| {i} | {self.fixed_points.kind[i]} | {self.fixed_points.max_abs_eigenvalue[i]:.4g} |"
                 if ct:
                     row += f" {self.continuous_abscissa[i]:.4g} |"
-                row += (f" {outside[i]:.3g} |" if np.isfinite(outside[i]) else " – |") + f" {_numbers(self.fixed_points.points[i, 0][:_MAX_LATENTS], 3)}"
+                row += f" {outside[i]:.3g} |" if np.isfinite(outside[i]) else " – |"
+                row += f" {_numbers(self.fixed_points.points[i, 0][:_MAX_LATENTS], 3)}"
                 if m > _MAX_LATENTS:                # a wide model's state: its readout says more
                     row = row[:-1] + f", … ({m - _MAX_LATENTS} more)]"
                 row += " |"

@@ -112,6 +112,18 @@ def _preceding(before: Any, ds: xr.Dataset, names: list[str]) -> tuple[np.ndarra
     return prior["x"].values, _lengths(prior)
 
 
+def channel_position(names: list[str], channel: int | str, argname: str = "channel") -> int:
+    """The position of ``channel`` (a name or a position) among ``names``; ValueError naming
+    ``argname`` otherwise."""
+    if isinstance(channel, str):
+        if channel not in names:
+            raise ValueError(f"`{argname}` must name one of the data's channels {names}; got {channel!r}.")
+        return names.index(channel)
+    if isinstance(channel, (int, np.integer)) and not isinstance(channel, bool) and 0 <= channel < len(names):
+        return int(channel)
+    raise ValueError(f"`{argname}` must be a channel name or a position in 0..{len(names) - 1}; got {channel!r}.")
+
+
 def burg_ar(series: np.ndarray, order: int) -> np.ndarray:
     """Autoregressive coefficients of ``series`` by Burg's method.
 
@@ -266,14 +278,7 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     ds = as_dataset(data)
     dt = float(ds.attrs.get("dt", 1.0))
     names = [str(c) for c in ds["channel"].values]
-    if isinstance(channel, str):
-        if channel not in names:
-            raise ValueError(f"`channel` must name one of the data's channels {names}; got {channel!r}.")
-        index = names.index(channel)
-    elif isinstance(channel, (int, np.integer)) and not isinstance(channel, bool) and 0 <= channel < len(names):
-        index = int(channel)
-    else:
-        raise ValueError(f"`channel` must be a channel name or a position in 0..{len(names) - 1}; got {channel!r}.")
+    index = channel_position(names, channel)
     nyquist = 0.5 / dt
     if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not 0 < cutoff < nyquist:
         raise ValueError(f"`cutoff` must be a frequency in (0, {nyquist:g}) cycles per time unit (below Nyquist "

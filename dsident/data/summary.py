@@ -108,7 +108,7 @@ def _one_channel_note(data: xr.Dataset, channel: str, length: int) -> str:
 def _burst_note(row: dict[str, Any], unit: str) -> str:
     """The note on a one-channel recording that bursts: the slow channels ``--slow-channels auto``
     would add, because the variable that starts and ends each burst is not recorded."""
-    from ..analysis.bursts import CUTOFF_PER_BURST
+    from ..analysis.bursts import CUTOFF_PER_BURST, SLOW_CHANNELS_EVIDENCE
 
     period = row["burst_period"]
     return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} counted in the first trial, "
@@ -116,11 +116,7 @@ def _burst_note(row: dict[str, Any], unit: str) -> str:
             f"{row['burst_period_cv']:.2f}), and what starts and ends them is not recorded. `--slow-channels auto` "
             "hands the burst cycle to the model as two observed, unscored channels (the band below "
             f"{CUTOFF_PER_BURST / period:.3g} cycles per {'time unit' if unit == 'time units' else unit}, "
-            f"{CUTOFF_PER_BURST:g}× the burst frequency, and its quadrature). Whether that helps depends on the "
-            "bursts: on a chaotic burster (Hindmarsh-Rose, CV 0.31) it took the gnODE from 333× to about 9× the "
-            "floor (the LTC 607× to 10×, the shallow PLRNN, clipped, 460× to 16×); on a regular one (the bursting "
-            "neuron's V alone, CV 0.00) it took the gnODE from D_stsp 0.82 to 14.5. Fit with and without it and "
-            "compare (docs/main_job.md, \"Session 50\").")
+            f"{CUTOFF_PER_BURST:g}× the burst frequency, and its quadrature). " + SLOW_CHANNELS_EVIDENCE)
 
 
 def _stat(func: Any, values: np.ndarray) -> float:

@@ -242,15 +242,10 @@ def auto_slow_cutoff(train: xr.Dataset, channel: int | str = 0) -> dict[str, Any
     from ..analysis.bursts import (MIN_BURSTS, MIN_ISI_RATIO, MIN_SPIKES_PER_BURST, burst_cutoff, find_bursts,
                                    find_spikes)
     from ..data import to_arrays
+    from ..data.slow_channels import channel_position
 
     names = [str(c) for c in train["channel"].values]
-    if isinstance(channel, str) and channel in names:
-        k = names.index(channel)
-    elif isinstance(channel, (int, np.integer)) and not isinstance(channel, bool) and 0 <= channel < len(names):
-        k = int(channel)
-    else:
-        raise ValueError(f"`slow_channels.channel` must name one of the data's channels {names} or a position in "
-                         f"0..{len(names) - 1}; got {channel!r}.")
+    k = channel_position(names, channel, argname="slow_channels.channel")
     arrays = to_arrays(train)
     dt = float(train.attrs.get("dt", 1.0))
     series = arrays.x[0, : arrays.length[0], k]

@@ -95,16 +95,11 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
 
 
 def _bursts(test: xr.Dataset, run: xr.Dataset | None) -> dict[str, float]:
-    """The bursts of ``run`` and of ``test`` (:func:`.scoring.run_bursts`) as flat numbers;
-    empty when the test data do not burst."""
+    """The bursts of ``run`` (None: a diverged run, no bursts) and of ``test``
+    (:func:`.scoring.run_bursts`) as flat numbers; empty when the test data do not burst."""
     from .scoring import run_bursts
 
-    if run is None:
-        found = run_bursts(test, test)
-        if found is not None:
-            found["generated"] = None
-    else:
-        found = run_bursts(test, run)
+    found = run_bursts(test, run)
     if found is None:
         return {}
     out = {}

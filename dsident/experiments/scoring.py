@@ -164,7 +164,7 @@ COMPARED_MIN_BURSTS = 4
 COMPARED_MIN_SPIKES = 2
 
 
-def run_bursts(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
+def run_bursts(test: xr.Dataset, run: xr.Dataset | None) -> dict[str, Any] | None:
     """The bursts of the data and of the compared free run, on one channel.
 
     A chaotic burster has no spectral line (:func:`run_periods` gives no period), but its
@@ -176,21 +176,21 @@ def run_bursts(test: xr.Dataset, run: xr.Dataset) -> dict[str, Any] | None:
     -------
     dict or None
         ``channel`` (name), ``data`` and ``generated`` (:class:`~dsident.analysis.bursts.Bursts`;
-        ``generated`` None when the run does not burst). None when no scored channel of ``test``
-        bursts.
+        ``generated`` None when the run does not burst, or is None: a diverged run). None when no
+        scored channel of ``test`` bursts.
     """
     from ..analysis.bursts import find_bursts
     from ..data.slow_channels import scored_channels
 
     x = np.asarray(test["x"].values[0], dtype=float)
-    g = np.asarray(run["x"].values[0], dtype=float)
+    g = None if run is None else np.asarray(run["x"].values[0], dtype=float)
     dt = float(test.attrs["dt"])
     keep = [int(k) for k in scored_channels(test) if np.isfinite(x[:, k]).sum() > 1]
     for k in sorted(keep, key=lambda c: -float(np.nanvar(x[:, c]))):
         data = find_bursts(x[:, k], dt, min_bursts=COMPARED_MIN_BURSTS, min_spikes=COMPARED_MIN_SPIKES)
         if data is not None:
             generated = (find_bursts(g[:, k], dt, min_bursts=COMPARED_MIN_BURSTS, min_spikes=COMPARED_MIN_SPIKES)
-                         if k < g.shape[1] and np.isfinite(g[:, k]).all() else None)
+                         if g is not None and k < g.shape[1] and np.isfinite(g[:, k]).all() else None)
             return {"channel": str(test["channel"].values[k]), "data": data, "generated": generated}
     return None
 

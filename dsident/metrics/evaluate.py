@@ -450,14 +450,18 @@ def min_spectrum_length(sigma: float) -> int:
     return max(20, int(np.ceil(16 * sigma)))
 
 
+def true_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, stops)`` of each run of True in a 1-D boolean ``mask`` (stops exclusive), in order."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], np.asarray(mask, dtype=int), [0]])))
+    return edges[::2], edges[1::2]
+
+
 def longest_observed_stretch(series: np.ndarray) -> tuple[int, int]:
     """(start, length) of the longest run of fully observed samples of a (time, channel) series
     (the first of equally long runs; (0, 0) when no sample is fully observed)."""
-    ok = np.all(np.isfinite(np.asarray(series, dtype=float)), axis=1)
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(int), [0]])))
-    if edges.size == 0:
+    starts, stops = true_runs(np.all(np.isfinite(np.asarray(series, dtype=float)), axis=1))
+    if starts.size == 0:
         return 0, 0
-    starts, stops = edges[::2], edges[1::2]
     longest = int(np.argmax(stops - starts))
     return int(starts[longest]), int(stops[longest] - starts[longest])
 
