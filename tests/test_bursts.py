@@ -292,6 +292,28 @@ def test_bursts_table_gives_the_datas_bursts_and_each_cells_medians():
     assert bursts_table(plain) == ""
 
 
+def test_sweep_table_gets_a_bursts_column_only_where_the_test_data_burst():
+    from dsident.experiments.runner import records_to_dataset
+    from dsident.experiments.sweep import sweep_table
+
+    def record(seed, lr, period, data_period=60.0):
+        late = {"regime": "cycle", "lambda_max": 0.0, "D_stsp": 1.0, "D_H": 0.1, "steps": 100,
+                "burst_period": period, "spikes_per_burst": 4.0, "burst_cv": 0.1,
+                "data_burst_period": data_period, "data_spikes_per_burst": 5.0, "data_burst_cv": 0.02}
+        return {"status": "done", "config": {"dataset": "v.npz", "model": "gnode", "method": "teacher-forcing",
+                                              "seed": seed, "lr": lr}, "scores": {"D_stsp": 1.0}, "late": late}
+
+    res = records_to_dataset([record(0, 0.01, 50.0), record(1, 0.01, 54.0), record(0, 0.001, float("nan")),
+                              record(1, 0.001, float("nan"))], sweep_keys=["lr"])
+    text = sweep_table(res, ["lr"])
+    assert text.splitlines()[0].endswith("| free run (2T) | bursts (2T) |")
+    assert "| 0.01 | 2/2 |" in text and text.splitlines()[3].endswith("| 52 × 4, CV 0.10 (2/2 burst) |")
+    assert text.splitlines()[2].endswith("| – (0/2 burst) |")
+    assert "The test data: v.npz 60 × 5, CV 0.02" in text
+    quiet = records_to_dataset([record(0, 0.01, 50.0, data_period=float("nan"))], sweep_keys=["lr"])
+    assert "bursts (2T)" not in sweep_table(quiet, ["lr"]) and "The test data" not in sweep_table(quiet, ["lr"])
+
+
 def test_benchmark_on_a_bursting_file_tables_the_free_runs_bursts(tmp_path):
     from dsident.cli import main
 

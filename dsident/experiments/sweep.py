@@ -43,7 +43,8 @@ from .config import RUN_KEYS, SCORING_KEYS, held_out_by_default, load_config_fil
 from .inputs import check_grid_datasets, check_grid_files
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
-from .tables import median_mad, regime_cell, test_data_note, _fmt
+from .tables import (BURSTS_EXPLAINED, data_bursts_cell, late_bursts_cell, median_mad, regime_cell, test_data_note,
+                     _fmt)
 
 #: keys of a sweep file besides the run configuration
 SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
@@ -443,17 +444,32 @@ def floor_note(configs: Sequence[Mapping[str, Any]], out: str | Path) -> str:
     return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
+def _data_bursts_lines(results: xr.Dataset) -> list[str]:
+    """What the bursts column compares with: the test data's bursts, per dataset of the sweep."""
+    done = results["status"].values == "done"
+    names, period = results["dataset"].values, results["data_burst_period"].values
+    said = [f"{d} {data_bursts_cell(results, done & (names == d) & np.isfinite(period))}"
+            for d in sorted(set(names[done & np.isfinite(period)]))]
+    return [f"- {BURSTS_EXPLAINED}; per row the medians over the seeds whose run bursts, and how many "
+            f"did. The test data: {'; '.join(said)}"]
+
+
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
     """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD, and
     where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`); with
     ``test_starts`` also ``D_stsp_starts``, the median over seeds of each seed's median D_stsp
-    from that many starts over the test split (:mod:`.starts`)."""
+    from that many starts over the test split (:mod:`.starts`). Where the test data burst, a last
+    column gives the late free runs' bursts (:func:`.tables.late_bursts_cell`) and a line under the
+    table the test data's, so a row that scores well but bursts like clockwork, or not at all, shows."""
     metrics: tuple[str, ...] = ("D_stsp", "D_H", "PE", "diverged", "fit_time")
     if "D_stsp_starts" in results and np.isfinite(results["D_stsp_starts"].values).any():
         metrics = ("D_stsp", "D_stsp_starts", *metrics[1:])
-    header = [*keys, "seeds done", *metrics, "free run (2T)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     n = results.sizes.get("point", 0)
+    status = results["status"].values if n else np.array([])
+    bursting = ("data_burst_period" in results and "burst_period_late" in results
+                and np.isfinite(results["data_burst_period"].values[status == "done"]).any())
+    header = [*keys, "seeds done", *metrics, "free run (2T)"] + (["bursts (2T)"] if bursting else [])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     combos: dict[tuple, list[int]] = {}
     for i in range(n):
         combos.setdefault(tuple(results[k].values[i].item() if hasattr(results[k].values[i], "item")
@@ -471,9 +487,11 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
                 cells.append("–" if k == 0 else _fmt(med) if k == 1 or m == "fit_time"
                              else f"{_fmt(med)} ± {_fmt(mad, 2)}")
         cells.append(regime_cell(results["regime"].values[done]) if "regime" in results else "–")
+        if bursting:
+            cells.append(late_bursts_cell(results, np.isin(np.arange(n), done)) if done else "–")
         lines.append("| " + " | ".join(cells) + " |")
         errors += [f"- failed: {dict(zip(keys, combo))} seed {int(results['seed'].values[i])}: "
                    f"{str(results['error'].values[i]).splitlines()[0][:200]}" for i in idx if i not in done]
     machines = describe_machines(results["machine"].values) if "machine" in results else None
-    tail = errors + ([f"- {machines}"] if machines else [])
+    tail = errors + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
     return "\n".join(lines + ([""] + tail if tail else [])) + "\n"

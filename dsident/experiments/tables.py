@@ -296,6 +296,33 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
     return "\n".join(lines) + "\n"
 
 
+def _bursts_said(period: np.ndarray, spikes: np.ndarray, cv: np.ndarray) -> str:
+    """``period × spikes, CV cv``: medians over the entries whose period is finite ("–" if none)."""
+    ok = np.isfinite(period)
+    if not ok.any():
+        return "–"
+    return (f"{_fmt(float(np.median(period[ok])))} × {float(np.median(spikes[ok])):g}, "
+            f"CV {float(np.median(cv[ok])):.2f}")
+
+
+def data_bursts_cell(results: xr.Dataset, sel: np.ndarray) -> str:
+    """The test data's bursts as recorded with the first selected point (all share one test stretch)."""
+    return _bursts_said(*(results[k].values[sel][:1] for k in
+                          ("data_burst_period", "data_spikes_per_burst", "data_burst_cv")))
+
+
+def late_bursts_cell(results: xr.Dataset, sel: np.ndarray) -> str:
+    """The selected points' late free runs' bursts: medians over the runs that burst, and how many did."""
+    period = results["burst_period_late"].values[sel]
+    spikes, cv = results["spikes_per_burst_late"].values[sel], results["burst_cv_late"].values[sel]
+    return _bursts_said(period, spikes, cv) + f" ({int(np.isfinite(period).sum())}/{int(sel.sum())} burst)"
+
+
+BURSTS_EXPLAINED = ("bursts (`dsident.analysis.find_bursts`, on the test data's most variable bursting channel): "
+                    "the median interval between burst onsets × the median spikes a burst, and the intervals' "
+                    "coefficient of variation")
+
+
 def bursts_table(results: xr.Dataset, *, unit: Mapping[str, str] | None = None) -> str:
     """The bursts of each cell's free runs at twice the evaluation length, beside the test data's.
 
@@ -322,38 +349,22 @@ def bursts_table(results: xr.Dataset, *, unit: Mapping[str, str] | None = None) 
     if not datasets:
         return ""
 
-    def said(period: np.ndarray, spikes: np.ndarray, cv: np.ndarray) -> str:
-        ok = np.isfinite(period)
-        if not ok.any():
-            return "–"
-        return (f"{_fmt(float(np.median(period[ok])))} × {float(np.median(spikes[ok])):g}, "
-                f"CV {float(np.median(cv[ok])):.2f}")
-
     header = ["model × inference"] + [f"{d}: bursts" for d in datasets]
     lines = ["### Bursts of the free runs at twice the evaluation length", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     data_cells = []
     for d in datasets:
         sel = done & (names == d) & np.isfinite(data_period)
-        data_cells.append(said(*(results[k].values[sel][:1] for k in
-                                 ("data_burst_period", "data_spikes_per_burst", "data_burst_cv"))))
+        data_cells.append(data_bursts_cell(results, sel))
     lines.append("| " + " | ".join(["*test data*"] + data_cells) + " |")
     for label, selections in _cell_rows(results, done, datasets):
         cells = [label]
         for _, sel in selections:
-            period = results["burst_period_late"].values[sel]
-            if not sel.any():
-                cells.append("n/a")
-                continue
-            n_burst = int(np.isfinite(period).sum())
-            spikes, cv = results["spikes_per_burst_late"].values[sel], results["burst_cv_late"].values[sel]
-            cells.append(said(period, spikes, cv) + f" ({n_burst}/{int(sel.sum())} burst)")
+            cells.append(late_bursts_cell(results, sel) if sel.any() else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
     units = ", ".join(f"{d} in {'time units' if u == 'time unit' else u}" for d, u in (unit or {}).items()
                       if d in datasets)
-    lines += ["", "- bursts (`dsident.analysis.find_bursts`, on the test data's most variable bursting channel): "
-              "the median interval between burst onsets × the median spikes a burst, and the intervals' "
-              "coefficient of variation; per cell the medians over the seeds whose run bursts"
+    lines += ["", f"- {BURSTS_EXPLAINED}; per cell the medians over the seeds whose run bursts"
               + (f" (periods: {units})" if units else "")]
     return "\n".join(lines) + "\n"
 
