@@ -818,3 +818,20 @@ def test_run_periods_skip_a_broadband_channel_for_one_with_a_rhythm():
     out = run_periods(test, test)
     # x varies most but wanders between the lobes; z oscillates (≈ 0.76 time units)
     assert out["channel"] == "z" and 0.7 < out["data"] < 0.8 and out["ratio"] == pytest.approx(1.0)
+
+
+def test_a_swept_slow_channels_setting_is_labelled_as_the_sweep_file_gave_it():
+    # a resolved `auto` carries the cutoff it chose; the row must stay "auto" so that a failed
+    # point (unresolved) and the finished ones of the same setting share one row
+    recs = [{"status": "done", "config": {"dataset": "v.csv", "model": "gnode", "seed": 0}},
+            {"status": "done", "config": {"dataset": "v.csv", "model": "gnode", "seed": 0,
+                                          "slow_channels": {"cutoff": 0.021, "chosen": "auto", "channel": "V"}}},
+            {"status": "failed", "error": "ValueError: no bursts", "config": {
+                "dataset": "v.csv", "model": "gnode", "seed": 1, "slow_channels": {"cutoff": "auto"}}},
+            {"status": "done", "config": {"dataset": "v.csv", "model": "gnode", "seed": 0,
+                                          "slow_channels": {"cutoff": 0.4, "channel": "V"}}}]
+    ds = runner.records_to_dataset(recs, sweep_keys=["slow_channels"])
+    assert list(ds["slow_channels"].values) == ["off", "auto", "auto", "0.4"]
+    text = sweep.sweep_table(ds, ["slow_channels"])
+    assert "| auto | 1/2 |" in text and "| off | 1/1 |" in text and "| 0.4 | 1/1 |" in text
+    assert "- failed: {'slow_channels': 'auto'} seed 1: ValueError: no bursts" in text

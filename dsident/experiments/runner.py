@@ -562,7 +562,7 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
         coords[key] = ("point", np.array([str(r.get("config", {}).get(key)) for r in records], dtype=object).astype(str))
     coords["seed"] = ("point", np.array([int(r.get("config", {}).get("seed", 0)) for r in records], dtype=np.int64))
     for key in sweep_keys:
-        values = [_lookup(r.get("config", {}), key) for r in records]
+        values = [_swept_value(key, _lookup(r.get("config", {}), key)) for r in records]
         numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)) for v in values)
         coords[key] = ("point", np.array(values, dtype=float) if numeric else np.array([str(v) for v in values]))
     ds = xr.Dataset(data, coords=coords)
@@ -570,6 +570,20 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     ds.attrs = {"dsident_version": __version__, "n_points": n,
                 "configs": json.dumps([_jsonable(r.get("config", {})) for r in records], default=str)}
     return ds
+
+
+def _swept_value(key: str, value: Any) -> Any:
+    """A swept setting as a table shows it. ``slow_channels`` is resolved into a table of filter
+    settings when its point runs; its row keeps the value the sweep file gave: ``off``, ``auto``
+    (whichever cutoff each point chose) or the cutoff."""
+    if key != "slow_channels":
+        return value
+    if not isinstance(value, Mapping):
+        return "off"
+    cutoff = value.get("cutoff")
+    if "auto" in (value.get("chosen"), cutoff):
+        return "auto"
+    return f"{cutoff:g}" if isinstance(cutoff, (int, float)) else str(cutoff)
 
 
 def _lookup(cfg: Mapping[str, Any], key: str) -> Any:

@@ -491,7 +491,8 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
             cells.append(late_bursts_cell(results, np.isin(np.arange(n), done)) if done else "–")
         lines.append("| " + " | ".join(cells) + " |")
         errors += [f"- failed: {dict(zip(keys, combo))} seed {int(results['seed'].values[i])}: "
-                   f"{str(results['error'].values[i]).splitlines()[0][:200]}" for i in idx if i not in done]
+                   f"{(str(results['error'].values[i]).splitlines() or ['no error recorded'])[0][:200]}"
+                   for i in idx if i not in done]
     machines = describe_machines(results["machine"].values) if "machine" in results else None
     tail = errors + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
     return "\n".join(lines + ([""] + tail if tail else [])) + "\n"
