@@ -220,3 +220,41 @@ def test_return_run_is_the_compared_window_in_the_test_layout():
     assert float(res.state_space_divergence) == pytest.approx(state_space_divergence(test, run), rel=1e-12)
     plain = evaluate(_model(matrix), test, pe_steps=2)
     assert float(plain.power_spectrum_distance) == float(res.power_spectrum_distance)
+
+
+def _poisson_rotation():
+    """A 2-D rotation read out by 4 Poisson neurons at about 3 counts a bin."""
+    from dsident.observations import Poisson
+
+    obs = Poisson(4, 2, readout="linear")
+    with torch.no_grad():
+        obs.B.copy_(torch.tensor([[0.8, 0.0], [0.0, 0.8], [0.5, 0.5], [-0.6, 0.3]]))
+        obs.b.copy_(torch.full((4,), float(np.log(3.0))))
+    return StateSpaceModel(linear_model(_rotation(ANGLE)).dynamics, obs, dt=0.1).double()
+
+
+def test_count_models_are_scored_by_draws_like_the_data():
+    model = _poisson_rotation()
+    data = model.generate(10_000, z0=np.array([1.0, 0.0]), observation_noise=True, seed=1)
+    test = dsident.as_dataset(data["x"].values[0], dt=0.1)
+    # the independent route: another draw of the same model against the test counts
+    other = model.generate(10_000, z0=np.array([1.0, 0.0]), observation_noise=True, seed=2)["x"].values[0]
+    like = state_space_divergence(test["x"].values[0][2500:], other[2500:])
+    drawn = evaluate(model, test, seed=5, pe_steps=2)
+    means = evaluate(model, test, seed=5, pe_steps=2, observation_noise=False)
+    assert drawn.attrs["observation_noise"] == 1 and means.attrs["observation_noise"] == 0
+    # expected counts sit between the integers the data take: far from the data's distribution
+    assert float(means.state_space_divergence) > 2.5 * float(drawn.state_space_divergence)
+    assert float(drawn.state_space_divergence) == pytest.approx(like, rel=0.25)
+    # a Gaussian (continuous) model keeps its mean
+    assert evaluate(_model(_rotation(ANGLE)), dsident.as_dataset(_orbit(_rotation(ANGLE), 500), dt=0.1),
+                    pe_steps=2).attrs["observation_noise"] == 0
+
+
+def test_drawing_counts_from_a_diverged_run_keeps_nan():
+    from dsident.observations import Bernoulli, Categorical, Poisson
+
+    z = torch.tensor([[0.1, 0.2], [float("nan"), 0.0]], dtype=torch.float64)
+    for obs in (Poisson(3, 2), Bernoulli(3, 2), Categorical(3, 2)):
+        x = obs.double().sample(z, generator=torch.Generator().manual_seed(0))
+        assert torch.isfinite(x[0]).all() and torch.isnan(x[1]).all(), type(obs).__name__

@@ -39,7 +39,8 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
              sigma: float = 20.0, pe_steps: int = 20, stsp_method: str = "auto", smoothing_alpha: float = 1e-5,
              direction: str = "forward", gmm_scaling: float = 1.0, gmm_points: int = 10_000,
              mc_samples: int = 1_000, divergence_threshold: float = 1e3, noise: bool = False,
-             dt: float | None = None, return_run: bool = False) -> xr.Dataset | tuple[xr.Dataset, xr.Dataset]:
+             observation_noise: bool | None = None, dt: float | None = None,
+             return_run: bool = False) -> xr.Dataset | tuple[xr.Dataset, xr.Dataset]:
     """Score a model against test data with the standard reconstruction protocol.
 
     Parameters
@@ -70,6 +71,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         the test data (per channel) or becomes non-finite.
     noise : bool
         Add process noise during the free run (default: the deterministic skeleton).
+    observation_noise : bool, optional
+        Score draws of the observation model along the free run instead of its mean. Default:
+        for an observation model of counts or classes (``observation.discrete``: Poisson,
+        Bernoulli, Categorical), where the data are draws too and a run of expected counts sits
+        between the integers the data take (so even the true rates score far above the floor),
+        and not otherwise. The latent run stays the deterministic skeleton unless ``noise``.
     dt : float, optional
         Sampling step passed to ``generate`` and ``step`` (default: the model's own).
     return_run : bool
@@ -129,8 +136,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     windows = lengths - starts
     burn_in = np.zeros(n_trials, dtype=int) if u is not None else np.floor(burn_in_fraction * windows).astype(int)
     n_generate = int(np.max(burn_in + windows))
+    if observation_noise is None:
+        observation_noise = bool(getattr(getattr(fitted, "observation", None), "discrete", False))
     gen_kwargs: dict[str, Any] = {"n_trials": n_trials, "x0": x[np.arange(n_trials), starts],
                                   "noise": bool(noise), "seed": int(seed)}
+    if observation_noise:     # only then: generate() of duck-typed models need not take it
+        gen_kwargs["observation_noise"] = True
     if dt is not None:
         gen_kwargs["dt"] = float(dt)
     if u is not None:
@@ -146,7 +157,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
                     smoothing_alpha=float(smoothing_alpha), stsp_method=stsp_method, direction=direction,
                     gmm_scaling=float(gmm_scaling), gmm_points=int(gmm_points), mc_samples=int(mc_samples),
                     sigma=float(sigma), pe_steps=int(pe_steps), divergence_threshold=float(divergence_threshold),
-                    noise=int(bool(noise)))
+                    noise=int(bool(noise)), observation_noise=int(bool(observation_noise)))
     if diverged:
         warnings.warn(f"the free run of {type(model).__name__} diverged (non-finite or beyond "
                       f"{divergence_threshold:g} std of the data); D_stsp and D_H are NaN.", RuntimeWarning, stacklevel=2)

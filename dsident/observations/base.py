@@ -39,10 +39,16 @@ class ObservationModel(nn.Module):
         N, number of observed channels.
     latent_dim : int
         M, size of the latent state it reads from.
+    discrete : bool
+        The observations are counts or classes (Poisson, Bernoulli, Categorical). A free run of
+        such a model is scored by draws of the observation model, not by its mean: the data are
+        draws too, and an expected count never equals an observed one
+        (:func:`dsident.metrics.evaluate`).
     """
 
     obs_dim: int
     latent_dim: int
+    discrete: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

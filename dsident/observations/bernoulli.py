@@ -41,6 +41,8 @@ class Bernoulli(ReadoutObservation):
     minus the Fisher information.
     """
 
+    discrete = True
+
     def __init__(self, obs_dim: int, latent_dim: int, readout: str | Readout = "linear") -> None:
         super().__init__(obs_dim, latent_dim, readout)
 
@@ -50,8 +52,10 @@ class Bernoulli(ReadoutObservation):
 
     def sample(self, z: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """x ~ Bernoulli(p): (..., M) -> (..., N), values 0.0 / 1.0."""
-        p = self.mean(z)
-        return torch.bernoulli(p.detach().cpu(), generator=generator).to(dtype=p.dtype, device=p.device)
+        p = self.mean(z).detach()
+        bad = ~torch.isfinite(p)               # a diverged run: NaN stays NaN instead of failing the draw
+        x = torch.bernoulli(p.masked_fill(bad, 0.0).cpu(), generator=generator).to(dtype=p.dtype, device=p.device)
+        return x.masked_fill(bad, float("nan"))
 
     def _check_support(self, x_observed: Tensor) -> None:
         bad = (x_observed != 0) & (x_observed != 1)

@@ -47,6 +47,8 @@ class Categorical(ReadoutObservation):
     Schmidt, Koppe et al. (2021), ICLR, eq. 54 (``shared/reference/seeds/004_rplrnn.md`` §1.2).
     """
 
+    discrete = True
+
     def __init__(self, obs_dim: int, latent_dim: int, readout: str | Readout = "linear") -> None:
         super().__init__(obs_dim, latent_dim, readout)
 
@@ -61,10 +63,11 @@ class Categorical(ReadoutObservation):
     def sample(self, z: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """One-hot draws: (..., M) -> (..., N)."""
         p = self.probabilities(z).detach()
-        flat = p.reshape(-1, self.obs_dim).cpu()
+        bad = ~torch.isfinite(p).all(-1, keepdim=True)   # a diverged run: its rows stay NaN
+        flat = p.masked_fill(bad, 1.0).reshape(-1, self.obs_dim).cpu()
         idx = torch.multinomial(flat, 1, generator=generator)[:, 0]
         onehot = torch.nn.functional.one_hot(idx, self.obs_dim).to(dtype=p.dtype)
-        return onehot.reshape(p.shape).to(p.device)
+        return onehot.reshape(p.shape).to(p.device).masked_fill(bad, float("nan"))
 
     # -- rows, not channels, are the unit of observation ----------------------------------------
     def _prepare(self, x: Any, z: Tensor, mask: Any | None) -> tuple[Tensor, Tensor, Tensor]:

@@ -57,6 +57,8 @@ class Poisson(ReadoutObservation):
     can be positive, so Laplace-type methods may prefer :meth:`fisher_information`.
     """
 
+    discrete = True
+
     _fill_value = 0.0
 
     def __init__(self, obs_dim: int, latent_dim: int, link: str = "exp", readout: str | Readout = "linear",
@@ -90,8 +92,10 @@ class Poisson(ReadoutObservation):
 
     def sample(self, z: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Counts x ~ Poisson(rate): (..., M) -> (..., N)."""
-        lam = self.rate(z)
-        return torch.poisson(lam.detach().cpu(), generator=generator).to(dtype=lam.dtype, device=lam.device)
+        lam = self.rate(z).detach()
+        bad = ~torch.isfinite(lam)             # a diverged run: NaN stays NaN instead of failing the draw
+        x = torch.poisson(lam.masked_fill(bad, 0.0).cpu(), generator=generator).to(dtype=lam.dtype, device=lam.device)
+        return x.masked_fill(bad, float("nan"))
 
     def _check_support(self, x_observed: Tensor) -> None:
         if (x_observed < 0).any():
