@@ -532,7 +532,9 @@ def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dic
         return run_floor({**cfg, "eval_length": n_samples,
                           **({"test_data": test_spec} if is_path_like(dataset) and test_spec is not None else {})})
     except Exception as err:      # the scores stand without it
-        return None, f"no floor: {type(err).__name__}: {err}"
+        why = str(err).replace("Pass a shorter `length` or a second series as `other`.",
+                               f"A shorter --eval-length (these scores compared {n_samples} samples) gives one.")
+        return None, f"no floor: {type(err).__name__}: {why}"
 
 
 def _floor_lines(scores: dict[str, float], floor: dict[str, float] | None, what: str) -> tuple[list[str], list[str]]:

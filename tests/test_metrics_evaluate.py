@@ -158,8 +158,19 @@ def test_floor_pairs_consecutive_stretches():
     assert float(res.power_spectrum_distance[2]) == pytest.approx(power_spectrum_distance(x[2000:3000], x[3000:4000]))
     assert res.attrs["state_space_divergence_mean"] == pytest.approx(float(res.state_space_divergence.mean()))
     assert res.attrs["length"] == 1000
-    with pytest.raises(ValueError, match="two stretches"):
+    with pytest.raises(ValueError, match="two gap-free stretches"):
         floor(x, length=4000)
+
+
+def test_a_gap_splits_a_series_into_stretches_instead_of_ending_it():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3000, 2))
+    x[500:700, 1] = np.nan                              # one gap early on: 2 300 observed samples after it
+    res = floor(x, length=1000)
+    assert [str(v) for v in res.pair_label.values] == ["data#1[0:1000] vs data#1[1000:2000]"]
+    assert float(res.state_space_divergence[0]) == pytest.approx(state_space_divergence(x[700:1700], x[1700:2700]))
+    with pytest.raises(ValueError, match=r"fully observed runs: 2300, 500 samples"):
+        floor(x, length=1500)
 
 
 class _DrivenEvalDynamics(LatentDynamics):

@@ -282,7 +282,8 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     """The floor of a benchmark: D_stsp and D_H between independent stretches of the true system.
 
     The stretches are consecutive, non-overlapping windows of ``length`` samples, taken first
-    from ``dataset`` (each trial in turn), then from ``other``; pairs are consecutive
+    from ``dataset`` (each trial in turn, each run of fully observed samples of it in turn: a
+    stretch never spans a missing sample), then from ``other``; pairs are consecutive
     stretches, the first of each pair playing the true data (its grid). For a shipped
     benchmark name, ``dataset`` is the test split and ``other`` the train split, so at the
     full test length the one pair is train vs test.
@@ -340,7 +341,10 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
         for j in range(len(s) // length):
             stretches.append((f"{tag}[{j * length}:{(j + 1) * length}]", s[j * length:(j + 1) * length]))
     if len(stretches) < 2:
-        raise ValueError(f"need at least two stretches of length={length}; the data give {len(stretches)}. "
+        runs = sorted((len(s) for _, s in series), reverse=True)
+        raise ValueError(f"need at least two gap-free stretches of length={length}; the data give {len(stretches)} "
+                         f"(their fully observed runs: {', '.join(map(str, runs[:5]))}"
+                         f"{f' and {len(runs) - 5} shorter' if len(runs) > 5 else ''} samples). "
                          "Pass a shorter `length` or a second series as `other`.")
     if pairing not in ("consecutive", "first"):
         raise ValueError(f"`pairing` must be 'consecutive' or 'first'; got {pairing!r}.")
@@ -478,14 +482,13 @@ def longest_observed_stretch(series: np.ndarray) -> tuple[int, int]:
 
 
 def _gap_free_trials(data: Any) -> list[np.ndarray]:
-    """Each trial's leading run of fully observed samples (time, channel)."""
-    arr = as_trials(data, "dataset")
+    """Every run of fully observed samples (time, channel) of each trial, in order: a missing
+    sample splits a trial instead of ending it (before session 51 only the run before a trial's
+    first gap was used, so one gap early in a recording left no stretch for its floor)."""
     out = []
-    for trial in arr:
-        ok = np.all(np.isfinite(trial), axis=1)
-        stop = int(np.argmin(ok)) if not ok.all() else ok.size
-        if stop > 0:
-            out.append(trial[:stop])
+    for trial in as_trials(data, "dataset"):
+        starts, stops = true_runs(np.all(np.isfinite(trial), axis=1))
+        out += [trial[a:b] for a, b in zip(starts, stops)]
     return out
 
 
