@@ -460,3 +460,31 @@ def test_fixed_points_outside_the_run_are_measured_and_listed_last():
     assert [int(r.split("|")[1]) for r in rows] == [1, 2, 0]         # nearest the run first
     assert "1 of them lie more than 3 sd outside every state of the analysed run" in text
     np.testing.assert_allclose(report.to_xarray()["fixed_point_outside_run"].values, report.outside_run())
+
+
+def _van_der_pol(t_end, dt=0.01, mu=1.5):
+    from scipy.integrate import solve_ivp
+
+    t = np.arange(0.0, 50.0 + t_end, dt)
+    y = solve_ivp(lambda _, v: [v[1], mu * (1 - v[0] ** 2) * v[1] - v[0]], (0, t[-1]), [2.0, 0.0], t_eval=t,
+                  rtol=1e-9, atol=1e-9).y
+    return y[:, t >= 50.0].T                               # (time, 2): x and its derivative, after the transient
+
+
+def test_a_rhythm_the_stretch_holds_too_few_cycles_of_is_not_read_as_a_harmonic():
+    from dsident.analysis import fundamental_period, rhythm_period
+
+    long = _van_der_pol(400.0)
+    true = fundamental_period(long[:, 0], 0.01)           # the lowest strong line of 55 cycles
+    assert 7.0 < true < 7.4
+    assert rhythm_period(long[:, 1], 0.01) == pytest.approx(true, rel=0.02)
+    # 30 time units hold 4 cycles: the derivative's 7th harmonic stands out among the lines of
+    # 10+ cycles, but it is a harmonic of the stronger 4-cycle line, so no period
+    short = _van_der_pol(30.0)
+    assert fundamental_period(short[:, 1], 0.01) == pytest.approx(7.5)      # 4 cycles: the lowest strong line
+    assert math.isnan(rhythm_period(short[:, 1], 0.01)) and math.isnan(rhythm_period(short[:, 0], 0.01))
+    # two independent rhythms, a strong 3-cycle one and a 100-cycle one: the fast one is no
+    # harmonic (nothing between them), so it keeps its period
+    t = np.arange(4000)
+    two = 2.0 * np.sin(2 * np.pi * 3 * t / 4000) + np.sin(2 * np.pi * t / 40)
+    assert rhythm_period(two, 0.5) == pytest.approx(20.0)

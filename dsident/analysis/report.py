@@ -547,12 +547,17 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     0.76-time-unit oscillation) 39-56×, the ECG's beats 22-42× and the bursting neuron's bursts
     over 1 000×, so 10 tells a rhythm from chaos.
 
+    With both, a sharp line of fewer than ``min_cycles`` cycles, stronger than the chosen one
+    and with the chosen one among its harmonics, means the rhythm is slower than the stretch can
+    measure (a Van der Pol oscillator over 4 of its cycles read as its 7th), so the result is
+    NaN.
+
     Returns
     -------
     float
         ``1 / f`` in time units; NaN as for :func:`dominant_period`, when the stretch is
         shorter than ``min_cycles`` + 1 cycles of its sampling grid's lowest frequency, and
-        with ``prominence`` when the spectrum has no line.
+        with ``prominence`` when the spectrum has no line or a stronger slower one.
     """
     if not 0.0 < float(share) <= 1.0:
         raise ValueError(f"`share` must be in (0, 1]; got {share!r}.")
@@ -562,6 +567,7 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     if spectrum is None:
         return float("nan")
     freq, power = spectrum
+    raw = power
     # bin k of the stretch's spectrum is k cycles over it
     first = int(np.ceil(float(min_cycles)))
     if prominence is not None:
@@ -584,7 +590,37 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
             return float("nan")
     # the lowest of them at least `share` of the strongest
     strong = np.flatnonzero(peaks & (p >= float(share) * p[peaks].max()))
-    return float(1.0 / freq[first + int(strong[0])])
+    chosen = first + int(strong[0])
+    if prominence is not None and _slower_fundamental(raw, first, chosen, float(prominence)):
+        # the rhythm is slower than the stretch measures, and the chosen line one of its
+        # harmonics (a Van der Pol oscillator over 4 of its cycles read as its 7th)
+        return float("nan")
+    return float(1.0 / freq[chosen])
+
+
+def _slower_fundamental(raw: np.ndarray, first: int, chosen: int, prominence: float) -> bool:
+    """Whether the raw periodogram has, below bin ``first`` (fewer cycles than a rhythm needs), a
+    sharp line at least as strong as the chosen bin's neighbourhood whose harmonic the chosen
+    bin can be, with a lower harmonic of it at least half as strong as the chosen bin.
+
+    Sharp: ``prominence`` times the mean of its two neighbours in the raw periodogram. Below
+    ~10 bins the smoothed spectrum cannot show a line (a pure one spreads over the few bins of its
+    surroundings), and a 1/f background (an EEG's) is strong there but not sharp, so its alpha
+    line keeps its period. Bin 1 (one cycle over the stretch) is a trend, not a line."""
+    if first <= 2:
+        return False
+    top = raw[max(chosen - 1, 1):chosen + 2].max()
+    for k in range(2, min(first, len(raw) - 1)):
+        if raw[k] < top or raw[k] < prominence * 0.5 * (raw[k - 1] + raw[k + 1]):
+            continue
+        n = max(2, int(round(chosen / k)))
+        if abs(chosen - n * k) > 0.5 * n + 1:
+            continue
+        # a harmonic series shows lower harmonics too (Van der Pol's 3rd and 5th beside its 7th);
+        # two independent rhythms, a slow and a fast one, do not
+        if n == 2 or any(raw[max(j * k - 1, 1):j * k + 2].max() >= 0.5 * top for j in range(2, n)):
+            return True
+    return False
 
 
 def _stands_out(power: np.ndarray, candidates: np.ndarray, prominence: float) -> np.ndarray:

@@ -194,7 +194,9 @@ def describe_markdown(summary: dict[str, Any]) -> str:
 
     lines += ["", "Periods: the rhythm of each channel's first trial (`dsident.analysis.rhythm_period`: the "
                   f"fundamental among spectral lines {RHYTHM_PROMINENCE:g}× above their surroundings, of "
-                  f"{RHYTHM_MIN_CYCLES} cycles or more; – for a broadband, flat or short channel). Bursts: "
+                  f"{RHYTHM_MIN_CYCLES} cycles or more over the longest gap-free stretch; – for a broadband or flat "
+                  "channel, one whose gap-free stretch is short, or one whose rhythm is too slow for that "
+                  f"many cycles, where a line of {RHYTHM_MIN_CYCLES}+ cycles would be a harmonic). Bursts: "
                   "groups of spikes (`dsident.analysis.bursts.find_bursts`: the median interval between burst "
                   "onsets × the median spikes a burst; – where the channel does not burst)."]
     if summary["notes"]:
