@@ -201,6 +201,7 @@ def test_inspect_notes_the_bursts_of_a_one_channel_recording():
     assert row["burst_period"] == pytest.approx(60.0) and row["spikes_per_burst"] == 5
     note = next(n for n in summary["notes"] if "fires in bursts" in n)
     assert "--slow-channels auto" in note and f"{CUTOFF_PER_BURST / 60.0:.3g}" in note
+    assert "60 time units (120 samples) apart" in note          # the period against the training windows
     assert "| 60 × 5 |" in describe_markdown(summary)
     t = np.arange(8_000)
     plain = describe(as_dataset(np.sin(2 * np.pi * t / 50.0)[:, None], dt=1.0))
@@ -220,6 +221,7 @@ def test_cli_fit_of_a_bursting_channel_without_slow_channels_suggests_them(tmp_p
         assert main(["fit", str(tmp_path / f"{name}.npy"), *args, "--out", str(tmp_path / name)]) == 0
         text = (tmp_path / name / "fit.md").read_text()
         assert ("fires in bursts" in text and "`--slow-channels auto`" in text) is hinted, name
+        assert ("(120 samples) apart" in text) is hinted, name
 
 
 def test_run_bursts_compares_the_runs_bursts_with_the_datas_on_one_channel():

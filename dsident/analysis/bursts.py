@@ -43,13 +43,16 @@ MIN_BURSTS = 10
 #: ``--slow-channels auto`` cuts at this many times the burst frequency (1 / period): the
 #: band keeps the burst cycle and drops the spikes (session 49's 0.02 on a ~100-unit period)
 CUTOFF_PER_BURST = 2.0
-#: what the slow channels did for the two bursting recordings they were measured on, quoted by
-#: the notes that suggest them (`dsident inspect`, fit.md; docs/main_job.md "Session 50")
+#: what the slow channels did for the three bursting recordings they were measured on (sessions
+#: 50-51), quoted by the notes that suggest them (`dsident inspect`, fit.md)
 SLOW_CHANNELS_EVIDENCE = (
-    "Whether that helps depends on the bursts: on a chaotic burster (Hindmarsh-Rose, CV 0.31) it took the gnODE "
-    "from 333× to about 9× the floor (the LTC 607× to 10×, the shallow PLRNN, clipped, 460× to 16×); on a regular "
-    "one (the bursting neuron's V alone, CV 0.00) it took the gnODE from D_stsp 0.82 to 14.5. Fit with and without "
-    "it and compare (docs/main_job.md, \"Session 50\").")
+    "Measured on three one-channel bursters (the gnODE's recording cell, trained on windows of 50 samples): it "
+    "helped where the bursts were 954 and 1 241 samples apart (a chaotic Hindmarsh-Rose burster, CV 0.31: 333× "
+    "to about 9× the floor, the LTC 607× to 10×, the shallow PLRNN, clipped, 460× to 16×; a regular one, CV 0.00: "
+    "D_stsp 10.3 to 2.1 over 2 seeds, the better 0.12) and hurt where they were 296 apart (the bursting neuron's V "
+    "alone: 0.82 to 14.5). So it is likelier to help the longer the bursts are against the training windows, "
+    "whether they are regular or not. Fit with and without it and compare: a sweep with "
+    "`slow_channels = [false, {cutoff = \"auto\"}]` in its grid does both (docs/main_job.md, \"Session 51\").")
 
 
 @dataclass(frozen=True)

@@ -105,14 +105,15 @@ def _one_channel_note(data: xr.Dataset, channel: str, length: int) -> str:
             f"fall below {100 * RECORDING_FNN_THRESHOLD:g} %).")
 
 
-def _burst_note(row: dict[str, Any], unit: str) -> str:
+def _burst_note(row: dict[str, Any], unit: str, dt: float) -> str:
     """The note on a one-channel recording that bursts: the slow channels ``--slow-channels auto``
     would add, because the variable that starts and ends each burst is not recorded."""
     from ..analysis.bursts import CUTOFF_PER_BURST, SLOW_CHANNELS_EVIDENCE
 
     period = row["burst_period"]
     return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} counted in the first trial, "
-            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} apart in the median, the intervals' CV "
+            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} ({period / dt:.0f} samples) apart in the "
+            "median, the intervals' CV "
             f"{row['burst_period_cv']:.2f}), and what starts and ends them is not recorded. `--slow-channels auto` "
             "hands the burst cycle to the model as two observed, unscored channels (the band below "
             f"{CUTOFF_PER_BURST / period:.3g} cycles per {'time unit' if unit == 'time units' else unit}, "
@@ -164,7 +165,7 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
     if len(rows) == 1 and rows[0]["std"] and math.isfinite(rows[0]["std"]):
         notes.append(_one_channel_note(data, rows[0]["channel"], summary["samples"][0]))
         if math.isfinite(rows[0]["burst_period"]):
-            notes.append(_burst_note(rows[0], unit))
+            notes.append(_burst_note(rows[0], unit, float(summary["dt"])))
     if summary["time_unit"] is None:
         notes.append("the time unit is not named, so periods and Lyapunov exponents read \"per time unit\" (the "
                      "unit of dt); a text table's time column named time_ms or `Time (s)`, or a rate in Hz, "
