@@ -611,8 +611,10 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if late.get("regime"):
         lines += ["",
                   f"- free run of {late['steps']} steps from the first test sample: **{late['regime']}**, "
-                  f"λ_max = {_fmt4(late['lambda_max'])} {per_time(test)} (a late D_stsp well above the scored "
-                  "one means the scored stretch was a transient)"]
+                  f"λ_max = {_fmt4(late['lambda_max'])} {per_time(test)}"
+                  + (f" (|λ| ≤ {_fmt4(late['zero_tol'])} counts as zero over this many steps)"
+                     if math.isfinite(late.get("zero_tol", math.nan)) else "")
+                  + "; a late D_stsp well above the scored one means the scored stretch was a transient"]
     elif late.get("reason"):
         lines += ["", f"- late free run not analysed: {late['reason']}"]
     lines += _period_line(periods, test, diverged)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -42,6 +43,9 @@ def test_fit_writes_model_config_netcdf_markdown_png(fitted):
     assert "D_stsp" in (fitted / "fit.md").read_text()
     assert _png(fitted / "reconstruction.png") and _png(fitted / "attractor.png")
     assert (fitted / "history.nc").is_file()
+    # the verdict's zero tolerance, per time unit (20 / steps per step of dt 0.01)
+    steps = int(re.search(r"free run of (\d+) steps", (fitted / "fit.md").read_text()).group(1))
+    assert f"(|λ| ≤ {20 / steps / 0.01:.4g} counts as zero over this many steps)" in (fitted / "fit.md").read_text()
 
 
 def test_fit_quotes_the_floor_beside_its_scores(fitted):

@@ -65,7 +65,8 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
     dict
         ``regime`` (str, one of :data:`dsident.analysis.VERDICTS`, or None with ``reason``),
         ``lambda_max`` (per unit of time), ``D_stsp`` and ``D_H`` of the late stretch (NaN when
-        it diverged), ``steps`` (length of the analysed run); with bursting test data also
+        it diverged), ``steps`` (length of the analysed run), ``zero_tol`` (per unit of time:
+        an exponent within it counts as zero over that many steps); with bursting test data also
         ``burst_period``, ``spikes_per_burst``, ``burst_cv`` of the analysed run (NaN when it
         does not burst) and ``data_burst_period``, ``data_spikes_per_burst``, ``data_burst_cv``
         of the test stretch.
@@ -89,9 +90,12 @@ def point_regime(model: Any, test: xr.Dataset, *, seed: int = 0) -> dict[str, An
         warnings.simplefilter("ignore", RuntimeWarning)
         scores = extract_scores(metrics.evaluate(model, test, burn_in_fraction=LATE_BURN_IN, pe_steps=1,
                                                  seed=int(seed)))
-    out = {"regime": regime.verdict, "lambda_max": regime.max_lyapunov, "D_stsp": scores["D_stsp"],
-           "D_H": scores["D_H"], "steps": n_steps}
-    return {**out, **_bursts(test, regime.trajectory if regime.verdict != "diverged" else None)}
+    # a run that leaves the data's range by the scores' rule (divergence_threshold sd) is diverged
+    # here too, though finite: the table beside this verdict calls it so
+    verdict = "diverged" if scores["diverged"] else regime.verdict
+    out = {"regime": verdict, "lambda_max": regime.max_lyapunov, "D_stsp": scores["D_stsp"],
+           "D_H": scores["D_H"], "steps": n_steps, "zero_tol": float(regime.zero_tol) / float(regime.dt)}
+    return {**out, **_bursts(test, regime.trajectory if verdict != "diverged" else None)}
 
 
 def _bursts(test: xr.Dataset, run: xr.Dataset | None) -> dict[str, float]:
