@@ -328,3 +328,22 @@ def test_benchmark_on_a_bursting_file_tables_the_free_runs_bursts(tmp_path):
     text = (out / "results.md").read_text()
     assert "### Bursts of the free runs at twice the evaluation length" in text
     assert "| *test data* | 60 × 5, CV 0.00 |" in text
+
+
+def test_spike_counts_are_not_read_as_bursts_but_an_integer_voltage_is():
+    from dsident.analysis.bursts import looks_like_counts
+
+    rng = np.random.default_rng(0)
+    t = np.arange(20_000)
+    rate = 2.0 * (1 + np.sin(2 * np.pi * t / 50.0))                # a smoothly modulated Poisson train
+    counts = rng.poisson(rate).astype(float)
+    counts[100:110] = np.nan                                       # a masked stretch does not matter
+    assert looks_like_counts(counts) and find_bursts(counts, 0.02) is None
+    # the counts have plenty of local maxima to call spikes: the count rule, not a lack of them, refuses them
+    from dsident.analysis.bursts import find_spikes
+    assert sum(p.size for p in find_spikes(counts)) > 100
+    # a voltage digitised as unsigned integers (an ADC's 0..4095) spans far more levels
+    x, _ = burst_train()
+    adc = np.round(1000 + 1000 * x)
+    assert not looks_like_counts(adc) and find_bursts(adc, 0.5).spikes_per_burst == 5
+    assert not looks_like_counts(x) and not looks_like_counts(np.full(10, np.nan))

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Bursts", "find_bursts", "find_spikes", "burst_cutoff", "SPIKE_PROMINENCE", "MIN_ISI_RATIO",
-           "MIN_SPIKES_PER_BURST", "MIN_BURSTS", "CUTOFF_PER_BURST", "SLOW_CHANNELS_EVIDENCE"]
+           "MIN_SPIKES_PER_BURST", "MIN_BURSTS", "CUTOFF_PER_BURST", "SLOW_CHANNELS_EVIDENCE", "looks_like_counts",
+           "COUNT_LEVELS"]
 
 #: a spike's prominence, as a share of the series' 1st-99th percentile range
 SPIKE_PROMINENCE = 0.3
@@ -134,6 +135,19 @@ def _otsu_split(s: np.ndarray) -> int:
     return int(i[np.argmax(i * (n - i) * (upper - lower) ** 2)])
 
 
+#: a series of non-negative integers with fewer distinct values than this reads as spike counts
+COUNT_LEVELS = 32
+
+
+def looks_like_counts(series: np.ndarray) -> bool:
+    """Whether a series' observed values are spike counts per bin: non-negative integers taking
+    fewer than :data:`COUNT_LEVELS` distinct values (a voltage digitised as integers spans far
+    more levels)."""
+    x = np.asarray(series, dtype=float)
+    x = x[np.isfinite(x)]
+    return bool(x.size) and bool((x >= 0).all() and (x == np.round(x)).all()) and np.unique(x).size < COUNT_LEVELS
+
+
 def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROMINENCE,
                 min_isi_ratio: float = MIN_ISI_RATIO, min_spikes: float = MIN_SPIKES_PER_BURST,
                 min_bursts: int = MIN_BURSTS) -> Bursts | None:
@@ -153,10 +167,15 @@ def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROM
     -------
     Bursts or None
         None for a series with fewer than ``2 * min_bursts`` spikes, one ISI class, bursts of
-        fewer than ``min_spikes`` spikes, or fewer than ``min_bursts`` bursts.
+        fewer than ``min_spikes`` spikes, or fewer than ``min_bursts`` bursts, and for spike
+        counts (:func:`looks_like_counts`): a count series' local maxima are bins with more
+        spikes than their neighbours, not spikes, and a rate-modulated Poisson train would
+        read as "bursts".
     """
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
         raise ValueError(f"`dt` must be a positive sampling step; got {dt!r}.")
+    if looks_like_counts(series):
+        return None
     peaks = find_spikes(series, prominence=prominence)
     intervals = [np.diff(p) for p in peaks if p.size >= 2]
     n_spikes = int(sum(p.size for p in peaks))
