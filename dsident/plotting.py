@@ -317,7 +317,12 @@ def _state_space_view(arr: np.ndarray, three_d: bool) -> np.ndarray:
     return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:, 0], np.roll(arr[:, 0], -10)])
 
 
-def _joint_limits(views: list[np.ndarray], pad: float = 0.05, reach: float = 10.0) -> list[tuple[float, float]]:
+#: how far beyond the data's range, in spans of it, a run may widen the shared panels: the data
+#: keep at least a fifth of each axis (at 10 spans a diverging run shrank them to a dot)
+RUN_REACH = 2.0
+
+
+def _joint_limits(views: list[np.ndarray], pad: float = 0.05, reach: float = RUN_REACH) -> list[tuple[float, float]]:
     """Per coordinate, the range covering the first view (the data) and the others' finite values
     within ``reach`` of its span beyond it (a diverging run leaves the panel instead of shrinking
     the data to a dot), padded by ``pad`` of the range."""
@@ -338,6 +343,17 @@ def _joint_limits(views: list[np.ndarray], pad: float = 0.05, reach: float = 10.
     return out
 
 
+_OUTSIDE = "part of the run lies outside this frame"
+
+
+def _outside(view: np.ndarray, limits: list[tuple[float, float]]) -> np.ndarray:
+    """Per row of ``view``, whether it lies outside ``limits`` (the shared frame) in any coordinate."""
+    out = np.zeros(len(view), dtype=bool)
+    for d, (lo, hi) in enumerate(limits[:view.shape[1]]):
+        out |= (view[:, d] < lo) | (view[:, d] > hi)
+    return out
+
+
 def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] | None = None,
                         title: str | None = None, save: str | Path | None = None) -> Figure:
     """One-page summary: attractors (3-D or 2-D), the first channel over time, spectra of channel 0."""
@@ -350,6 +366,12 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     # a fixed point up to fill its panel)
     limits = _joint_limits(shown)
     for k, (view, style, label) in enumerate(zip(shown, (TRUE_STYLE, GEN_STYLE), ("data", "generated"))):
+        end = view[np.isfinite(view).all(axis=1)][-1:]
+        cut = _outside(view, limits)
+        if cut.any():       # 3-D axes do not clip: a run beyond the frame would be drawn over the page
+            view = np.where(cut[:, None], np.nan, view)
+            end = end[~_outside(end, limits)]
+            label += f"\n({_OUTSIDE})"
         if three_d:
             ax = fig.add_subplot(2, 3, k + 1, projection="3d")
             ax.plot(view[:, 0], view[:, 1], view[:, 2], **style)
@@ -359,9 +381,9 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
             ax.set_xlabel(names[0])
             if k == 0:  # one channel: its state space as a delay embedding, x(t) against x(t + 10 dt)
                 ax.set_ylabel(names[1] if x.shape[1] > 1 else f"{names[0]}, 10 samples later")
-        end = view[np.isfinite(view).all(axis=1)][-1:]
         if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
             ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)
+
         for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
             if set_lim is not None:
                 set_lim(lo, hi)

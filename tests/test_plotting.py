@@ -176,5 +176,12 @@ def test_reconstruction_page_draws_data_and_run_on_one_scale_in_the_datas_time_u
     assert series_ax.get_xlabel() == "time (ms)" and spectrum_ax.get_xlabel() == "frequency (1 / ms)"
     # a run far outside the data's range leaves the panel instead of shrinking the data to a dot
     wild = as_dataset(np.linspace(-63.0, 1e6, 2000)[:, None], dt=0.05, channel_names=["V"])
-    run_ax = plotting.plot_reconstruction(true, wild).axes[1]
-    assert run_ax.get_xlim()[1] < 1e4
+    data_ax, run_ax = plotting.plot_reconstruction(true, wild).axes[:2]
+    # the data (span 60) keep at least a fifth of the axis, and the run's panel says it is cut
+    lo, hi = run_ax.get_xlim()
+    assert 60 / (hi - lo) >= 0.2 / (1 + 2 * 0.05) and data_ax.get_xlim() == (lo, hi)
+    assert plotting._OUTSIDE in run_ax.get_title() and plotting._OUTSIDE not in data_ax.get_title()
+    assert plotting._OUTSIDE not in plotting.plot_reconstruction(true, true).axes[1].get_title()
+    drawn = run_ax.lines[0].get_xydata()
+    assert (drawn[np.isfinite(drawn)] <= hi).all()        # the points beyond it are not drawn at all
+    assert np.isfinite(plotting.plot_reconstruction(true, true).axes[1].lines[0].get_xydata()).all()
