@@ -38,7 +38,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     shown = int(max(2_000, FEW_PERIODS * max(periods))) if periods else 2_000
     plotting.plot_time_series(data, n_steps=shown, title=summary["name"], save=out / "time_series.png")
     plotting.plot_power_spectra(data, title=f"{summary['name']}: power spectra (as D_H compares them)",
-                                save=out / "spectra.png")
+                                log_power=True, save=out / "spectra.png")
     print(text + f"\n(written to {out})", flush=True)
     return 0
 

@@ -234,7 +234,7 @@ _NO_SPECTRUM = "generated: no finite samples\n(the free run diverged)"
 
 
 def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float = 20.0,
-                       max_frequency: float | None = None, title: str | None = None,
+                       max_frequency: float | None = None, log_power: bool = False, title: str | None = None,
                        save: str | Path | None = None) -> Figure:
     """Smoothed, normalised power spectra per channel (as compared by D_H), data vs generated.
 
@@ -245,6 +245,10 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
     max_frequency : float, optional
         Upper frequency limit of the plot, in cycles per time unit (default: where 99.9 % of
         the data's power lies).
+    log_power : bool
+        Power on a log axis: a recording's rhythm stays visible beside a strong slow drift or
+        broadband noise, which on a linear axis squeeze it into the first bins (``dsident
+        inspect`` draws it so).
     """
     x, names, dt = _series(true, argname="true")
     p = _smoothed_spectra(x, sigma)
@@ -267,7 +271,9 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
             ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
         ax.set_title(names[i])
         ax.set_xlabel(frequency_label(true))
-    fig.axes[0].set_ylabel("normalised power")
+        if log_power:
+            ax.set_yscale("log")
+    fig.axes[0].set_ylabel("normalised power" + (" (log)" if log_power else ""))
     fig.axes[0].legend(fontsize="small")
     if title:
         fig.suptitle(title)

@@ -82,6 +82,9 @@ def test_power_spectra_match_the_metrics_spectrum(pair):
     expected = np.asarray(power_spectrum(true["x"].values[0], sigma=20.0))[:, 1]
     np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), expected)
     assert fig.axes[1].lines[0].get_ydata().sum() == pytest.approx(1.0)
+    logged = plotting.plot_power_spectra(true, None, max_frequency=1e9, log_power=True)
+    assert logged.axes[1].get_yscale() == "log" and fig.axes[1].get_yscale() == "linear"
+    np.testing.assert_allclose(logged.axes[1].lines[0].get_ydata(), expected)
 
 
 @pytest.mark.parametrize("func", [plotting.plot_attractor, plotting.plot_attractor_pairs,
