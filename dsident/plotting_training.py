@@ -103,6 +103,12 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
                      else "scored free runs (training D_stsp)", fontsize="medium")
         if ok.any():
             ax.set_yscale("log")
+        else:       # an empty panel would look like a plotting failure: say what the runs did
+            regimes = [str(r) for r in history.get("free_run_regime") or []]
+            why = (f"all {len(scores)} diverged" if regimes and all(r == "diverged" for r in regimes)
+                   else f"none of the {len(scores)} has a finite D_stsp")
+            ax.text(0.5, 0.5, f"scored free runs: {why}", transform=ax.transAxes, ha="center", va="center",
+                    color="tab:red")
         ax.set_xlabel("epoch")
         ax.set_ylabel("D_stsp (training data)")
         ax.legend(fontsize="small")

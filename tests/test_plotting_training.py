@@ -39,6 +39,16 @@ def test_a_teacher_forcing_history_draws_its_loss_and_its_scored_runs(tmp_path):
     assert (stage.get_xdata()[0], stage.get_ydata()[0]) == (16, 1.2)
 
 
+def test_a_panel_without_a_finite_score_says_why():
+    h = {**tf_history(), "eval_epoch": [0], "state_space_divergence": [float("nan")], "free_run_regime": ["diverged"]}
+    texts = [t.get_text() for t in plot_training_history(h).axes[1].texts]
+    assert texts == ["scored free runs: all 1 diverged"]
+    h["free_run_regime"] = ["fixed point"]
+    assert [t.get_text() for t in plot_training_history(h).axes[1].texts] == \
+        ["scored free runs: none of the 1 has a finite D_stsp"]
+    assert plot_training_history(tf_history()).axes[1].texts == []
+
+
 def test_svi_and_em_histories_draw_their_own_loss():
     svi = {"step": [0, 1, 2], "loss": [3.0, 2.0, 1.5], "elbo": [-3.0, -2.0, -1.5]}
     (ax,) = plot_training_history(svi).axes
