@@ -109,6 +109,7 @@ def test_affine_plrnn_settles_on_its_one_fixed_point_with_the_analytic_exponents
     assert report.verdict == "fixed point" and report.cycle_period is None
     np.testing.assert_allclose(report.lyapunov, np.sort(np.log(np.abs(a)))[::-1] / dt, rtol=1e-6)
     assert report.kaplan_yorke == 0.0 and math.isnan(report.dominant_period)
+    assert "- dominant period: none (the run stands still)" in report.to_markdown()
     assert len(report.fixed_points) == 1 and bool(report.fixed_points.stable[0])
     np.testing.assert_allclose(report.fixed_points.points[0, 0], h / (1 - a), rtol=1e-6)
     # an affine map has no 2-cycle: the exact search is run and finds none

@@ -194,8 +194,11 @@ class DynamicsReport:
                  f"- per step: {_spectrum(lam * self.dt)}; zero within ±{zero_tol:.2g}"
                  + _signs(lam * self.dt, zero_tol),
                  f"- Kaplan-Yorke dimension: {self.kaplan_yorke:.3f}",
-                 f"- dominant period: {self.dominant_period:.4g} {units}"
-                 + (f" ({self.dominant_period / self.dt:.1f} steps)" if np.isfinite(self.dominant_period) else ""),
+                 (f"- dominant period: {self.dominant_period:.4g} {units} ({self.dominant_period / self.dt:.1f} steps)"
+                  if np.isfinite(self.dominant_period) else
+                  "- dominant period: none (the run " + ("diverged)" if self.verdict == "diverged" else
+                                                         "stands still)" if self.verdict == "fixed point" else
+                                                         "has no non-zero frequency)")),
                  f"- run analysed: {self.info.get('n_steps')} steps after a transient of {self.info.get('transient')}",
                  "", f"## Fixed points ({len(self.fixed_points)}, method {self.fixed_points.method})"
                  + _cut_note(self.fixed_points), ""]
