@@ -861,17 +861,26 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .experiments.inputs import to_data_units
     from .experiments.runner import _write_netcdf
 
-    s = _settings(args, ["out", "steps", "seed", "trials"])
+    s = _settings(args, ["out", "steps", "seed", "trials", "observations", "noise"])
     steps = int(s["steps"]) if s.get("steps") is not None else 10_000
     if steps < 2:
         raise SystemExit(f"dsident generate: --steps must be ≥ 2; got {steps}.")
+    trials = int(s["trials"]) if s.get("trials") is not None else 1
+    if trials < 1:
+        raise SystemExit(f"dsident generate: --trials must be ≥ 1; got {trials}.")
+    how = s.get("observations") or "auto"
+    if how not in ("auto", "mean", "draws"):
+        raise SystemExit(f"dsident generate: observations must be auto, mean or draws; got {how!r}.")
     est, cfg = load_fitted(args.model_dir)
     out = Path(s.get("out") or Path(args.model_dir) / "generated")
     out.mkdir(parents=True, exist_ok=True)
     seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
     t0 = time.perf_counter()
-    gen = est.generate(steps, seed=seed)
+    discrete = bool(getattr(getattr(est.model_, "observation", None), "discrete", False))
+    draws = how == "draws" or (how == "auto" and discrete)
+    noise = bool(s.get("noise"))
+    gen = est.generate(steps, n_trials=trials, seed=seed, noise=noise, observation_noise=draws)
     if cfg.get("zscore"):
         # a fit on z-scored data generates z-units; a user wants the recording's units back
         gen["x"] = gen["x"].copy(data=to_data_units(gen["x"].values, cfg))
@@ -885,7 +894,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         plotting.plot_attractor(gen, None, title="generated", save=out / "attractor.png")
     if "z" in gen:
         plotting.plot_latent_trajectories(gen, save=out / "latents.png")
-    lines = [f"# dsident generate: {steps} steps, seed {seed}", "",
+    lines = [f"# dsident generate: {steps} steps × {trials} trial(s), seed {seed}", "",
+             "- observations: " + ("draws from the observation model" if draws else "the observation model's mean")
+             + (" (counts or classes, as `evaluate` scores them)" if how == "auto" and discrete else ""),
+             "- latent run: " + ("with the fitted process noise, each trial from its own initial draw" if noise
+                                 else "deterministic, from the prior mean"), "",
              "| channel | mean | std | min | max |", "|---|---|---|---|---|"]
     for i, ch in enumerate(gen["channel"].values):
         xi = x[..., i]
@@ -1054,7 +1067,14 @@ def _build_evaluate(p: argparse.ArgumentParser) -> None:
 def _build_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="folder written by `dsident fit`")
     p.add_argument("--steps", type=int, help="number of time steps (default 10000)")
-    p.add_argument("--trials", type=int, help="number of trajectories")
+    p.add_argument("--trials", type=int, help="number of trajectories (default 1); without --noise each starts at "
+                                               "the prior mean, so they differ only by observation draws")
+    p.add_argument("--noise", action="store_true", default=None,
+                   help="add the fitted process noise at every step, each trial from its own draw of the "
+                        "initial-state prior")
+    p.add_argument("--observations", choices=("auto", "mean", "draws"),
+                   help="write the observation model's mean or draws from it (default auto: draws for counts "
+                        "and classes, as evaluate scores them; the mean otherwise)")
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="output folder (default MODEL_DIR/generated)")
     _add_common(p)

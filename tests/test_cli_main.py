@@ -138,8 +138,19 @@ def test_generate_writes_the_requested_number_of_steps(fitted, tmp_path):
     assert main(["generate", str(fitted), "--steps", "123", "--seed", "4", "--out", str(out)]) == 0
     gen = xr.open_dataset(out / "generated.nc", engine="h5netcdf")
     assert gen.sizes["time"] == 123 and list(gen["channel"].values) == ["x", "y", "z"]
-    assert "123 steps, seed 4" in (out / "generated.md").read_text()
+    assert "123 steps × 1 trial(s), seed 4" in (out / "generated.md").read_text()
+    assert "- observations: the observation model's mean" in (out / "generated.md").read_text()
     assert _png(out / "time_series.png")
+    # --trials was read and then ignored; with --noise each trial is its own draw
+    assert main(["generate", str(fitted), "--steps", "50", "--trials", "3", "--noise", "--out", str(out / "n")]) == 0
+    x = xr.open_dataset(out / "n" / "generated.nc", engine="h5netcdf")["x"].values
+    assert x.shape == (3, 50, 3) and not np.allclose(x[0], x[1])
+    assert main(["generate", str(fitted), "--steps", "50", "--trials", "2", "--out", str(out / "m")]) == 0
+    x = xr.open_dataset(out / "m" / "generated.nc", engine="h5netcdf")["x"].values
+    np.testing.assert_array_equal(x[0], x[1])                 # the deterministic skeleton, twice
+    assert main(["generate", str(fitted), "--steps", "50", "--observations", "draws", "--out", str(out / "d")]) == 0
+    drawn = xr.open_dataset(out / "d" / "generated.nc", engine="h5netcdf")["x"].values[0]
+    assert not np.allclose(drawn, x[0]) and "draws from the observation model" in (out / "d" / "generated.md").read_text()
 
 
 def test_the_saved_model_folder_stands_for_its_run_and_other_folders_are_refused(fitted, tmp_path):
