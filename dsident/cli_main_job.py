@@ -789,6 +789,21 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     return cls.load(model_dir / "model"), cfg
 
 
+def fit_dt(given: Any, cfg: dict[str, Any], model_dir: Any) -> float | None:
+    """The sampling step for plain array files given to a fitted model: ``--dt`` (``given``), else
+    the fit's (``cfg["dt"]``). The model learned at the fit's step, so a ``--dt`` that disagrees
+    with it (beyond 1 %, as :func:`dsident.as_dataset` allows against sample times) is refused
+    rather than used: it would put the test data on a time axis the model never saw."""
+    fitted = cfg.get("dt")
+    if given is None or fitted is None:
+        return fitted if given is None else float(given)
+    if abs(float(given) - float(fitted)) > 0.01 * abs(float(fitted)):
+        raise ValueError(f"`dt`={float(given)!r} (--dt) disagrees with the step of the fit in {str(model_dir)!r}, "
+                         f"dt={float(fitted)!r} (its config.json); give --dt {float(fitted):g}, or leave --dt out "
+                         "to take the fit's.")
+    return float(given)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
@@ -804,9 +819,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    dt = fit_dt(s.get("dt"), cfg, args.model_dir)
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
-    dt = s.get("dt") or cfg.get("dt")
     read = s.get("read") or read_options_for(cfg, args.test_data)
     # the file the model was fitted on, its end held out: score that end, as fit did
     held_out = (cfg.get("test_fraction") is not None and not s.get("whole_file")

@@ -912,3 +912,23 @@ def test_a_recordings_ltc_fits_the_same_in_seconds_and_in_milliseconds(tmp_path)
                  "--out", str(tmp_path / "given")]) == 0
     cfg = json.loads((tmp_path / "given" / "config.json").read_text())
     assert cfg["model_params"]["time_constant"] == 0.002 and "time_constant" not in (cfg.get("adapted") or {})
+
+
+def test_evaluate_and_analyze_refuse_a_dt_that_disagrees_with_the_fits(tmp_path, capsys):
+    from dsident import datasets
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :400]
+    np.save(tmp_path / "rec.npy", x)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", *TINY, "--eval-length", "100",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    ev = tmp_path / "e"
+    assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--dt", "0.02", "--out", str(ev)]) == 2
+    err = capsys.readouterr().err
+    assert "`dt`=0.02 (--dt) disagrees" in err and "dt=0.01" in err and not ev.exists()
+    assert main(["analyze", str(out), "--start", str(tmp_path / "rec.npy"), "--dt", "0.02",
+                 "--out", str(tmp_path / "a")]) == 2
+    assert "`dt`=0.02 (--dt) disagrees" in capsys.readouterr().err
+    # the fit's own step, given again, is fine
+    assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--dt", "0.01", "--out", str(ev)]) == 0
