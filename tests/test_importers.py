@@ -325,6 +325,17 @@ def test_load_any_dispatches_by_extension(tmp_path):
         load_any(tmp_path / "missing.npy")
 
 
+def test_a_key_for_a_one_array_file_and_options_no_reader_takes_are_refused_by_name(tmp_path):
+    np.save(tmp_path / "a.npy", DATA)
+    (tmp_path / "a.csv").write_text("u,v\n1,2\n3,5\n")
+    for name in ("a.npy", "a.csv"):     # one array each: a key would otherwise be dropped unseen
+        with pytest.raises(ValueError, match=rf"`key`='foo': '{name}' is a .* so `key` names nothing"):
+            load_any(tmp_path / name, key="foo", dt=0.1)
+    with pytest.raises(TypeError, match="unexpected keyword arguments 'bogus', 'zz'; it takes key, dims") as err:
+        load_any(tmp_path / "a.npy", key="foo", bogus=1, zz=2, dt=0.1)
+    assert err.value.unknown == ["bogus", "zz"]        # the known `key` is not among them
+
+
 @pytest.mark.parametrize("module, reader, extra", [("pynwb", from_nwb, "nwb"), ("mne", from_mne, "eeg"),
                                                    ("neo", from_neo, "neo")])
 def test_missing_optional_package_names_the_extra(monkeypatch, tmp_path, module, reader, extra):
@@ -563,5 +574,12 @@ def test_cli_read_options_reach_the_reader_and_evaluate_reuses_them(tmp_path, ca
     assert main(["fit", str(path), *tiny, "--read", "keys=lorenz", "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert "--read ['keys']" in err and "unexpected keyword argument 'keys'" in err
+    # only the options the reader does not take are named, not the good `key` beside them
+    assert main(["fit", str(path), *tiny, "--read", "key=lorenz", "--read", "bogus=1",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "--read ['bogus']: the reader of 'rec.h5' does not take it" in capsys.readouterr().err
+    save_dataset(as_dataset(x, dt=0.01), tmp_path / "rec.nc")
+    assert main(["fit", str(tmp_path / "rec.nc"), *tiny, "--read", "key=lorenz", "--out", str(tmp_path / "bad")]) == 2
+    assert "is a NetCDF file, which is read as it is" in capsys.readouterr().err
     assert main(["fit", "lorenz63", *tiny, "--read", "key=x", "--out", str(tmp_path / "bad")]) == 2
     assert "apply to a data file, but the data are a shipped set" in capsys.readouterr().err

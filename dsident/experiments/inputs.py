@@ -170,6 +170,10 @@ def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None)
     if suffix in (".nc", ".nc4", ".netcdf"):
         from ..data.io import load_dataset
 
+        if read:        # read as it is, below: an option would be dropped without a word
+            raise ValueError(f"--read {sorted(read)}: {path.name!r} is a NetCDF file, which is read as it is and "
+                             "takes no reader options; leave --read out.")
+
         raw = load_dataset(path, validate=False)
         if "x" not in raw:
             if len(raw.data_vars) != 1:
@@ -178,14 +182,15 @@ def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None)
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
     options = {**(read or {}), **({} if dt is None else {"dt": dt})}
+    from ..data.importers.dispatch import _UnknownOptions
+
     try:
         return load_any(path, **options)
-    except TypeError as err:
-        if "unexpected keyword argument" not in str(err):
-            raise
+    except _UnknownOptions as err:
         # the reader's own words name a Python argument; say which flag it came from
-        raise ValueError(f"--read {sorted(read or {})}: the reader of {path.name!r} does not take one of them "
-                         f"({err}); see dsident.data.load_any for each format's options.") from None
+        raise ValueError(f"--read {err.unknown}: the reader of {path.name!r} does not take "
+                         f"{'it' if len(err.unknown) == 1 else 'them'} ({err}); see dsident.data.load_any for each "
+                         "format's options.") from None
 
 
 def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:

@@ -81,7 +81,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     ------
     ValueError
         Pickled (object) arrays, a missing or ambiguous ``key`` (the message lists what
-        exists), a ``dims`` that does not match the array, a text file without ``fs``/``dt``,
+        exists), a ``key`` for a ``.npy`` or text file (they hold one array), a ``dims`` that
+        does not match the array, a text file without ``fs``/``dt``,
         a text column that rises by the same step on every row but is not named as a time
         axis (a time column read as data would be fitted as a channel), an unknown extension.
     TypeError
@@ -97,6 +98,11 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         raise ValueError(_pickle_message(path))
     step = sampling_step(dt, fs)
     sample_time = None
+    if key is not None and ext in (".npy", ".csv", ".tsv", ".txt"):
+        # a key that picks nothing would be dropped without a word, though its user meant some array
+        what = "a .npy file, which holds one array" if ext == ".npy" else "a text table, which holds one table"
+        raise ValueError(f"`key`={key!r}: {path.name!r} is {what}, so `key` names nothing; leave it out (from the "
+                         "command line: --read key=...), or store several arrays in one .npz and pick one by key.")
     if ext == ".npy":
         trials, meta, fmt = _read_npy(path), {}, "npy"
     elif ext == ".npz":
