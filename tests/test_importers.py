@@ -163,6 +163,24 @@ def test_cli_reads_a_csv_with_a_time_column_without_dt(tmp_path):
         load_data(str(path))
 
 
+def test_a_semicolon_or_tab_separated_table_is_read_by_its_header_lines_separator(tmp_path):
+    from dsident.experiments.inputs import carries_step, load_data
+
+    path = tmp_path / "semi.csv"
+    path.write_text("time;V\n" + "".join(f"{0.01 * i:.2f};{np.sin(0.3 * i):.6f}\n" for i in range(20)))
+    assert carries_step(path)         # read with `,`, `time;V` was one column and no time axis
+    ds = load_data(str(path))
+    assert list(ds["channel"].values) == ["V"] and ds.attrs["dt"] == pytest.approx(0.01)
+    np.testing.assert_allclose(ds["x"].values[0, :3, 0], np.round(np.sin([0.0, 0.3, 0.6]), 6))
+    path.write_text("a\tb\n1\t2\n3\t4\n")
+    assert load_any(path, dt=0.1)["x"].values[0].tolist() == [[1, 2], [3, 4]]
+    (tmp_path / "c.txt").write_text("a, b\n1, 2\n3, 4\n")
+    assert load_any(tmp_path / "c.txt", dt=0.1)["x"].values[0].tolist() == [[1, 2], [3, 4]]
+    path.write_text("a;b\n0,5;2\n1;2\n")    # a locale's decimal comma is refused, and named
+    with pytest.raises(ValueError, match=r"holds '0,5', which is not a number \(a decimal comma"):
+        load_any(path, dt=0.1)
+
+
 @pytest.mark.parametrize("name, unit", [("time", None), ("Time (s)", "s"), ("t_ms", "ms"), ("timestamp", None),
                                         ("t [s]", "s"), ("time (min)", "min"), ("seconds", "s"), ("ms", "ms")])
 def test_csv_time_column_names_the_time_unit(tmp_path, name, unit):
