@@ -265,6 +265,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
             train = cut(train, int(cfg["train_length"]))
     else:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
+    if train.sizes["channel"] > train.sizes["time"]:       # said before a fit that would fail or be meaningless
+        import warnings
+
+        from .data.summary import transposed_note
+
+        warnings.warn(transposed_note(train.sizes["time"], train.sizes["channel"]), UserWarning, stacklevel=2)
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]

@@ -741,6 +741,14 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
     assert main(["evaluate", str(fitted), str(tmp_path / "two.npy"), "--dt", "0.01", "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert "two.npy' have 2 channel(s) ['x0', 'x1'], but the model was fitted on 3: ['x', 'y', 'z']" in err
+    # a (channel, time) array read as (time, channel): not 3000 names, and the fit says what it may be
+    np.save(tmp_path / "wide.npy", np.zeros((3000, 20)).T)
+    assert main(["evaluate", str(fitted), str(tmp_path / "wide.npy"), "--dt", "0.01",
+                 "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "have 3000 channel(s) ['x0', 'x1', 'x2', 'x3', 'x4', 'x5', 'x6', ..., 'x2999'] (3000 in all)," in err
+    with pytest.warns(UserWarning, match=r"more channels \(3000\) than samples a trial \(20\)"):
+        assert main(["fit", str(tmp_path / "wide.npy"), "--dt", "0.01", *TINY, "--out", str(tmp_path / "f")]) == 2
 
 
 @pytest.mark.parametrize("flags,match", [(["--eval-length", "-4"], "`eval_length` (--eval-length) must be"),

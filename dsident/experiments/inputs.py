@@ -19,6 +19,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import xarray as xr
 
+from .._text import listed
+
 def is_path_like(spec: str) -> bool:
     """True when ``spec`` names a file rather than a shipped dataset (set names have no suffix)."""
     return bool(Path(str(spec)).suffix) or "/" in str(spec) or Path(str(spec)).exists()
@@ -335,14 +337,14 @@ def _embedding_source(ds: xr.Dataset, channel: Any) -> xr.Dataset:
     names = [str(c) for c in ds["channel"].values]
     if channel is None:
         if len(names) != 1:
-            raise ValueError(f"`delay_embedding` embeds one channel; the data have {len(names)} {names}: name it "
-                             "(`delay_embedding.channel`, or --delay-embed with a config table).")
+            raise ValueError(f"`delay_embedding` embeds one channel; the data have {len(names)} {listed(names)}: "
+                             "name it (`delay_embedding.channel`, or --delay-embed with a config table).")
         return ds
     if str(channel) in names:
         return ds
     if len(names) == 1:
         return ds.assign_coords(channel=[str(channel)])
-    raise ValueError(f"`delay_embedding.channel` {channel!r} is not a channel of the data; available {names}.")
+    raise ValueError(f"`delay_embedding.channel` {channel!r} is not a channel of the data; available {listed(names)}.")
 
 
 def embedding_for_fit(train: xr.Dataset, spec: Any) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -404,8 +406,8 @@ def zscored_as_fit(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
 
     channels = [str(c) for c in ds["channel"].values]
     if len(channels) != len(scaling["channel"]):
-        raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
-                         f"{len(scaling['channel'])} {scaling['channel']}.")
+        raise ValueError(f"the data have {len(channels)} channels {listed(channels)} but the model was fitted on "
+                         f"{len(scaling['channel'])} {listed(scaling['channel'])}.")
     return zscore(ds, mean=scaling["mean"], std=scaling["std"])
 
 
@@ -592,12 +594,12 @@ def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], chann
         expected = [str(c) for c in channels][:-2] if slow else [str(c) for c in channels]
         if len(got) != len(expected):
             extra = " (and adds its two slow channels itself)" if slow else ""
-            raise ValueError(f"{what} have {len(got)} channel(s) {got}, but the model was fitted on "
-                             f"{len(expected)}: {expected}{extra}; give test data with the fit's channels.")
+            raise ValueError(f"{what} have {len(got)} channel(s) {listed(got)}, but the model was fitted on "
+                             f"{len(expected)}: {listed(expected)}{extra}; give test data with the fit's channels.")
     source = slow.get("channel") if slow else None
     if isinstance(source, str) and source not in got:
         raise ValueError(f"the fit adds slow channels from its training data's channel {source!r}, which {what} "
-                         f"lack (channels {got}); give the test data the fit's channel names.")
+                         f"lack (channels {listed(got)}); give the test data the fit's channel names.")
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:
