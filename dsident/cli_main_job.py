@@ -251,6 +251,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["read"] = dict(s["read"])     # the reader's options; config.json keeps them for evaluate
     read = cfg.get("read")
     progress = s.get("progress", True) is not False
+    from .inference import get_engine
+
+    get_engine(cfg["method"])       # an unknown --method is refused before the line announcing the fit
     _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
     held_out = None
     if s.get("test_fraction") is not None:
@@ -702,14 +705,20 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
     first stretch was scored on; None: 10 000 or the whole data if shorter), written to
     starts.nc; returns a Markdown table. A refusal of the starts becomes a line of the table's
     place instead of an error, so the scores and figures already computed are not lost."""
+    import warnings
+
     from .experiments.runner import _write_netcdf
     from .metrics import evaluate_starts
 
     try:
-        res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
     except ValueError as err:
-        _say(f"[dsident] scores from {n_starts} starts not computed: {err}")
-        return ["", f"- scores from {n_starts} starts not computed: {err}"]
+        _say(f"[dsident] scores from {n_starts} starts not computed: {_starts_flags(str(err))}")
+        return ["", f"- scores from {n_starts} starts not computed: {_starts_flags(str(err))}"]
+    for w in caught:        # evaluate_starts speaks of its Python arguments; here they are flags
+        warnings.warn(_starts_flags(str(w.message)), w.category, stacklevel=2)
     _write_netcdf(res, out / "starts.nc")
     n_run = res.sizes["start"]
     lines = ["", f"Free runs from {n_run} start{'s' if n_run != 1 else ''} spread over the test data "
@@ -727,6 +736,20 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
         lines.append(f"- {res.attrs['n_overlapping']} of the windows overlap the one before them (more starts than the "
                      "test data hold side by side): they share samples, so the spread understates the data's own")
     return lines
+
+
+#: evaluate_starts' argument names in its messages, and the flags of `dsident evaluate` that set them
+_STARTS_FLAGS = (("`n_starts`", "--starts"), ("n_starts <=", "--starts <="), ("`length`", "--eval-length"),
+                 ("a shorter length", "a shorter --eval-length"), ("`data`", "the test data"))
+
+
+def _starts_flags(text: str) -> str:
+    """A message of :func:`dsident.metrics.evaluate_starts` with its argument names turned into
+    the flags that set them on the command line (``length`` is ``--eval-length``, ``data`` the
+    test data)."""
+    for name, flag in _STARTS_FLAGS:
+        text = text.replace(name, flag)
+    return text
 
 
 def _fmt4(value: float) -> str:

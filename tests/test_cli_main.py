@@ -122,8 +122,12 @@ def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted
     assert "of the runs at rest" in text and "overlap" not in text          # 3 windows of 250 lie apart
     # more starts than windows side by side: the table says their windows overlap
     from dsident.cli_main_job import _starts_table
-    with pytest.warns(RuntimeWarning, match="overlap"):
+    with pytest.warns(RuntimeWarning, match="overlap") as caught:
         lines = _starts_table(est, full.isel(time=slice(0, 600)), 5, 250, 0, tmp_path, progress=False)
+    # the command line's flags, not evaluate_starts' Python arguments
+    said = " ".join(str(w.message) for w in caught)
+    assert "(--starts=5) of --eval-length=250 samples" in said and "a shorter --eval-length" in said
+    assert "`length`" not in said and "n_starts" not in said and "the test data hold" in said
     assert any(line.startswith("- 4 of the windows overlap the one before them") for line in lines)
     with pytest.raises(SystemExit, match="--starts must be a positive number"):
         main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--starts", "0", "--out", str(out)])
@@ -401,6 +405,7 @@ def test_a_refused_starts_table_becomes_a_line_and_keeps_the_scores(fitted, tmp_
     short = load_data("lorenz63", split="test").isel(time=slice(0, 100))
     lines = _starts_table(est, short, 3, 250, 0, tmp_path, progress=False)
     assert len(lines) == 2 and lines[1].startswith("- scores from 3 starts not computed:") and "250" in lines[1]
+    assert "--eval-length=250 exceeds every trial" in lines[1] and "pass a shorter --eval-length" in lines[1]
     assert not (tmp_path / "starts.nc").exists()
 
 
@@ -438,6 +443,14 @@ def test_zscore_names_a_constant_channel(tmp_path, capsys):
     np.save(tmp_path / "flat.npy", x)
     assert main(["fit", str(tmp_path / "flat.npy"), "--dt", "0.1", "--zscore", *TINY, "--out", str(tmp_path / "o")]) == 2
     assert "['x1']" in capsys.readouterr().err
+
+
+def test_fit_refuses_an_unknown_method_before_announcing_the_fit(tmp_path, capsys):
+    out = tmp_path / "f"
+    assert main(["fit", "lorenz63", "--method", "tf", "--no-progress", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "Unknown inference method 'tf'; expected one of" in captured.err and "teacher-forcing" in captured.err
+    assert "[dsident] fit" not in captured.err + captured.out and not out.exists()
 
 
 def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):

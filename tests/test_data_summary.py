@@ -77,6 +77,8 @@ def test_describe_markdown_and_several_trials():
     assert out["per_channel"][0]["missing"] == 0.0
     text = describe_markdown(out)
     assert "2 trials of 300–500 samples (800 in all) × 1 channel(s)" in text and "| x0 |" in text
+    same = describe_markdown(describe(as_dataset([np.sin(np.arange(400) / 5.0)[:, None]] * 3, dt=1.0)))
+    assert "3 trials of 400 samples (1200 in all)" in same and "400–400" not in same
     with pytest.raises(ValueError, match="`eval_length` must be an integer ≥ 2"):
         describe(ds, eval_length=1)
     with pytest.raises(TypeError, match="canonical xarray.Dataset"):

@@ -192,8 +192,9 @@ def describe_markdown(summary: dict[str, Any]) -> str:
     """:func:`describe`'s result as a short Markdown report: sizes, a per-channel table, notes."""
     unit = summary["time_unit"] or "time units"
     samples = summary["samples"]
+    span = f"{min(samples)}" if min(samples) == max(samples) else f"{min(samples)}–{max(samples)}"
     sizes = (f"{samples[0]} samples" if len(samples) == 1 else
-             f"{len(samples)} trials of {min(samples)}–{max(samples)} samples ({sum(samples)} in all)")
+             f"{len(samples)} trials of {span} samples ({sum(samples)} in all)")
     lines = [f"# {summary['name']}", "",
              f"- {sizes} × {len(summary['channels'])} channel(s); dt = {summary['dt']:.6g} {unit} "
              f"({1.0 / summary['dt']:.6g} samples per {summary['time_unit'] or 'time unit'}); "
