@@ -22,7 +22,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
     from . import plotting
     from .analysis import analyze_dynamics
-    from .cli_main_job import _settings, _threads, load_fitted
+    from .cli_main_job import _settings, _threads, fit_dt, load_fitted
     from .experiments.runner import _write_netcdf
 
     _threads(args)
@@ -35,8 +35,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from .experiments.inputs import load_data, load_test, read_options_for
 
         read = s.get("read") or read_options_for(cfg, s["start"])
-        start_raw = load_data(s["start"], split="test", length=None, dt=s.get("dt") or cfg.get("dt"), read=read)
-        start_data = load_test(s["start"], cfg, dt=s.get("dt") or cfg.get("dt"),
+        dt = fit_dt(s.get("dt"), cfg, args.model_dir)
+        start_raw = load_data(s["start"], split="test", length=None, dt=dt, read=read)
+        start_data = load_test(s["start"], cfg, dt=dt,
                                channels=getattr(est, "channel_names_", None) or None, read=read)
         x0 = first_observation(start_data)
         if x0 is None:

@@ -251,6 +251,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["read"] = dict(s["read"])     # the reader's options; config.json keeps them for evaluate
     read = cfg.get("read")
     progress = s.get("progress", True) is not False
+    from .inference import get_engine
+
+    get_engine(cfg["method"])       # an unknown --method is refused before the line announcing the fit
     _say(f"[dsident] fit {model} × {cfg['method']} on {data} → {out}")
     held_out = None
     if s.get("test_fraction") is not None:
@@ -265,6 +268,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
             train = cut(train, int(cfg["train_length"]))
     else:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
+    if train.sizes["channel"] > train.sizes["time"]:       # said before a fit that would fail or be meaningless
+        import warnings
+
+        from .data.summary import transposed_note
+
+        warnings.warn(transposed_note(train.sizes["time"], train.sizes["channel"]), UserWarning, stacklevel=2)
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]
@@ -698,14 +707,20 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
     first stretch was scored on; None: 10 000 or the whole data if shorter), written to
     starts.nc; returns a Markdown table. A refusal of the starts becomes a line of the table's
     place instead of an error, so the scores and figures already computed are not lost."""
+    import warnings
+
     from .experiments.runner import _write_netcdf
     from .metrics import evaluate_starts
 
     try:
-        res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
     except ValueError as err:
-        _say(f"[dsident] scores from {n_starts} starts not computed: {err}")
-        return ["", f"- scores from {n_starts} starts not computed: {err}"]
+        _say(f"[dsident] scores from {n_starts} starts not computed: {_starts_flags(str(err))}")
+        return ["", f"- scores from {n_starts} starts not computed: {_starts_flags(str(err))}"]
+    for w in caught:        # evaluate_starts speaks of its Python arguments; here they are flags
+        warnings.warn(_starts_flags(str(w.message)), w.category, stacklevel=2)
     _write_netcdf(res, out / "starts.nc")
     n_run = res.sizes["start"]
     lines = ["", f"Free runs from {n_run} start{'s' if n_run != 1 else ''} spread over the test data "
@@ -723,6 +738,20 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
         lines.append(f"- {res.attrs['n_overlapping']} of the windows overlap the one before them (more starts than the "
                      "test data hold side by side): they share samples, so the spread understates the data's own")
     return lines
+
+
+#: evaluate_starts' argument names in its messages, and the flags of `dsident evaluate` that set them
+_STARTS_FLAGS = (("`n_starts`", "--starts"), ("n_starts <=", "--starts <="), ("`length`", "--eval-length"),
+                 ("a shorter length", "a shorter --eval-length"), ("`data`", "the test data"))
+
+
+def _starts_flags(text: str) -> str:
+    """A message of :func:`dsident.metrics.evaluate_starts` with its argument names turned into
+    the flags that set them on the command line (``length`` is ``--eval-length``, ``data`` the
+    test data)."""
+    for name, flag in _STARTS_FLAGS:
+        text = text.replace(name, flag)
+    return text
 
 
 def _fmt4(value: float) -> str:
@@ -791,6 +820,21 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     return cls.load(model_dir / "model"), cfg
 
 
+def fit_dt(given: Any, cfg: dict[str, Any], model_dir: Any) -> float | None:
+    """The sampling step for plain array files given to a fitted model: ``--dt`` (``given``), else
+    the fit's (``cfg["dt"]``). The model learned at the fit's step, so a ``--dt`` that disagrees
+    with it (beyond 1 %, as :func:`dsident.as_dataset` allows against sample times) is refused
+    rather than used: it would put the test data on a time axis the model never saw."""
+    fitted = cfg.get("dt")
+    if given is None or fitted is None:
+        return fitted if given is None else float(given)
+    if abs(float(given) - float(fitted)) > 0.01 * abs(float(fitted)):
+        raise ValueError(f"`dt`={float(given)!r} (--dt) disagrees with the step of the fit in {str(model_dir)!r}, "
+                         f"dt={float(fitted)!r} (its config.json); give --dt {float(fitted):g}, or leave --dt out "
+                         "to take the fit's.")
+    return float(given)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``dsident evaluate MODEL_DIR TEST_DATA``."""
     _threads(args)
@@ -806,9 +850,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    dt = fit_dt(s.get("dt"), cfg, args.model_dir)
     out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
-    dt = s.get("dt") or cfg.get("dt")
     read = s.get("read") or read_options_for(cfg, args.test_data)
     # the file the model was fitted on, its end held out: score that end, as fit did
     held_out = (cfg.get("test_fraction") is not None and not s.get("whole_file")

@@ -126,8 +126,12 @@ def test_evaluate_from_many_starts_writes_each_start_scored_like_evaluate(fitted
     assert "of the runs at rest" in text and "overlap" not in text          # 3 windows of 250 lie apart
     # more starts than windows side by side: the table says their windows overlap
     from dsident.cli_main_job import _starts_table
-    with pytest.warns(RuntimeWarning, match="overlap"):
+    with pytest.warns(RuntimeWarning, match="overlap") as caught:
         lines = _starts_table(est, full.isel(time=slice(0, 600)), 5, 250, 0, tmp_path, progress=False)
+    # the command line's flags, not evaluate_starts' Python arguments
+    said = " ".join(str(w.message) for w in caught)
+    assert "(--starts=5) of --eval-length=250 samples" in said and "a shorter --eval-length" in said
+    assert "`length`" not in said and "n_starts" not in said and "the test data hold" in said
     assert any(line.startswith("- 4 of the windows overlap the one before them") for line in lines)
     with pytest.raises(SystemExit, match="--starts must be a positive number"):
         main(["evaluate", str(fitted), "lorenz63", "--eval-length", "250", "--starts", "0", "--out", str(out)])
@@ -416,6 +420,7 @@ def test_a_refused_starts_table_becomes_a_line_and_keeps_the_scores(fitted, tmp_
     short = load_data("lorenz63", split="test").isel(time=slice(0, 100))
     lines = _starts_table(est, short, 3, 250, 0, tmp_path, progress=False)
     assert len(lines) == 2 and lines[1].startswith("- scores from 3 starts not computed:") and "250" in lines[1]
+    assert "--eval-length=250 exceeds every trial" in lines[1] and "pass a shorter --eval-length" in lines[1]
     assert not (tmp_path / "starts.nc").exists()
 
 
@@ -453,6 +458,14 @@ def test_zscore_names_a_constant_channel(tmp_path, capsys):
     np.save(tmp_path / "flat.npy", x)
     assert main(["fit", str(tmp_path / "flat.npy"), "--dt", "0.1", "--zscore", *TINY, "--out", str(tmp_path / "o")]) == 2
     assert "['x1']" in capsys.readouterr().err
+
+
+def test_fit_refuses_an_unknown_method_before_announcing_the_fit(tmp_path, capsys):
+    out = tmp_path / "f"
+    assert main(["fit", "lorenz63", "--method", "tf", "--no-progress", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "Unknown inference method 'tf'; expected one of" in captured.err and "teacher-forcing" in captured.err
+    assert "[dsident] fit" not in captured.err + captured.out and not out.exists()
 
 
 def test_fit_refuses_a_plain_array_without_dt(tmp_path, capsys):
@@ -756,6 +769,14 @@ def test_evaluate_names_test_data_with_the_wrong_number_of_channels(fitted, tmp_
     assert main(["evaluate", str(fitted), str(tmp_path / "two.npy"), "--dt", "0.01", "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert "two.npy' have 2 channel(s) ['x0', 'x1'], but the model was fitted on 3: ['x', 'y', 'z']" in err
+    # a (channel, time) array read as (time, channel): not 3000 names, and the fit says what it may be
+    np.save(tmp_path / "wide.npy", np.zeros((3000, 20)).T)
+    assert main(["evaluate", str(fitted), str(tmp_path / "wide.npy"), "--dt", "0.01",
+                 "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert "have 3000 channel(s) ['x0', 'x1', 'x2', 'x3', 'x4', 'x5', 'x6', ..., 'x2999'] (3000 in all)," in err
+    with pytest.warns(UserWarning, match=r"more channels \(3000\) than samples a trial \(20\)"):
+        assert main(["fit", str(tmp_path / "wide.npy"), "--dt", "0.01", *TINY, "--out", str(tmp_path / "f")]) == 2
 
 
 @pytest.mark.parametrize("flags,match", [(["--eval-length", "-4"], "`eval_length` (--eval-length) must be"),
@@ -927,3 +948,23 @@ def test_a_recordings_ltc_fits_the_same_in_seconds_and_in_milliseconds(tmp_path)
                  "--out", str(tmp_path / "given")]) == 0
     cfg = json.loads((tmp_path / "given" / "config.json").read_text())
     assert cfg["model_params"]["time_constant"] == 0.002 and "time_constant" not in (cfg.get("adapted") or {})
+
+
+def test_evaluate_and_analyze_refuse_a_dt_that_disagrees_with_the_fits(tmp_path, capsys):
+    from dsident import datasets
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :400]
+    np.save(tmp_path / "rec.npy", x)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", *TINY, "--eval-length", "100",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    ev = tmp_path / "e"
+    assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--dt", "0.02", "--out", str(ev)]) == 2
+    err = capsys.readouterr().err
+    assert "`dt`=0.02 (--dt) disagrees" in err and "dt=0.01" in err and not ev.exists()
+    assert main(["analyze", str(out), "--start", str(tmp_path / "rec.npy"), "--dt", "0.02",
+                 "--out", str(tmp_path / "a")]) == 2
+    assert "`dt`=0.02 (--dt) disagrees" in capsys.readouterr().err
+    # the fit's own step, given again, is fine
+    assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--dt", "0.01", "--out", str(ev)]) == 0

@@ -52,6 +52,22 @@ def test_describe_notes_what_would_hurt_a_fit():
     assert len(notes) == 1 and "time unit is not named" in notes[0]
 
 
+def test_a_wide_array_is_noted_as_maybe_transposed_and_long_lists_say_how_many_more():
+    rng = np.random.default_rng(0)
+    wide = as_dataset(rng.standard_normal((300, 6)).T, dt=0.01)          # (channel, time) saved as is
+    summary = describe(wide)
+    assert summary["notes"][0].startswith("more channels (300) than samples a trial (6)")
+    assert "dims=[\"channel\", \"time\"]" in summary["notes"][0]
+    text = describe_markdown(summary)
+    assert text.index("## Notes") < text.index("| channel |")            # not below a 300-row table
+    assert not any(n.startswith("more channels") for n in describe(_recording())["notes"])
+    x = rng.standard_normal((500, 200)) + 100.0
+    x[10:20] = np.nan
+    notes = " ".join(describe(as_dataset(x, dt=0.01))["notes"])
+    assert "x0 2 %, x1 2 %, x2 2 %, x3 2 %, x4 2 %, x5 2 %, and 194 more channels." in notes
+    assert "far from 0 for their spread: x0 (mean 100" in notes and "), and 196 more channels;" in notes
+
+
 def test_describe_markdown_and_several_trials():
     x = [np.sin(np.arange(n) / 5.0)[:, None] for n in (300, 500)]
     ds = as_dataset(x, dt=1.0)
@@ -61,6 +77,8 @@ def test_describe_markdown_and_several_trials():
     assert out["per_channel"][0]["missing"] == 0.0
     text = describe_markdown(out)
     assert "2 trials of 300–500 samples (800 in all) × 1 channel(s)" in text and "| x0 |" in text
+    same = describe_markdown(describe(as_dataset([np.sin(np.arange(400) / 5.0)[:, None]] * 3, dt=1.0)))
+    assert "3 trials of 400 samples (1200 in all)" in same and "400–400" not in same
     with pytest.raises(ValueError, match="`eval_length` must be an integer ≥ 2"):
         describe(ds, eval_length=1)
     with pytest.raises(TypeError, match="canonical xarray.Dataset"):

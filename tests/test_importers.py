@@ -163,6 +163,24 @@ def test_cli_reads_a_csv_with_a_time_column_without_dt(tmp_path):
         load_data(str(path))
 
 
+def test_a_semicolon_or_tab_separated_table_is_read_by_its_header_lines_separator(tmp_path):
+    from dsident.experiments.inputs import carries_step, load_data
+
+    path = tmp_path / "semi.csv"
+    path.write_text("time;V\n" + "".join(f"{0.01 * i:.2f};{np.sin(0.3 * i):.6f}\n" for i in range(20)))
+    assert carries_step(path)         # read with `,`, `time;V` was one column and no time axis
+    ds = load_data(str(path))
+    assert list(ds["channel"].values) == ["V"] and ds.attrs["dt"] == pytest.approx(0.01)
+    np.testing.assert_allclose(ds["x"].values[0, :3, 0], np.round(np.sin([0.0, 0.3, 0.6]), 6))
+    path.write_text("a\tb\n1\t2\n3\t4\n")
+    assert load_any(path, dt=0.1)["x"].values[0].tolist() == [[1, 2], [3, 4]]
+    (tmp_path / "c.txt").write_text("a, b\n1, 2\n3, 4\n")
+    assert load_any(tmp_path / "c.txt", dt=0.1)["x"].values[0].tolist() == [[1, 2], [3, 4]]
+    path.write_text("a;b\n0,5;2\n1;2\n")    # a locale's decimal comma is refused, and named
+    with pytest.raises(ValueError, match=r"holds '0,5', which is not a number \(a decimal comma"):
+        load_any(path, dt=0.1)
+
+
 @pytest.mark.parametrize("name, unit", [("time", None), ("Time (s)", "s"), ("t_ms", "ms"), ("timestamp", None),
                                         ("t [s]", "s"), ("time (min)", "min"), ("seconds", "s"), ("ms", "ms")])
 def test_csv_time_column_names_the_time_unit(tmp_path, name, unit):
@@ -323,6 +341,17 @@ def test_load_any_dispatches_by_extension(tmp_path):
         load_any(tmp_path / "a.xyz")
     with pytest.raises(FileNotFoundError):
         load_any(tmp_path / "missing.npy")
+
+
+def test_a_key_for_a_one_array_file_and_options_no_reader_takes_are_refused_by_name(tmp_path):
+    np.save(tmp_path / "a.npy", DATA)
+    (tmp_path / "a.csv").write_text("u,v\n1,2\n3,5\n")
+    for name in ("a.npy", "a.csv"):     # one array each: a key would otherwise be dropped unseen
+        with pytest.raises(ValueError, match=rf"`key`='foo': '{name}' is a .* so `key` names nothing"):
+            load_any(tmp_path / name, key="foo", dt=0.1)
+    with pytest.raises(TypeError, match="unexpected keyword arguments 'bogus', 'zz'; it takes key, dims") as err:
+        load_any(tmp_path / "a.npy", key="foo", bogus=1, zz=2, dt=0.1)
+    assert err.value.unknown == ["bogus", "zz"]        # the known `key` is not among them
 
 
 @pytest.mark.parametrize("module, reader, extra", [("pynwb", from_nwb, "nwb"), ("mne", from_mne, "eeg"),
@@ -563,5 +592,12 @@ def test_cli_read_options_reach_the_reader_and_evaluate_reuses_them(tmp_path, ca
     assert main(["fit", str(path), *tiny, "--read", "keys=lorenz", "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert "--read ['keys']" in err and "unexpected keyword argument 'keys'" in err
+    # only the options the reader does not take are named, not the good `key` beside them
+    assert main(["fit", str(path), *tiny, "--read", "key=lorenz", "--read", "bogus=1",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "--read ['bogus']: the reader of 'rec.h5' does not take it" in capsys.readouterr().err
+    save_dataset(as_dataset(x, dt=0.01), tmp_path / "rec.nc")
+    assert main(["fit", str(tmp_path / "rec.nc"), *tiny, "--read", "key=lorenz", "--out", str(tmp_path / "bad")]) == 2
+    assert "is a NetCDF file, which is read as it is" in capsys.readouterr().err
     assert main(["fit", "lorenz63", *tiny, "--read", "key=x", "--out", str(tmp_path / "bad")]) == 2
     assert "apply to a data file, but the data are a shipped set" in capsys.readouterr().err

@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._text import and_more
+
 __all__ = ["describe", "describe_markdown", "FEW_PERIODS", "SCALE_RATIO"]
+
+#: a per-channel table longer than this puts the notes above it, where they are not scrolled past
+LONG_TABLE = 50
 
 #: an evaluation window spanning fewer periods of the slowest rhythm than this gets a note
 FEW_PERIODS = 5
@@ -124,11 +129,22 @@ def _stat(func: Any, values: np.ndarray) -> float:
     return float(func(values)) if values.size else math.nan
 
 
+def transposed_note(n_samples: int, n_channels: int) -> str:
+    """The note on data with more channels than samples a trial: a recording rarely has that, an
+    array saved as (channel, time) always does, and a 2-D array is read as (time, channel)."""
+    return (f"more channels ({n_channels}) than samples a trial ({n_samples}): a 2-D array is read as (time, "
+            "channel), so this may be a (channel, time) array. If it is, read it with --read "
+            "'dims=[\"channel\", \"time\"]' (dsident.data.load_array's `dims`; a 3-D array: "
+            "'dims=[\"trial\", \"channel\", \"time\"]'), or save it transposed (numpy.save(path, x.T)).")
+
+
 def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[str]:
     """What would hurt a fit or a score, each with what to do."""
     from .slow_channels import scored_channels
 
     notes = []
+    if len(summary["channels"]) > max(summary["samples"]):
+        notes.append(transposed_note(max(summary["samples"]), len(summary["channels"])))
     rows = [summary["per_channel"][k] for k in scored_channels(data)]
     unit = summary["time_unit"] or "time units"
     for r in rows:
@@ -144,13 +160,13 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
                      "--zscore standardises each with the training data's mean and std.")
     far = [r for r in rows if r["std"] and math.isfinite(r["std"]) and abs(r["mean"]) > 3 * r["std"]]
     if far:
-        listed = ", ".join(f"{r['channel']} (mean {r['mean']:.3g}, std {r['std']:.3g})" for r in far[:4])
+        listed = and_more([f"{r['channel']} (mean {r['mean']:.3g}, std {r['std']:.3g})" for r in far], 4)
         notes.append(f"far from 0 for their spread: {listed}; models start near 0, so --zscore often trains "
                      "faster (fit.md's scores and figures are then in z-units; `dsident generate` writes the "
                      "data's units).")
     missing = [r for r in rows if r["missing"] > 0]
     if missing:
-        listed = ", ".join(f"{r['channel']} {100 * r['missing']:.2g} %" for r in missing[:6])
+        listed = and_more([f"{r['channel']} {100 * r['missing']:.2g} %" for r in missing], 6)
         notes.append(f"missing samples (NaN, masked by every likelihood and score, never filled): {listed}.")
     periods = [r["period_samples"] for r in rows if math.isfinite(r["period_samples"])]
     if periods:
@@ -177,13 +193,17 @@ def describe_markdown(summary: dict[str, Any]) -> str:
     """:func:`describe`'s result as a short Markdown report: sizes, a per-channel table, notes."""
     unit = summary["time_unit"] or "time units"
     samples = summary["samples"]
+    span = f"{min(samples)}" if min(samples) == max(samples) else f"{min(samples)}–{max(samples)}"
     sizes = (f"{samples[0]} samples" if len(samples) == 1 else
-             f"{len(samples)} trials of {min(samples)}–{max(samples)} samples ({sum(samples)} in all)")
+             f"{len(samples)} trials of {span} samples ({sum(samples)} in all)")
     lines = [f"# {summary['name']}", "",
              f"- {sizes} × {len(summary['channels'])} channel(s); dt = {summary['dt']:.6g} {unit} "
              f"({1.0 / summary['dt']:.6g} samples per {summary['time_unit'] or 'time unit'}); "
-             f"{summary['duration']:.6g} {unit} in all",
-             "", f"| channel | mean | std | min | max | missing | period ({unit}) | period (samples) "
+             f"{summary['duration']:.6g} {unit} in all"]
+    notes_first = len(summary["per_channel"]) > LONG_TABLE and summary["notes"]
+    if notes_first:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
+    lines += ["", f"| channel | mean | std | min | max | missing | period ({unit}) | period (samples) "
                  f"| bursts ({unit} apart × spikes) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in summary["per_channel"]:
@@ -200,7 +220,9 @@ def describe_markdown(summary: dict[str, Any]) -> str:
                   f"many cycles, where a line of {RHYTHM_MIN_CYCLES}+ cycles would be a harmonic). Bursts: "
                   "groups of spikes (`dsident.analysis.bursts.find_bursts`: the median interval between burst "
                   "onsets × the median spikes a burst; – where the channel does not burst)."]
-    if summary["notes"]:
+    if notes_first:
+        lines += ["", "(Notes above the table.)"]
+    elif summary["notes"]:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
     else:
         lines += ["", "Nothing to note."]

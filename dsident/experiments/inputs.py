@@ -19,6 +19,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import xarray as xr
 
+from .._text import listed
+
 def is_path_like(spec: str) -> bool:
     """True when ``spec`` names a file rather than a shipped dataset (set names have no suffix)."""
     return bool(Path(str(spec)).suffix) or "/" in str(spec) or Path(str(spec)).exists()
@@ -170,6 +172,10 @@ def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None)
     if suffix in (".nc", ".nc4", ".netcdf"):
         from ..data.io import load_dataset
 
+        if read:        # read as it is, below: an option would be dropped without a word
+            raise ValueError(f"--read {sorted(read)}: {path.name!r} is a NetCDF file, which is read as it is and "
+                             "takes no reader options; leave --read out.")
+
         raw = load_dataset(path, validate=False)
         if "x" not in raw:
             if len(raw.data_vars) != 1:
@@ -178,14 +184,15 @@ def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None)
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
     options = {**(read or {}), **({} if dt is None else {"dt": dt})}
+    from ..data.importers.dispatch import _UnknownOptions
+
     try:
         return load_any(path, **options)
-    except TypeError as err:
-        if "unexpected keyword argument" not in str(err):
-            raise
+    except _UnknownOptions as err:
         # the reader's own words name a Python argument; say which flag it came from
-        raise ValueError(f"--read {sorted(read or {})}: the reader of {path.name!r} does not take one of them "
-                         f"({err}); see dsident.data.load_any for each format's options.") from None
+        raise ValueError(f"--read {err.unknown}: the reader of {path.name!r} does not take "
+                         f"{'it' if len(err.unknown) == 1 else 'them'} ({err}); see dsident.data.load_any for each "
+                         "format's options.") from None
 
 
 def zscore_for_fit(train: xr.Dataset) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -330,14 +337,14 @@ def _embedding_source(ds: xr.Dataset, channel: Any) -> xr.Dataset:
     names = [str(c) for c in ds["channel"].values]
     if channel is None:
         if len(names) != 1:
-            raise ValueError(f"`delay_embedding` embeds one channel; the data have {len(names)} {names}: name it "
-                             "(`delay_embedding.channel`, or --delay-embed with a config table).")
+            raise ValueError(f"`delay_embedding` embeds one channel; the data have {len(names)} {listed(names)}: "
+                             "name it (`delay_embedding.channel`, or --delay-embed with a config table).")
         return ds
     if str(channel) in names:
         return ds
     if len(names) == 1:
         return ds.assign_coords(channel=[str(channel)])
-    raise ValueError(f"`delay_embedding.channel` {channel!r} is not a channel of the data; available {names}.")
+    raise ValueError(f"`delay_embedding.channel` {channel!r} is not a channel of the data; available {listed(names)}.")
 
 
 def embedding_for_fit(train: xr.Dataset, spec: Any) -> tuple[xr.Dataset, dict[str, Any]]:
@@ -399,8 +406,8 @@ def zscored_as_fit(ds: xr.Dataset, cfg: dict[str, Any]) -> xr.Dataset:
 
     channels = [str(c) for c in ds["channel"].values]
     if len(channels) != len(scaling["channel"]):
-        raise ValueError(f"the data have {len(channels)} channels {channels} but the model was fitted on "
-                         f"{len(scaling['channel'])} {scaling['channel']}.")
+        raise ValueError(f"the data have {len(channels)} channels {listed(channels)} but the model was fitted on "
+                         f"{len(scaling['channel'])} {listed(scaling['channel'])}.")
     return zscore(ds, mean=scaling["mean"], std=scaling["std"])
 
 
@@ -587,12 +594,12 @@ def _check_test_channels(test: xr.Dataset, spec: Any, cfg: dict[str, Any], chann
         expected = [str(c) for c in channels][:-2] if slow else [str(c) for c in channels]
         if len(got) != len(expected):
             extra = " (and adds its two slow channels itself)" if slow else ""
-            raise ValueError(f"{what} have {len(got)} channel(s) {got}, but the model was fitted on "
-                             f"{len(expected)}: {expected}{extra}; give test data with the fit's channels.")
+            raise ValueError(f"{what} have {len(got)} channel(s) {listed(got)}, but the model was fitted on "
+                             f"{len(expected)}: {listed(expected)}{extra}; give test data with the fit's channels.")
     source = slow.get("channel") if slow else None
     if isinstance(source, str) and source not in got:
         raise ValueError(f"the fit adds slow channels from its training data's channel {source!r}, which {what} "
-                         f"lack (channels {got}); give the test data the fit's channel names.")
+                         f"lack (channels {listed(got)}); give the test data the fit's channel names.")
 
 
 def to_data_units(values: np.ndarray, cfg: dict[str, Any]) -> np.ndarray:

@@ -26,6 +26,7 @@ import xarray as xr
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._text import listed
 from ..data import as_dataset, to_arrays
 from ..dynamics.base import LatentDynamics
 from ..model import StateSpaceModel, read_saved_config
@@ -64,7 +65,7 @@ def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observatio
     values = np.where(observed, x.reshape(-1, x.shape[-1]), np.nan)
     empty = [names[i] for i in np.flatnonzero(observed.sum(0) == 0)]
     if empty:
-        raise ValueError(f"`data`: channel(s) {empty} have no observed sample (all NaN), so there is nothing "
+        raise ValueError(f"`data`: channel(s) {listed(empty)} have no observed sample (all NaN), so there is nothing "
                          "to fit; drop them before fitting.")
     with np.errstate(invalid="ignore"):
         spread = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
@@ -72,10 +73,10 @@ def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observatio
     if not constant:
         return
     if reads_gaussian(observation):
-        raise ValueError(f"`data`: channel(s) {constant} are constant over all observed samples (std 0). A "
+        raise ValueError(f"`data`: channel(s) {listed(constant)} are constant over all observed samples (std 0). A "
                          "Gaussian observation model would give them zero noise variance and an unbounded "
                          "likelihood; drop them (a constant carries no dynamics).")
-    warnings.warn(f"`data`: channel(s) {constant} are constant over all observed samples (e.g. a neuron that "
+    warnings.warn(f"`data`: channel(s) {listed(constant)} are constant over all observed samples (e.g. a neuron that "
                   "never fires); the model can only learn a constant rate for them.", RuntimeWarning, stacklevel=3)
 
 
@@ -389,8 +390,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                              f"or load a saved one); this one has no model_.")
         fitted_names = list(getattr(self, "channel_names_", channel_names))
         if len(channel_names) != int(model.observation.obs_dim) or channel_names != fitted_names:
-            raise ValueError(f"warm_start=True: `data` has channels {channel_names}, but the model was fitted on "
-                             f"{fitted_names}; give data with the same channels, or fit afresh.")
+            raise ValueError(f"warm_start=True: `data` has channels {listed(channel_names)}, but the model was fitted "
+                             f"on {listed(fitted_names)}; give data with the same channels, or fit afresh.")
         if input_dim != int(model.dynamics.input_dim):
             raise ValueError(f"warm_start=True: `data` has {input_dim} input(s), but the model was fitted with "
                              f"{int(model.dynamics.input_dim)}; give data with the same inputs, or fit afresh.")

@@ -81,7 +81,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     ------
     ValueError
         Pickled (object) arrays, a missing or ambiguous ``key`` (the message lists what
-        exists), a ``dims`` that does not match the array, a text file without ``fs``/``dt``,
+        exists), a ``key`` for a ``.npy`` or text file (they hold one array), a ``dims`` that
+        does not match the array, a text file without ``fs``/``dt``,
         a text column that rises by the same step on every row but is not named as a time
         axis (a time column read as data would be fitted as a channel), an unknown extension.
     TypeError
@@ -97,6 +98,11 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         raise ValueError(_pickle_message(path))
     step = sampling_step(dt, fs)
     sample_time = None
+    if key is not None and ext in (".npy", ".csv", ".tsv", ".txt"):
+        # a key that picks nothing would be dropped without a word, though its user meant some array
+        what = "a .npy file, which holds one array" if ext == ".npy" else "a text table, which holds one table"
+        raise ValueError(f"`key`={key!r}: {path.name!r} is {what}, so `key` names nothing; leave it out (from the "
+                         "command line: --read key=...), or store several arrays in one .npz and pick one by key.")
     if ext == ".npy":
         trials, meta, fmt = _read_npy(path), {}, "npy"
     elif ext == ".npz":
@@ -180,13 +186,13 @@ def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
 def _read_text(path: Path, ext: str, time_column: str | int | bool | None
                ) -> tuple[np.ndarray, list[str], Any, str | int | None]:
     """The table, its header, the sample times (or None) and which column gave them (or None)."""
-    delimiter = _delimiter(ext)
     # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
     # stick to the first header name ("\ufefftime" is no time column)
     with open(path, encoding="utf-8-sig") as fh:
         first = fh.readline()
     if not first.strip():
         raise ValueError(f"{path.name!r} is empty (its first line is blank); expected a table of numbers.")
+    delimiter = _delimiter(ext, first)
     header = _header([first.replace('"', "")], delimiter)
     table = _read_plain_numbers(path, delimiter, skip=1 if header else 0)
     if table is None:
@@ -257,8 +263,15 @@ def _read_cell_by_cell(path: Path, delimiter: str | None, header: list[str]) -> 
     return table
 
 
-def _delimiter(ext: str) -> str | None:
-    return "\t" if ext == ".tsv" else ("," if ext == ".csv" else None)
+def _delimiter(ext: str, first: str) -> str | None:
+    """The field separator of a text table, from its first line: a tab for .tsv; for .csv and .txt
+    a semicolon, comma or tab found there, in that order (a spreadsheet in a locale whose decimal
+    mark is a comma writes `;` between fields, so `;` wins over `,`), else `,` for .csv and
+    whitespace (None) for .txt. Read with `,`, a `time;V` table is one column named `time;V`."""
+    if ext == ".tsv":
+        return "\t"
+    found = next((d for d in (";", ",", "\t") if d in first), None)
+    return found if found is not None else ("," if ext == ".csv" else None)
 
 
 def _header(lines: list[str], delimiter: str | None) -> list[str]:
@@ -284,7 +297,7 @@ def time_column_of(path: str | os.PathLike) -> str | None:
     # stick to the first header name ("\ufefftime" is no time column)
     with open(path, encoding="utf-8-sig") as fh:
         first = fh.readline().replace('"', "")
-    return _named_time_column(_header([first], _delimiter(path.suffix.lower())))
+    return _named_time_column(_header([first], _delimiter(path.suffix.lower(), first)))
 
 
 def _named_time_column(header: list[str]) -> str | None:
@@ -338,8 +351,10 @@ def _refuse_words(path: Path, lines: list[str], table: np.ndarray, delimiter: st
     for r, c in zip(rows, cols):
         field = str(raw[r, c]).strip()
         if field.lower() not in _MISSING_WORDS:
+            decimal_comma = delimiter != "," and re.fullmatch(r"[-+]?\d*,\d+", field)
+            comma = " (a decimal comma: write 0.5, not 0,5)" if decimal_comma else ""
             raise ValueError(f"{path.name!r}: data row {r + 1}, column {c + 1} holds {field!r}, which is not a "
-                             "number; mark a missing sample with an empty field, NaN or NA, and remove or fix "
+                             f"number{comma}; mark a missing sample with an empty field, NaN or NA, and remove or fix "
                              "any other text (units belong in the header).")
 
 

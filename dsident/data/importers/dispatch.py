@@ -1,6 +1,7 @@
 """One entry point for files of any supported format: :func:`load_any`."""
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -72,29 +73,49 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
         fmt = _format_of(name, ext)
     dt = options.pop("dt", None)
     if fmt == "array":
+        _check_options(load_array, options)
         return load_array(path, dt=dt, **options)
     if fmt == "nwb" and dt is not None and options.get("series") is None and options.get("bin_size") is None:
         options["bin_size"] = dt
     if fmt == "netcdf":
-        from ..io import load_dataset
-
-        ds = load_dataset(path, **options)
+        from ..io import load_dataset as reader
     elif fmt == "nwb":
-        from .nwb import from_nwb
-
-        ds = from_nwb(path, **options)
+        from .nwb import from_nwb as reader
     elif fmt == "mne":
-        ds = from_mne(path, **options)
+        reader = from_mne
     elif fmt == "neo":
-        from .ephys import from_neo
-
-        ds = from_neo(path, **options)
+        from .ephys import from_neo as reader
     else:
         raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'mne' or 'neo'.")
+    _check_options(reader, options)
+    ds = reader(path, **options)
     if dt is not None and not np.isclose(float(ds.attrs["dt"]), float(dt), rtol=1e-9, atol=0.0):
         raise ValueError(f"{str(path)!r} is sampled at dt={ds.attrs['dt']!r} but dt={dt!r} was asked for; "
                          "resample it (dsident.data.preprocessing.resample) or leave `dt` out.")
     return ds
+
+
+class _UnknownOptions(TypeError):
+    """Options a format's reader does not take: ``unknown`` names them, ``accepted`` lists what it
+    takes, so a caller (``--read``) can name just the wrong ones."""
+
+    def __init__(self, reader: str, unknown: list[str], accepted: list[str]) -> None:
+        self.unknown, self.accepted = unknown, accepted
+        words = "an unexpected keyword argument" if len(unknown) == 1 else "unexpected keyword arguments"
+        super().__init__(f"{reader}() got {words} {', '.join(repr(u) for u in unknown)}; it takes "
+                         f"{', '.join(accepted)} (and load_any's `dt` and `format`, as every format does)")
+
+
+def _check_options(reader: Any, options: dict[str, Any]) -> None:
+    """Refuse every option ``reader`` does not take at once (Python's own TypeError names only
+    the first, and lists none of those it takes)."""
+    params = inspect.signature(reader).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "dt"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise _UnknownOptions(f"{reader.__name__}", unknown, accepted)
 
 
 def _format_of(name: str, ext: str) -> str:
