@@ -899,7 +899,7 @@ def test_a_csv_in_ms_gives_periods_and_exponents_in_ms(tmp_path):
                  "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
                  "--out", str(out)]) == 0
     text = (out / "fit.md").read_text()
-    assert "per ms (a late D_stsp" in text and "per time unit" not in text
+    assert "per ms (|λ| ≤ " in text and "per time unit" not in text
     assert "data 20 ms (40 samples)" in text
     assert json.loads((out / "config.json").read_text())["time_unit"] == "ms"
     with xr.open_dataset(out / "metrics.nc", engine="h5netcdf") as saved:

@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 import scipy.io
+import xarray as xr
 
 from dsident.data import as_dataset, save_dataset, to_arrays
 from dsident.data.importers import from_mne, from_neo, from_nwb, load_any, load_array
@@ -601,3 +602,34 @@ def test_cli_read_options_reach_the_reader_and_evaluate_reuses_them(tmp_path, ca
     assert "is a NetCDF file, which is read as it is" in capsys.readouterr().err
     assert main(["fit", "lorenz63", *tiny, "--read", "key=x", "--out", str(tmp_path / "bad")]) == 2
     assert "apply to a data file, but the data are a shipped set" in capsys.readouterr().err
+
+
+def test_read_channels_drops_a_constant_channel_for_fit_evaluate_and_inspect(tmp_path, capsys):
+    from dsident import datasets
+    from dsident.cli import main
+    from dsident.experiments.inputs import select_channels
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :600]
+    rec = np.column_stack([x[:, 0], np.full(600, 2.0), x[:, 2]])      # a constant middle channel
+    np.save(tmp_path / "rec.npy", rec)
+    tiny = ["--dt", "0.01", "--model", "shplrnn", "--method", "bptt", "--param", "hidden_dim=8", "--option",
+            "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--test-fraction", "0.25"]
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.npy"), *tiny, "--out", str(out)]) == 2
+    assert "['x1'] are constant" in capsys.readouterr().err
+    assert main(["fit", str(tmp_path / "rec.npy"), *tiny, "--read", "channels=x0,x2", "--out", str(out)]) == 0
+    scored = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert list(scored["channel"].values) == ["x0", "x2"]
+    assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--no-progress"]) == 0   # the fit's selection
+    assert main(["inspect", str(tmp_path / "rec.npy"), "--dt", "0.01", "--read", "channels=[0, 2]",
+                 "--out", str(tmp_path / "insp")]) == 0
+    assert "2 channel(s)" in (tmp_path / "insp" / "inspect.md").read_text()
+    ds = as_dataset(rec, dt=0.01)
+    # names or positions, in the order given; a wrong one is named with what there is
+    np.testing.assert_array_equal(select_channels(ds, ["x2", 0])["x"].values[0], rec[:, [2, 0]])
+    with pytest.raises(ValueError, match=r"'V' is not a channel of the data; they are \['x0', 'x1', 'x2'\]"):
+        select_channels(ds, "V")
+    with pytest.raises(ValueError, match="position 3 is outside"):
+        select_channels(ds, [3])
+    with pytest.raises(ValueError, match="each kept channel once"):
+        select_channels(ds, "x0,x0")

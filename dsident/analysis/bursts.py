@@ -174,9 +174,9 @@ def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROM
     """
     if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
         raise ValueError(f"`dt` must be a positive sampling step; got {dt!r}.")
+    peaks = find_spikes(series, prominence=prominence)       # checks `series` and `prominence` first
     if looks_like_counts(series):
         return None
-    peaks = find_spikes(series, prominence=prominence)
     intervals = [np.diff(p) for p in peaks if p.size >= 2]
     n_spikes = int(sum(p.size for p in peaks))
     if n_spikes < 2 * min_bursts or not intervals:

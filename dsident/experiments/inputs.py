@@ -158,7 +158,42 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
 def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None) -> xr.Dataset:
     """Read a data file by its extension with :func:`dsident.data.load_any` (NetCDF, arrays,
     HDF5/MAT, NWB, MNE and Neo formats); ``dt`` is the step of plain arrays or the NWB bin width,
-    ``read`` the reader's own options (``key``, ``series``, ``picks``, ...)."""
+    ``read`` the reader's own options (``key``, ``series``, ``picks``, ...) and, for every format,
+    ``channels``: the channels kept, by name or position (:func:`select_channels`)."""
+    read = dict(read or {})
+    channels = read.pop("channels", None)
+    ds = _read_file(path, dt, read)
+    return ds if channels is None else select_channels(ds, channels)
+
+
+def select_channels(ds: xr.Dataset, channels: Any) -> xr.Dataset:
+    """``ds`` with only ``channels``, in the order given: names, or positions (0-based) for
+    channels without names; a list or one comma-separated string (``--read channels=V,I``).
+    How a recording's constant or unwanted channels are dropped without re-saving the file; a
+    fit keeps the option in its ``config.json``, so ``evaluate`` and ``analyze`` read its test
+    data the same way."""
+    wanted = [c.strip() for c in channels.split(",")] if isinstance(channels, str) else list(np.atleast_1d(channels))
+    names = [str(c) for c in ds["channel"].values]
+    picked = []
+    for c in wanted:
+        if str(c) in names:
+            picked.append(names.index(str(c)))
+        elif isinstance(c, (int, np.integer)) or (isinstance(c, str) and c.lstrip("-").isdigit()):
+            k = int(c)
+            if not -len(names) <= k < len(names):
+                raise ValueError(f"--read channels: position {k} is outside the data's {len(names)} channel(s) "
+                                 f"{listed(names)}.")
+            picked.append(k % len(names))
+        else:
+            raise ValueError(f"--read channels: {c!r} is not a channel of the data; they are {listed(names)} "
+                             "(names, or 0-based positions).")
+    if not picked or len(set(picked)) != len(picked):
+        raise ValueError(f"--read channels must name each kept channel once; got {wanted!r}.")
+    return ds.isel(channel=picked)
+
+
+def _read_file(path: Path, dt: float | None, read: dict[str, Any]) -> xr.Dataset:
+    """:func:`_load_file` without the channel selection."""
     from ..data import as_dataset, load_any
 
     if not path.exists():

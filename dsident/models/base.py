@@ -75,7 +75,8 @@ def check_channels(x: np.ndarray, mask: np.ndarray, names: list[str], observatio
     if reads_gaussian(observation):
         raise ValueError(f"`data`: channel(s) {listed(constant)} are constant over all observed samples (std 0). A "
                          "Gaussian observation model would give them zero noise variance and an unbounded "
-                         "likelihood; drop them (a constant carries no dynamics).")
+                         "likelihood; drop them (a constant carries no dynamics): `ds.drop_sel(channel=...)`, or "
+                         "on the command line `--read channels=...` with the channels to keep.")
     warnings.warn(f"`data`: channel(s) {listed(constant)} are constant over all observed samples (e.g. a neuron that "
                   "never fires); the model can only learn a constant rate for them.", RuntimeWarning, stacklevel=3)
 
