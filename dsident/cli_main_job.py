@@ -520,7 +520,8 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
         return []
     return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
             f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} {time_unit(train) or 'time units'} "
-            f"({bursts.period / float(train.attrs.get('dt', 1.0)):.0f} samples) apart in the median, the intervals' CV {bursts.period_cv:.2f}), and what starts and ends them is not "
+            f"({bursts.period / float(train.attrs.get('dt', 1.0)):.0f} samples) apart in the median, the "
+            f"intervals' CV {bursts.period_cv:.2f}), and what starts and ends them is not "
             "recorded: `--slow-channels auto` hands the burst cycle to the model as two observed, unscored "
             f"channels. {SLOW_CHANNELS_EVIDENCE}"]
 

@@ -570,7 +570,7 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     if spectrum is None:
         return float("nan")
     freq, power = spectrum
-    raw = power
+    raw = power                  # the periodogram before any smoothing (a line's sharpness)
     # bin k of the stretch's spectrum is k cycles over it
     first = int(np.ceil(float(min_cycles)))
     if prominence is not None:
@@ -604,7 +604,8 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
 def _slower_fundamental(raw: np.ndarray, first: int, chosen: int, prominence: float) -> bool:
     """Whether the raw periodogram has, below bin ``first`` (fewer cycles than a rhythm needs), a
     sharp line at least as strong as the chosen bin's neighbourhood whose harmonic the chosen
-    bin can be, with a lower harmonic of it at least half as strong as the chosen bin.
+    bin can be, with a lower harmonic of it at least half as strong as the chosen bin (none is
+    asked of a 2nd harmonic).
 
     Sharp: ``prominence`` times the mean of its two neighbours in the raw periodogram. Below
     ~10 bins the smoothed spectrum cannot show a line (a pure one spreads over the few bins of its
