@@ -853,3 +853,24 @@ def test_stateful_fit_hands_each_stream_its_state():
     assert all(math.isfinite(v) for v in history["train_loss"])
     with pytest.raises(TypeError, match="`stateful` must be True or False; got stateful='yes'"):
         fit_teacher_forcing(model, periodic_data(400), stateful="yes", n_epochs=1, progress=False)
+
+
+def test_a_gap_in_the_training_data_keeps_the_scored_runs_d_h():
+    # one missing sample used to make every scored epoch's D_H NaN; it is now read, as evaluate
+    # reads it, over the longest gap-free stretch of the reference
+    import dsident
+    from dsident.metrics import power_spectrum_distance
+    from dsident.metrics.evaluate import observed_spectrum_distance
+
+    t = np.arange(1600) * 0.05
+    x = np.column_stack([np.sin(2 * np.pi * t / 7.0), np.cos(2 * np.pi * t / 7.0)])
+    x[1000, 1] = np.nan
+    m = dsident.models.ShallowPLRNN(latent_dim=2, hidden_dim=8, seed=0)
+    m.fit(dsident.as_dataset(x, dt=0.05), method="teacher-forcing", n_epochs=2, eval_every=1, seq_len=50)
+    d_h = m.history_["power_spectrum_distance"]
+    assert len(d_h) == 2 and np.isfinite(d_h).all()
+    # the route it takes against the direct one on the gap-free stretch [0, 1000)
+    run = np.column_stack([np.sin(2 * np.pi * t / 6.0), np.cos(2 * np.pi * t / 6.0)])
+    per_channel, n = observed_spectrum_distance(x[None], run[None], np.zeros(1, dtype=int), np.full(1, 1600), 20.0)
+    assert n == 1000
+    assert float(np.mean(per_channel)) == pytest.approx(power_spectrum_distance(x[:1000], run[:1000]), rel=1e-12)

@@ -167,7 +167,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
                                         smoothing_alpha=smoothing_alpha, direction=direction,
                                         gmm_scaling=gmm_scaling, gmm_points=gmm_points,
                                         mc_samples=mc_samples, seed=seed)
-        d_h, d_h_length = _spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
+        d_h, d_h_length = observed_spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
         coverage = state_space_coverage(x[..., keep], generated[..., keep], n_bins=n_bins)
     pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt, channels=keep)
 
@@ -427,7 +427,7 @@ def _is_diverged(run: xr.Dataset, xg: np.ndarray, n_used: np.ndarray, x: np.ndar
     return False
 
 
-def _spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+def observed_spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                        sigma: float) -> tuple[np.ndarray, int]:
     """D_H per channel over the common length of all trials' windows, and that length.
 
@@ -435,6 +435,8 @@ def _spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.ndarray,
     inside the window are compared over each trial's longest fully observed stretch (cut to the
     shortest of them), against the free run at the same steps. A stretch shorter than
     :func:`min_spectrum_length` gives NaN: the smoothing kernel would span its whole spectrum.
+    ``x`` / ``generated``: (trial, time, channel); ``starts`` / ``lengths``: each trial's window.
+    Also how teacher forcing scores a free run against training data with gaps.
     """
     common = int(np.min(lengths - starts))
     xt = np.stack([x[i, s:s + common] for i, s in enumerate(starts)])
