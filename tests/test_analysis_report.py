@@ -484,6 +484,29 @@ def test_a_rhythm_the_stretch_holds_too_few_cycles_of_is_not_read_as_a_harmonic(
     short = _van_der_pol(30.0)
     assert fundamental_period(short[:, 1], 0.01) == pytest.approx(7.5)      # 4 cycles: the lowest strong line
     assert math.isnan(rhythm_period(short[:, 1], 0.01)) and math.isnan(rhythm_period(short[:, 0], 0.01))
+    # 7 cycles (50 time units): the line of 10+ cycles is the 3rd harmonic, with no 2nd beneath it
+    seven = _van_der_pol(50.0)
+    assert math.isnan(rhythm_period(seven[:, 0], 0.01)) and math.isnan(rhythm_period(seven[:, 1], 0.01))
+    # 10.4 cycles: enough, but the fundamental spreads over two bins and does not stand out
+    # 10× its smoothed surroundings, where the 3rd harmonic does
+    ten = _van_der_pol(74.0)
+    assert math.isnan(rhythm_period(ten[:, 0], 0.01)) and math.isnan(rhythm_period(ten[:, 1], 0.01))
+
+
+def test_an_eeg_like_alpha_line_on_a_1_over_f_background_keeps_its_period():
+    # the 1/f background is strong at low bins, and its scatter makes local maxima there: none
+    # may pass for a fundamental whose harmonic the alpha line would be
+    from dsident.analysis import rhythm_period
+
+    n, fs = 2560, 256.0
+    f = np.fft.rfftfreq(n, 1 / fs)
+    t = np.arange(n) / fs
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        spectrum = np.where(f > 0, 1 / np.maximum(f, 1e-9), 0) * np.exp(2j * np.pi * rng.random(len(f)))
+        pink = np.fft.irfft(spectrum * np.sqrt(rng.exponential(size=len(f))), n)
+        pink /= pink.std()
+        assert rhythm_period(pink + 0.3 * np.sin(2 * np.pi * 10 * t), 1 / fs) == pytest.approx(0.1), seed
     # two independent rhythms, a strong 3-cycle one and a 100-cycle one: the fast one is no
     # harmonic (nothing between them), so it keeps its period
     t = np.arange(4000)

@@ -550,10 +550,10 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     0.76-time-unit oscillation) 39-56×, the ECG's beats 22-42× and the bursting neuron's bursts
     over 1 000×, so 10 tells a rhythm from chaos.
 
-    With both, a sharp line of fewer than ``min_cycles`` cycles, stronger than the chosen one
-    and with the chosen one among its harmonics, means the rhythm is slower than the stretch can
-    measure (a Van der Pol oscillator over 4 of its cycles read as its 7th), so the result is
-    NaN.
+    With both, a sharp line below the chosen one, stronger than it and with the chosen one among
+    its harmonics, means the rhythm's fundamental was missed (fewer than ``min_cycles`` cycles,
+    or too few to stand out: a Van der Pol oscillator over 4 of its cycles read as its 7th
+    harmonic, over 10.4 as its 3rd), so the result is NaN.
 
     Returns
     -------
@@ -594,35 +594,40 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
     # the lowest of them at least `share` of the strongest
     strong = np.flatnonzero(peaks & (p >= float(share) * p[peaks].max()))
     chosen = first + int(strong[0])
-    if prominence is not None and _slower_fundamental(raw, first, chosen, float(prominence)):
+    if prominence is not None and _slower_fundamental(raw, chosen, float(prominence)):
         # the rhythm is slower than the stretch measures, and the chosen line one of its
         # harmonics (a Van der Pol oscillator over 4 of its cycles read as its 7th)
         return float("nan")
     return float(1.0 / freq[chosen])
 
 
-def _slower_fundamental(raw: np.ndarray, first: int, chosen: int, prominence: float) -> bool:
-    """Whether the raw periodogram has, below bin ``first`` (fewer cycles than a rhythm needs), a
-    sharp line at least as strong as the chosen bin's neighbourhood whose harmonic the chosen
-    bin can be, with a lower harmonic of it at least half as strong as the chosen bin (none is
-    asked of a 2nd harmonic).
+def _slower_fundamental(raw: np.ndarray, chosen: int, prominence: float) -> bool:
+    """Whether the raw periodogram has, below the chosen bin, a sharp line much stronger than the
+    chosen bin's neighbourhood whose harmonic the chosen bin can be, with a lower harmonic of it
+    at least half as strong as the chosen bin (none is asked of a 2nd or 3rd harmonic).
 
-    Sharp: ``prominence`` times the mean of its two neighbours in the raw periodogram. Below
-    ~10 bins the smoothed spectrum cannot show a line (a pure one spreads over the few bins of its
-    surroundings), and a 1/f background (an EEG's) is strong there but not sharp, so its alpha
-    line keeps its period. Bin 1 (one cycle over the stretch) is a trend, not a line."""
-    if first <= 2:
-        return False
+    Such a line is the rhythm's fundamental, missed because it has fewer cycles than a rhythm
+    needs over the stretch or, a little above, because with so few cycles it spreads over two
+    bins and does not stand ``prominence`` above its smoothed surroundings (a Van der Pol stretch
+    of 10.4 cycles read as its 3rd harmonic). It must be ``prominence`` times the chosen bin and
+    ``prominence`` times the largest of the bins two and three away on either side (the bin next
+    to it shares a line that falls between bins): a 1/f background (an EEG's) is strong at low
+    bins, but its scatter does not make such a line, so its alpha line keeps its period (20
+    synthetic EEGs, alpha at 0.3-1 of the background's std: all kept). Lines of fewer than 4
+    cycles are not looked for: their shoulders would reach the DC bin and bin 1's trend."""
     top = raw[max(chosen - 1, 1):chosen + 2].max()
-    for k in range(2, min(first, len(raw) - 1)):
-        if raw[k] < top or raw[k] < prominence * 0.5 * (raw[k - 1] + raw[k + 1]):
-            continue
+    k = np.arange(4, chosen)         # both shoulders (3 bins away) clear of the DC bin and bin 1's trend
+    padded = np.concatenate([[0.0], raw, [0.0, 0.0, 0.0]])        # padded[i + 1] is raw[i]
+    local = (raw[k] >= raw[k - 1]) & (raw[k] >= padded[k + 2])
+    shoulders = np.max([padded[k - 1], padded[k - 2], padded[k + 3], padded[k + 4]], axis=0)
+    for k in k[local & (raw[k] >= top) & (raw[k] >= prominence * shoulders)]:
         n = max(2, int(round(chosen / k)))
         if abs(chosen - n * k) > 0.5 * n + 1:
             continue
         # a harmonic series shows lower harmonics too (Van der Pol's 3rd and 5th beside its 7th);
-        # two independent rhythms, a slow and a fast one, do not
-        if n == 2 or any(raw[max(j * k - 1, 1):j * k + 2].max() >= 0.5 * top for j in range(2, n)):
+        # two independent rhythms, a slow and a fast one, do not. None is asked of a 2nd or 3rd
+        # harmonic: an odd-harmonic signal (Van der Pol's) has no 2nd beneath its 3rd
+        if n <= 3 or any(raw[max(j * k - 1, 1):j * k + 2].max() >= 0.5 * top for j in range(2, n)):
             return True
     return False
 
