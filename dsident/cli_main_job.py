@@ -1048,11 +1048,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                    progress=args.progress is not False)
     except ImportError as err:   # a missing extra: say which one, without a traceback
         raise SystemExit(f"dsident: {err}") from err
-    out = Path(args.out or "") if args.out else None
     _say(table)
-    _say(f"[dsident] sweep: {results.sizes.get('point', 0)} points; table and NetCDF in "
-         f"{out or 'the folder named in the sweep file'}")
-    return 0
+    n = results.sizes.get("point", 0)
+    failed = int((results["status"].values != "done").sum()) if n else 0
+    out = results.attrs.get("out") or args.out or "the folder named in the sweep file"
+    _say(f"[dsident] sweep: {n} points, {n - failed} done, {failed} failed; sweep.md and sweep.nc in {out}"
+         + ("; a re-run retries the failed points and skips the done ones" if failed else ""))
+    # the sweep goes on past a failed point, but a script running it must be able to tell
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -644,8 +644,22 @@ def test_sweep_verb_from_a_toml_file(tmp_path):
                     '[grid]\nhidden_dim = [4, 6]\nseed = [0]\n')
     assert main(["sweep", str(spec), "--workers", "2", "--no-progress"]) == 0
     res = xr.open_dataset(out / "sweep.nc", engine="h5netcdf")
-    assert sorted(res["hidden_dim"].values.tolist()) == [4.0, 6.0]
-    assert "| hidden_dim |" in (out / "sweep.md").read_text()
+    assert sorted(res["hidden_dim"].values.tolist()) == [4, 6] and res["hidden_dim"].dtype == np.int64
+    assert "| hidden_dim |" in (out / "sweep.md").read_text() and "| 4 | 1/1 |" in (out / "sweep.md").read_text()
+
+
+def test_a_sweep_with_a_failed_point_finishes_the_others_and_exits_1(tmp_path, capsys):
+    out = tmp_path / "sw"
+    spec = tmp_path / "sweep.toml"
+    # an identity readout of 3 channels needs 3 latent units or more: latent_dim 1 fails
+    spec.write_text(f'dataset = "lorenz63"\nmodel = "shplrnn"\nmethod = "bptt"\ntrain_length = 300\n'
+                    f'eval_length = 200\nout = "{out}"\n[fit_options]\nn_epochs = 1\nseq_len = 20\n'
+                    '[model_params]\nhidden_dim = 4\nreadout = "identity"\n[grid]\nlatent_dim = [3, 1]\nseed = [0]\n')
+    assert main(["sweep", str(spec), "--no-progress"]) == 1
+    said = "".join(capsys.readouterr())
+    assert f"sweep: 2 points, 1 done, 1 failed; sweep.md and sweep.nc in {out}" in said
+    table = (out / "sweep.md").read_text()
+    assert "| 3 | 1/1 |" in table and "- failed: {'latent_dim': 1} seed 0: ValueError" in table
 
 
 def test_fit_init_goes_on_from_a_saved_model(tmp_path, capsys):

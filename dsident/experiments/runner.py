@@ -564,7 +564,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     for key in sweep_keys:
         values = [_swept_value(key, _lookup(r.get("config", {}), key)) for r in records]
         numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)) for v in values)
-        coords[key] = ("point", np.array(values, dtype=float) if numeric else np.array([str(v) for v in values]))
+        whole = numeric and all(isinstance(v, (int, np.integer)) for v in values)     # a latent_dim stays 4, not 4.0
+        coords[key] = ("point", np.array(values, dtype=np.int64 if whole else float) if numeric
+                       else np.array([str(v) for v in values]))
     ds = xr.Dataset(data, coords=coords)
     ds["fit_time"].attrs["units"] = "s"
     ds.attrs = {"dsident_version": __version__, "n_points": n,

@@ -353,6 +353,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
         if own:
             close_executor(executor)
     results = records_to_dataset(records, sweep_keys=[k for k in swept if k != "seed"])
+    results.attrs["out"] = str(out)
     results.to_netcdf(out / "sweep.nc", engine="h5netcdf")
     table = sweep_table(results, [k for k in swept if k != "seed"])
     note = test_data_note(records)
