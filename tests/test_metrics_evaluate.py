@@ -269,3 +269,13 @@ def test_drawing_counts_from_a_diverged_run_keeps_nan():
     for obs in (Poisson(3, 2), Bernoulli(3, 2), Categorical(3, 2)):
         x = obs.double().sample(z, generator=torch.Generator().manual_seed(0))
         assert torch.isfinite(x[0]).all() and torch.isnan(x[1]).all(), type(obs).__name__
+
+
+def test_test_data_at_another_step_than_the_models_are_refused_unless_dt_says_which():
+    orbit = _orbit(_rotation(ANGLE), 600)
+    model = _model(_rotation(ANGLE))                           # dt 0.1
+    with pytest.raises(ValueError, match=r"sampled every 0.2 \(attrs\['dt'\]\) but the model steps by 0.1"):
+        evaluate(model, dsident.as_dataset(orbit, dt=0.2), pe_steps=2)
+    same = float(evaluate(model, dsident.as_dataset(orbit, dt=0.1), pe_steps=2).state_space_divergence)
+    assert float(evaluate(model, dsident.as_dataset(orbit, dt=0.1005), pe_steps=2).state_space_divergence) == same
+    assert float(evaluate(model, orbit, pe_steps=2).state_space_divergence) == same      # a plain array: no step

@@ -118,6 +118,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if not np.isfinite(divergence_threshold) or divergence_threshold <= 0:
         raise ValueError(f"`divergence_threshold` must be a positive number of standard deviations; got {divergence_threshold!r}.")
     ds = as_dataset(test)
+    _check_step(test, fitted, dt)
     x = ds["x"].values
     lengths = np.asarray(ds["length"].values, dtype=int) if "length" in ds else np.full(x.shape[0], x.shape[1])
     u = ds["u"].values if "u" in ds else None
@@ -459,6 +460,23 @@ def observed_spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.
         warnings.warn(f"test trials differ in length; D_H compares the first {common} samples of each.",
                       RuntimeWarning, stacklevel=3)
     return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True)), common
+
+
+def _check_step(test: Any, fitted: Any, dt: float | None) -> None:
+    """Refuse test data whose own sampling step disagrees with the model's (beyond 1 %, as
+    :func:`dsident.as_dataset` allows against sample times) when no ``dt`` says which to use: the
+    free run would be compared with data on another time axis, and D_H's spectra with it. Plain
+    arrays carry no step and are taken at the model's."""
+    if dt is not None or not isinstance(test, xr.Dataset) or "dt" not in test.attrs:
+        return
+    model_dt = getattr(fitted, "dt", None)
+    if model_dt is None:
+        return
+    given = float(test.attrs["dt"])
+    if abs(given - float(model_dt)) > 0.01 * abs(float(model_dt)):
+        raise ValueError(f"`test` is sampled every {given:g} (attrs['dt']) but the model steps by {float(model_dt):g}: "
+                         "score it on data at the model's step, or pass `dt` to run the model at the data's "
+                         "(continuous-time models only).")
 
 
 def min_spectrum_length(sigma: float) -> int:
