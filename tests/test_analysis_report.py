@@ -512,3 +512,17 @@ def test_an_eeg_like_alpha_line_on_a_1_over_f_background_keeps_its_period():
     t = np.arange(4000)
     two = 2.0 * np.sin(2 * np.pi * 3 * t / 4000) + np.sin(2 * np.pi * t / 40)
     assert rhythm_period(two, 0.5) == pytest.approx(20.0)
+
+
+def test_rhythm_period_names_a_bad_step_or_shape():
+    from dsident.analysis import find_bursts, rhythm_period
+
+    x = np.sin(np.arange(2000) / 10.0)
+    for bad in (0, -1.0, "0.05", float("nan"), True):
+        with pytest.raises(ValueError, match="`dt` must be a positive sampling step"):
+            rhythm_period(x, bad)
+    with pytest.raises(ValueError, match=r"`series` must be \(time,\) or \(time, channel\); got shape \(3, 4, 5\)"):
+        rhythm_period(np.zeros((3, 4, 5)), 0.1)
+    # numpy scalars are steps like any other (a dt read from an array often is one)
+    assert rhythm_period(x, np.float32(0.5)) == pytest.approx(rhythm_period(x, 0.5))
+    assert find_bursts(x, np.float32(0.5)) is None

@@ -231,3 +231,13 @@ def test_a_non_finite_model_jacobian_is_reported_as_diverged(monkeypatch):
     with pytest.warns(RuntimeWarning, match="diverged"):
         out = lyapunov_spectrum(model, np.ones(2), n_steps=100, transient=10)
     assert np.isnan(out).all()
+
+
+def test_a_models_start_state_of_the_wrong_shape_or_not_finite_is_named():
+    model = linear_model(np.diag([0.5, 0.25]), dt=0.1)
+    with pytest.raises(ValueError, match=r"`z0` must be a finite latent state of shape \(2,\) \(latent_dim\); got "
+                                         r"shape \(3,\)"):
+        lyapunov_spectrum(model, z0=np.zeros(3), n_steps=10)
+    with pytest.raises(ValueError, match="with non-finite entries"):
+        lyapunov_spectrum(model, z0=np.array([np.nan, 0.0]), n_steps=10)
+    np.testing.assert_allclose(lyapunov_spectrum(model, z0=np.ones(2), n_steps=10), np.log([0.5, 0.25]) / 0.1)

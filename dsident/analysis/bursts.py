@@ -172,7 +172,8 @@ def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROM
         spikes than their neighbours, not spikes, and a rate-modulated Poisson train would
         read as "bursts".
     """
-    if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not math.isfinite(dt) or dt <= 0:
+    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not math.isfinite(dt) \
+            or dt <= 0:
         raise ValueError(f"`dt` must be a positive sampling step; got {dt!r}.")
     peaks = find_spikes(series, prominence=prominence)       # checks `series` and `prominence` first
     if looks_like_counts(series):

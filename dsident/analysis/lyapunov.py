@@ -117,6 +117,13 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         system = system.model_
     if _is_state_space_model(system):
         dt = float(system.dt) if dt is None else _positive_float(dt, "dt")
+        if z0 is not None:
+            start = np.asarray(z0, dtype=float)
+            if start.shape != (int(system.latent_dim),) or not np.isfinite(start).all():
+                raise ValueError(f"`z0` must be a finite latent state of shape ({int(system.latent_dim)},) "
+                                 f"(latent_dim); got shape {start.shape}"
+                                 + (" with non-finite entries" if start.size and not np.isfinite(start).all()
+                                    else "") + ".")
         jacobians, ok = _model_jacobians(system, z0, int(transient) + n_steps, u, batch_size, path)
         m = int(system.latent_dim)
         k = _n_exponents(n_exponents, m)

@@ -673,9 +673,14 @@ def rhythm_period(series: np.ndarray, dt: float) -> float:
 def _column_spectrum(series: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray] | None:
     """Frequencies and periodogram of the most variable column's longest finite stretch; None
     when fewer than 4 finite rows remain or the stretch is flat."""
+    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not np.isfinite(dt) \
+            or dt <= 0:
+        raise ValueError(f"`dt` must be a positive sampling step (time units); got dt={dt!r}.")
     series = np.asarray(series, dtype=float)
     if series.ndim == 1:
         series = series[:, None]
+    if series.ndim != 2:
+        raise ValueError(f"`series` must be (time,) or (time, channel); got shape {series.shape}.")
     finite = np.isfinite(series).all(axis=1)
     if finite.sum() < 4:
         return None
