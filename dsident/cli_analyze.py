@@ -70,7 +70,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         report.fixed_point_observations = to_data_units(report.fixed_point_observations, cfg)
         report.info["observation_units"] = "the data's units"
     out.mkdir(parents=True, exist_ok=True)
-    _write_netcdf(report.to_xarray(), out / "analysis.nc")
+    analysed = report.to_xarray()
+    analysed.attrs["start"] = str(s["start"]) if start_raw is not None else "prior mean"
+    _write_netcdf(analysed, out / "analysis.nc")
     _write_netcdf(report.trajectory, out / "free_run.nc")
     if dims is None:
         dims = report.flow_dims()
@@ -80,7 +82,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                  title=f"{label}: {report.verdict}", save=out / "flow.png")
     if report.verdict != "diverged":
         plotting.plot_latent_trajectories(report.trajectory, save=out / "latents.png")
-    text = report.to_markdown()
+    # where the run began, so an analysis from --start is told from one from the prior mean
+    start = (f"the first fully observed sample of {s['start']}" if start_raw is not None
+             else "the initial-state prior's mean (--start DATA: a sample of the data)")
+    text = report.to_markdown().replace("\n- attractor of the free run:", f"\n- run started at {start}\n"
+                                        "- attractor of the free run:", 1)
     if start_raw is not None:
         from .experiments.best_dynamics import fixed_point_comparison
 

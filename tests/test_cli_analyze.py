@@ -38,6 +38,7 @@ def test_analyze_writes_the_report_the_run_and_the_figures(fitted, tmp_path, cap
     np.testing.assert_allclose(ds["lyapunov_exponent"].values, direct, rtol=1e-6)
     text = (out / "analysis.md").read_text()
     assert f"**{ds.attrs['verdict']}**" in text and "## Fixed points" in text
+    assert "- run started at the initial-state prior's mean" in text and ds.attrs["start"] == "prior mean"
     for png in ("flow.png", "latents.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
 
@@ -58,6 +59,9 @@ def test_analyze_can_start_from_the_data(fitted, tmp_path):
     text = (out / "analysis.md").read_text()
     assert "### Fixed points beside the true system's" in text
     assert text.count("| saddle |") >= 3
+    # where the run began is written down, in the report and in analysis.nc
+    assert "- run started at the first fully observed sample of lorenz63\n- attractor of the free run:" in text
+    assert xr.open_dataset(out / "analysis.nc", engine="h5netcdf").attrs["start"] == "lorenz63"
 
 
 def test_analyze_of_a_recording_has_no_true_fixed_points(fitted, tmp_path):
