@@ -499,7 +499,7 @@ def test_benchmark_tiny_grid_with_floor_row(tmp_path, capsys, monkeypatch):
     # the best point's dynamics beside the true system's, whose spectrum is recomputed here
     from dsident.analysis import system_lyapunov_spectrum
     truth = system_lyapunov_spectrum("lorenz63")
-    assert f"(true system {truth[0]:.3g})" in table and "## Dynamics of the best reconstructions" in table
+    assert f"(true system {truth[0]:.3g})" in table and "## Dynamics of each dataset's best point" in table
     # where each point's free run ends up at twice the evaluation length, beside the true exponent
     regimes = table.split("### Free runs at twice the evaluation length")[1]
     true_row = next(line for line in regimes.splitlines() if line.startswith("| *true system*"))
