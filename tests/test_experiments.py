@@ -835,3 +835,10 @@ def test_a_swept_slow_channels_setting_is_labelled_as_the_sweep_file_gave_it():
     text = sweep.sweep_table(ds, ["slow_channels"])
     assert "| auto | 1/2 |" in text and "| off | 1/1 |" in text and "| 0.4 | 1/1 |" in text
     assert "- failed: {'slow_channels': 'auto'} seed 1: ValueError: no bursts" in text
+
+
+def test_an_unknown_sweep_key_says_where_a_model_setting_or_a_step_goes():
+    with pytest.raises(ValueError, match=r"unknown sweep key\(s\) \['dt', 'latent_dim'\].*\[model_params\] "
+                                         r"\(latent_dim.*belongs to the data file"):
+        sweep._read_sweep({"dataset": "lorenz63", "model": "shplrnn", "dt": 0.05, "latent_dim": 4,
+                           "grid": {"seed": [0]}})

@@ -371,7 +371,10 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
     unknown = sorted(set(data) - set(RUN_KEYS) - set(SWEEP_KEYS))
     if unknown:
         raise ValueError(f"unknown sweep key(s) {unknown}; expected run keys {list(RUN_KEYS)} "
-                         f"or {list(SWEEP_KEYS)}.")
+                         f"or {list(SWEEP_KEYS)}. A model's setting goes in [model_params] (latent_dim, hidden_dim, "
+                         "...) and an inference option in [fit_options] (n_epochs, seq_len, ...), or in [grid] to "
+                         "sweep it" + ("; a sampling step belongs to the data file (an .npz's `dt`, a CSV's time "
+                                       "column)" if "dt" in unknown else "") + ".")
     if not isinstance(data.get("slurm", {}), Mapping):
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
