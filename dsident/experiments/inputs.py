@@ -219,11 +219,11 @@ def _read_file(path: Path, dt: float | None, read: dict[str, Any]) -> xr.Dataset
             raw = raw.rename({next(iter(raw.data_vars)): "x"})
         return as_dataset(raw, dt=dt, name=raw.attrs.get("name", path.stem))
     options = {**(read or {}), **({} if dt is None else {"dt": dt})}
-    from ..data.importers.dispatch import _UnknownOptions
+    from ..data.importers.dispatch import UnknownReaderOptions
 
     try:
         return load_any(path, **options)
-    except _UnknownOptions as err:
+    except UnknownReaderOptions as err:
         # the reader's own words name a Python argument; say which flag it came from
         raise ValueError(f"--read {err.unknown}: the reader of {path.name!r} does not take "
                          f"{'it' if len(err.unknown) == 1 else 'them'} ({err}); see dsident.data.load_any for each "

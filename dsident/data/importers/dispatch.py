@@ -95,7 +95,7 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
     return ds
 
 
-class _UnknownOptions(TypeError):
+class UnknownReaderOptions(TypeError):
     """Options a format's reader does not take: ``unknown`` names them, ``accepted`` lists what it
     takes, so a caller (``--read``) can name just the wrong ones."""
 
@@ -115,7 +115,7 @@ def _check_options(reader: Any, options: dict[str, Any]) -> None:
     accepted = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name != "dt"]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise _UnknownOptions(f"{reader.__name__}", unknown, accepted)
+        raise UnknownReaderOptions(f"{reader.__name__}", unknown, accepted)
 
 
 def _format_of(name: str, ext: str) -> str:
