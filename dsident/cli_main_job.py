@@ -542,9 +542,7 @@ def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dic
         return run_floor({**cfg, "eval_length": n_samples,
                           **({"test_data": test_spec} if is_path_like(dataset) and test_spec is not None else {})})
     except Exception as err:      # the scores stand without it
-        why = str(err).replace("Pass a shorter `length` or a second series as `other`.",
-                               f"A shorter --eval-length (these scores compared {n_samples} samples) gives one.")
-        return None, f"no floor: {type(err).__name__}: {why}"
+        return None, f"no floor: {type(err).__name__}: {_starts_flags(str(err), _FLOOR_FLAGS)}"
 
 
 def _floor_lines(scores: dict[str, float], floor: dict[str, float] | None, what: str) -> tuple[list[str], list[str]]:
@@ -746,11 +744,15 @@ _STARTS_FLAGS = (("`n_starts`", "--starts"), ("n_starts <=", "--starts <="), ("`
                  ("a shorter length", "a shorter --eval-length"), ("`data`", "the test data"))
 
 
-def _starts_flags(text: str) -> str:
-    """A message of :func:`dsident.metrics.evaluate_starts` with its argument names turned into
-    the flags that set them on the command line (``length`` is ``--eval-length``, ``data`` the
-    test data)."""
-    for name, flag in _STARTS_FLAGS:
+#: metrics.floor's advice, and what sets it on the command line
+_FLOOR_FLAGS = (("Pass a shorter `length` or a second series as `other`.", "A shorter --eval-length gives one."),)
+
+
+def _starts_flags(text: str, pairs: Sequence[tuple[str, str]] = _STARTS_FLAGS) -> str:
+    """A message of the Python API (:func:`dsident.metrics.evaluate_starts` by default) with its
+    argument names turned into the flags that set them on the command line (``length`` is
+    ``--eval-length``, ``data`` the test data)."""
+    for name, flag in pairs:
         text = text.replace(name, flag)
     return text
 

@@ -983,3 +983,18 @@ def test_evaluate_and_analyze_refuse_a_dt_that_disagrees_with_the_fits(tmp_path,
     assert "`dt`=0.02 (--dt) disagrees" in capsys.readouterr().err
     # the fit's own step, given again, is fine
     assert main(["evaluate", str(out), str(tmp_path / "rec.npy"), "--dt", "0.01", "--out", str(ev)]) == 0
+
+
+def test_no_floor_says_which_flag_would_give_one(tmp_path):
+    t = np.arange(1000) * 0.01
+    x = np.column_stack([np.sin(2 * np.pi * t), np.cos(2 * np.pi * t)])
+    x[100:300, 0] = np.nan                  # the training part's gap-free runs: 100 and 300 samples
+    np.save(tmp_path / "rec.npy", x)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.npy"), "--dt", "0.01", "--test-fraction", "0.4", "--model", "shplrnn",
+                 "--method", "bptt", "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20",
+                 "--no-progress", "--out", str(out)]) == 0
+    text = (out / "fit.md").read_text()
+    assert "- no floor: ValueError: need at least two gap-free stretches of length=400" in text
+    assert "(their fully observed runs: 400, 300, 100 samples)" in text
+    assert "A shorter --eval-length gives one." in text and "`other`" not in text
