@@ -289,7 +289,8 @@ class StateSpaceModel(nn.Module):
         seed : int, optional
             Seed of every random draw of this call.
         dt : float, optional
-            Sampling step (default: the model's).
+            Sampling step (default: the model's). Continuous-time dynamics integrate at it; a
+            discrete-time map (PLRNN, shallow PLRNN) refuses any other than its own.
 
         Returns
         -------
@@ -307,6 +308,12 @@ class StateSpaceModel(nn.Module):
             raise ValueError("pass either `z0` (a latent start state) or `x0` (an observation to encode), not both.")
         if dt is not None and (not math.isfinite(float(dt)) or float(dt) <= 0):
             raise ValueError(f"`dt` must be a positive finite sampling step; got dt={dt!r}.")
+        if dt is not None and not self._continuous_time() and abs(float(dt) - self.dt) > 1e-9 * self.dt:
+            # a map takes one step per sample whatever dt says: the run would be labelled with a time
+            # axis it does not have
+            raise ValueError(f"`dt`={float(dt)!r}: {type(self.dynamics).__name__} is a discrete-time map, one step "
+                             f"per sample of its fit's step dt={self.dt!r}; another dt would only relabel the "
+                             "time axis. Leave `dt` out (continuous-time models integrate at any step).")
         n_steps, n_trials = int(n_steps), int(n_trials)
         step_dt = self.dt if dt is None else float(dt)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
@@ -358,6 +365,12 @@ class StateSpaceModel(nn.Module):
                    "seed": -1 if seed is None else int(seed), "noise": int(bool(noise)),
                    "observation_noise": int(bool(observation_noise)), "dsident_version": __version__},
         )
+
+    def _continuous_time(self) -> bool:
+        """Whether the dynamics integrate an ODE over ``dt`` (so any step is meaningful)."""
+        from .dynamics.solvers import ODEStepMixin
+
+        return isinstance(self.dynamics, ODEStepMixin)
 
     def _start_state(self, z0: Any, x0: Any, n_trials: int, dtype: torch.dtype,
                      device: torch.device) -> Tensor | None:

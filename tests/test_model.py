@@ -407,3 +407,17 @@ def test_rollout_on_cuda_gives_the_numbers_of_step_there_and_the_cpu_run(kind):
     assert fast.is_cuda and torch.equal(fast, slow)
     # a short run, so that the chaotic models' device round-off has not grown yet
     torch.testing.assert_close(fast[:, :50].cpu(), on_cpu[:, :50], rtol=1e-9, atol=1e-9)
+
+
+def test_a_discrete_time_map_refuses_another_step_and_an_ode_integrates_at_it():
+    from dsident.dynamics import GatedNODE
+
+    model = _linear_gaussian()                                   # a map, dt 0.1
+    with pytest.raises(ValueError, match=r"`dt`=0.2: LinearTestDynamics is a discrete-time map"):
+        model.generate(10, dt=0.2)
+    assert model.generate(10, dt=0.1).sizes["time"] == 10       # its own step is fine
+    ode = StateSpaceModel(GatedNODE(2, hidden_dim=8), Gaussian(2, 2, readout="identity"), dt=0.1).double()
+    a = ode.generate(20, z0=np.array([1.0, -0.5]), dt=0.05)["z"].values[0]
+    b = ode.generate(10, z0=np.array([1.0, -0.5]))["z"].values[0]
+    assert not np.allclose(a[2], b[2])                          # half the step: not the same states
+    assert np.allclose(a[::2][:5], b[:5], atol=0.05)            # but the same flow, sampled twice as often
