@@ -149,6 +149,8 @@ def test_regime_table_gives_counts_median_exponent_and_late_score_with_the_true_
     bare = tables.regime_table(results, truth={"lorenz63": 0.906})
     assert "| *true system* | – | 0.906 | – |" in bare
     assert "per time unit" in text
+    # a recording has no true system: no row of dashes stands for one
+    assert "*true system*" not in tables.regime_table(results, truth={"lorenz63": float("nan")}, truth_verdict={})
 
 
 def test_regime_table_is_empty_when_no_point_was_analysed():

@@ -271,7 +271,9 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
     header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab, _ in REGIME_COLUMNS]
     lines = ["### Free runs at twice the evaluation length (did they stay?)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    if truth or truth_verdict:
+    known = [d for d in datasets
+             if (truth_verdict or {}).get(d) or math.isfinite(float((truth or {}).get(d) or math.nan))]
+    if known:                # a recording has no true system: no row of dashes for it
         cells = ["*true system*"]
         for d in datasets:
             lam = (truth or {}).get(d, math.nan)
