@@ -271,8 +271,9 @@ def regime_table(results: xr.Dataset, *, truth: Mapping[str, float] | None = Non
     header = ["model × inference"] + [f"{d}: {lab}" for d in datasets for lab, _ in REGIME_COLUMNS]
     lines = ["### Free runs at twice the evaluation length (did they stay?)", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    known = [d for d in datasets
-             if (truth_verdict or {}).get(d) or math.isfinite(float((truth or {}).get(d) or math.nan))]
+    exponent = {d: (truth or {}).get(d) for d in datasets}
+    known = [d for d in datasets if (truth_verdict or {}).get(d)
+             or (exponent[d] is not None and math.isfinite(float(exponent[d])))]
     if known:                # a recording has no true system: no row of dashes for it
         cells = ["*true system*"]
         for d in datasets:
