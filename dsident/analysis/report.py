@@ -602,19 +602,21 @@ def fundamental_period(series: np.ndarray, dt: float, share: float = 0.5, min_cy
 
 
 def _slower_fundamental(raw: np.ndarray, chosen: int, prominence: float) -> bool:
-    """Whether the raw periodogram has, below the chosen bin, a sharp line much stronger than the
-    chosen bin's neighbourhood whose harmonic the chosen bin can be, with a lower harmonic of it
-    at least half as strong as the chosen bin (none is asked of a 2nd or 3rd harmonic).
+    """Whether the raw periodogram has, below the chosen bin, a sharp line at least as strong as
+    the chosen bin's neighbourhood whose harmonic the chosen bin can be, with a lower harmonic of
+    it at least half as strong as the chosen bin (none is asked of a 2nd or 3rd harmonic).
 
     Such a line is the rhythm's fundamental, missed because it has fewer cycles than a rhythm
     needs over the stretch or, a little above, because with so few cycles it spreads over two
     bins and does not stand ``prominence`` above its smoothed surroundings (a Van der Pol stretch
-    of 10.4 cycles read as its 3rd harmonic). It must be ``prominence`` times the chosen bin and
-    ``prominence`` times the largest of the bins two and three away on either side (the bin next
-    to it shares a line that falls between bins): a 1/f background (an EEG's) is strong at low
-    bins, but its scatter does not make such a line, so its alpha line keeps its period (20
-    synthetic EEGs, alpha at 0.3-1 of the background's std: all kept). Lines of fewer than 4
-    cycles are not looked for: their shoulders would reach the DC bin and bin 1's trend."""
+    of 10.4 cycles read as its 3rd harmonic). Sharp: ``prominence`` times the largest of the bins
+    two and three away on either side (the bin next to it shares a line that falls between
+    bins). A derivative's harmonics are strong (Van der Pol's dV/dt: the 3rd within 10× of the
+    fundamental), so no more than "at least as strong" is asked of the line. A 1/f background
+    (an EEG's) is strong at low bins, but its scatter does not make such a line, so its alpha
+    line keeps its period (20 synthetic EEGs, alpha at 0.3-1 of the background's std: all
+    kept). Lines of fewer than 4 cycles are not looked for: their shoulders would reach the DC
+    bin and bin 1's trend."""
     top = raw[max(chosen - 1, 1):chosen + 2].max()
     k = np.arange(4, chosen)         # both shoulders (3 bins away) clear of the DC bin and bin 1's trend
     padded = np.concatenate([[0.0], raw, [0.0, 0.0, 0.0]])        # padded[i + 1] is raw[i]
