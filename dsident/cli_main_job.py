@@ -924,7 +924,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
     t0 = time.perf_counter()
-    discrete = bool(getattr(getattr(est.model_, "observation", None), "discrete", False))
+    from .observations.base import draws_observations
+
+    discrete = draws_observations(est)
     draws = how == "draws" or (how == "auto" and discrete)
     noise = bool(s.get("noise"))
     gen = est.generate(steps, n_trials=trials, seed=seed, noise=noise, observation_noise=draws)

@@ -257,6 +257,11 @@ def test_count_models_are_scored_by_draws_like_the_data():
     # expected counts sit between the integers the data take: far from the data's distribution
     assert float(means.state_space_divergence) > 2.5 * float(drawn.state_space_divergence)
     assert float(drawn.state_space_divergence) == pytest.approx(like, rel=0.25)
+    # the one rule, for an estimator's model too (dsident generate asks it)
+    from dsident.observations import draws_observations
+
+    assert draws_observations(model) and not draws_observations(_model(_rotation(ANGLE)))
+    assert not draws_observations(object())
     # a Gaussian (continuous) model keeps its mean
     assert evaluate(_model(_rotation(ANGLE)), dsident.as_dataset(_orbit(_rotation(ANGLE), 500), dt=0.1),
                     pe_steps=2).attrs["observation_noise"] == 0

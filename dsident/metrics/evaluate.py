@@ -138,7 +138,9 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     burn_in = np.zeros(n_trials, dtype=int) if u is not None else np.floor(burn_in_fraction * windows).astype(int)
     n_generate = int(np.max(burn_in + windows))
     if observation_noise is None:
-        observation_noise = bool(getattr(getattr(fitted, "observation", None), "discrete", False))
+        from ..observations.base import draws_observations
+
+        observation_noise = draws_observations(fitted)
     gen_kwargs: dict[str, Any] = {"n_trials": n_trials, "x0": x[np.arange(n_trials), starts],
                                   "noise": bool(noise), "seed": int(seed)}
     if observation_noise:     # only then: generate() of duck-typed models need not take it

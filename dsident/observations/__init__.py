@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import OBSERVATION_REGISTRY, ObservationModel
+from .base import OBSERVATION_REGISTRY, ObservationModel, draws_observations
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .gaussian import Gaussian
@@ -38,6 +38,7 @@ OBSERVATIONS: dict[str, type[ObservationModel]] = {
 }
 
 __all__ = ["ObservationModel", "ReadoutObservation", "OBSERVATION_REGISTRY", "OBSERVATIONS", "make_observation",
+           "draws_observations",
            "Gaussian", "Poisson", "Bernoulli", "Categorical",
            "Readout", "IdentityReadout", "LinearReadout", "ReLUReadout", "READOUTS"]
 

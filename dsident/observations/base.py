@@ -27,6 +27,15 @@ def _warn_autograd(cls: type, what: str) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
+def draws_observations(model: Any) -> bool:
+    """Whether a model's free runs are read as draws of its observation model rather than its
+    mean: for counts and classes (``observation.discrete``), whose data are draws too. ``model``:
+    a fitted estimator (its ``model_``), a StateSpaceModel, or anything else (False). The one
+    rule behind :func:`dsident.metrics.evaluate`'s default and ``dsident generate``'s."""
+    fitted = model.model_ if hasattr(model, "model_") else model
+    return bool(getattr(getattr(fitted, "observation", None), "discrete", False))
+
+
 class ObservationModel(nn.Module):
     """Base class of all observation models.
 
