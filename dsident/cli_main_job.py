@@ -507,7 +507,7 @@ def _slow_line(spec: Any, unit: str | None) -> list[str]:
 def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     """fit.md's hint for a one-channel recording fitted without slow channels whose training data
     fire in bursts (:func:`dsident.analysis.bursts.find_bursts`): ``--slow-channels auto``."""
-    from .analysis.bursts import SLOW_CHANNELS_EVIDENCE, find_bursts
+    from .analysis.bursts import SLOW_CHANNELS_EVIDENCE, bursts_described, find_bursts
     from .data.time_units import time_unit
     from .experiments.config import RECORDING, data_key
 
@@ -518,12 +518,12 @@ def _burst_hint(train: Any, cfg: dict[str, Any], data: str) -> list[str]:
     bursts = find_bursts(series, float(train.attrs.get("dt", 1.0)))
     if bursts is None:
         return []
-    return [f"- the one channel fires in bursts ({bursts.n_bursts} in the first training trial, "
-            f"{bursts.spikes_per_burst:g} spikes each, {bursts.period:.4g} {time_unit(train) or 'time units'} "
-            f"({bursts.period / float(train.attrs.get('dt', 1.0)):.0f} samples) apart in the median, the "
-            f"intervals' CV {bursts.period_cv:.2f}), and what starts and ends them is not "
-            "recorded: `--slow-channels auto` hands the burst cycle to the model as two observed, unscored "
-            f"channels. {SLOW_CHANNELS_EVIDENCE}"]
+    said = bursts_described(bursts.n_bursts, bursts.spikes_per_burst, bursts.period, bursts.period_cv,
+                            dt=float(train.attrs.get("dt", 1.0)), unit=time_unit(train) or "time units",
+                            where="the first training trial")
+    return [f"- the one channel fires in bursts ({said}), and what starts and ends them is not recorded: "
+            f"`--slow-channels auto` hands the burst cycle to the model as two observed, unscored channels. "
+            f"{SLOW_CHANNELS_EVIDENCE}"]
 
 
 def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dict[str, float] | None, str]:

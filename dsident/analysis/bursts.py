@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = ["Bursts", "find_bursts", "find_spikes", "burst_cutoff", "SPIKE_PROMINENCE", "MIN_ISI_RATIO",
            "MIN_SPIKES_PER_BURST", "MIN_BURSTS", "CUTOFF_PER_BURST", "SLOW_CHANNELS_EVIDENCE", "looks_like_counts",
-           "COUNT_LEVELS"]
+           "COUNT_LEVELS", "bursts_described"]
 
 #: a spike's prominence, as a share of the series' 1st-99th percentile range
 SPIKE_PROMINENCE = 0.3
@@ -208,6 +208,16 @@ def find_bursts(series: np.ndarray, dt: float, *, prominence: float = SPIKE_PROM
     return Bursts(period=float(np.median(period_samples) * dt), spikes_per_burst=float(np.median(size)),
                   n_bursts=int(onset.size), n_spikes=n_spikes, isi_ratio=ratio, threshold=threshold * dt,
                   period_cv=float(period_samples.std() / period_samples.mean()), onsets=onset)
+
+
+def bursts_described(n_bursts: int, spikes_per_burst: float, period: float, period_cv: float, *, dt: float,
+                     unit: str, where: str) -> str:
+    """The notes' words for a channel's bursts (``dsident inspect``'s note from its summary row,
+    fit.md's hint from a :class:`Bursts`): ``"N in <where>, S spikes each, P <unit> (K samples)
+    apart in the median, the intervals' CV c"``; ``dt`` the sampling step (the period in samples
+    sets it against the training windows)."""
+    return (f"{n_bursts} in {where}, {spikes_per_burst:g} spikes each, {period:.4g} {unit} "
+            f"({period / dt:.0f} samples) apart in the median, the intervals' CV {period_cv:.2f}")
 
 
 def burst_cutoff(bursts: Bursts) -> float:

@@ -113,13 +113,13 @@ def _one_channel_note(data: xr.Dataset, channel: str, length: int) -> str:
 def _burst_note(row: dict[str, Any], unit: str, dt: float) -> str:
     """The note on a one-channel recording that bursts: the slow channels ``--slow-channels auto``
     would add, because the variable that starts and ends each burst is not recorded."""
-    from ..analysis.bursts import CUTOFF_PER_BURST, SLOW_CHANNELS_EVIDENCE
+    from ..analysis.bursts import CUTOFF_PER_BURST, SLOW_CHANNELS_EVIDENCE, bursts_described
 
     period = row["burst_period"]
-    return (f"channel {row['channel']!r} fires in bursts ({row['n_bursts']} counted in the first trial, "
-            f"{row['spikes_per_burst']:g} spikes each and {period:.4g} {unit} ({period / dt:.0f} samples) apart in the "
-            "median, the intervals' CV "
-            f"{row['burst_period_cv']:.2f}), and what starts and ends them is not recorded. `--slow-channels auto` "
+    said = bursts_described(row["n_bursts"], row["spikes_per_burst"], period, row["burst_period_cv"], dt=dt,
+                            unit=unit, where="the first trial")
+    return (f"channel {row['channel']!r} fires in bursts ({said}), and what starts and ends them is not "
+            "recorded. `--slow-channels auto` "
             "hands the burst cycle to the model as two observed, unscored channels (the band below "
             f"{CUTOFF_PER_BURST / period:.3g} cycles per {'time unit' if unit == 'time units' else unit}, "
             f"{CUTOFF_PER_BURST:g}× the burst frequency, and its quadrature). " + SLOW_CHANNELS_EVIDENCE)
