@@ -22,7 +22,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
     from . import plotting
     from .analysis import analyze_dynamics
-    from .cli_main_job import _settings, _threads, fit_dt, load_fitted
+    from .cli_main_job import _as_flags, _settings, _threads, fit_dt, load_fitted
     from .experiments.runner import _write_netcdf
 
     _threads(args)
@@ -57,10 +57,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         report = analyze_dynamics(est, x0=x0, name=label, progress=s.get("progress", True) is not False,
                                   **given)                       # what is not given keeps the default
     except ValueError as err:        # name the flag the user typed, not the function's argument
-        text = str(err)
-        for key, flag in flags.items():
-            text = text.replace(f"`{key}`", flag).replace(f"{key}=", f"{flag} ")
-        raise ValueError(text) from err
+        pairs = [pair for key, flag in flags.items() for pair in ((f"`{key}`", flag), (f"{key}=", f"{flag} "))]
+        raise ValueError(_as_flags(str(err), pairs)) from err
     if cfg.get("time_unit"):
         report.info["time_unit"] = cfg["time_unit"]    # the data's, from the fit: "ms", "s"
     if cfg.get("zscore") and report.fixed_point_observations is not None:

@@ -542,7 +542,7 @@ def _fit_floor(cfg: dict[str, Any], test_spec: Any, n_samples: int) -> tuple[dic
         return run_floor({**cfg, "eval_length": n_samples,
                           **({"test_data": test_spec} if is_path_like(dataset) and test_spec is not None else {})})
     except Exception as err:      # the scores stand without it
-        return None, f"no floor: {type(err).__name__}: {_starts_flags(str(err), _FLOOR_FLAGS)}"
+        return None, f"no floor: {type(err).__name__}: {_as_flags(str(err), _FLOOR_FLAGS)}"
 
 
 def _floor_lines(scores: dict[str, float], floor: dict[str, float] | None, what: str) -> tuple[list[str], list[str]]:
@@ -716,10 +716,10 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
             warnings.simplefilter("always")
             res = evaluate_starts(model, data, n_starts=n_starts, length=length, seed=seed, progress=progress)
     except ValueError as err:
-        _say(f"[dsident] scores from {n_starts} starts not computed: {_starts_flags(str(err))}")
-        return ["", f"- scores from {n_starts} starts not computed: {_starts_flags(str(err))}"]
+        _say(f"[dsident] scores from {n_starts} starts not computed: {_as_flags(str(err))}")
+        return ["", f"- scores from {n_starts} starts not computed: {_as_flags(str(err))}"]
     for w in caught:        # evaluate_starts speaks of its Python arguments; here they are flags
-        warnings.warn(_starts_flags(str(w.message)), w.category, stacklevel=2)
+        warnings.warn(_as_flags(str(w.message)), w.category, stacklevel=2)
     _write_netcdf(res, out / "starts.nc")
     n_run = res.sizes["start"]
     lines = ["", f"Free runs from {n_run} start{'s' if n_run != 1 else ''} spread over the test data "
@@ -748,7 +748,7 @@ _STARTS_FLAGS = (("`n_starts`", "--starts"), ("n_starts <=", "--starts <="), ("`
 _FLOOR_FLAGS = (("Pass a shorter `length` or a second series as `other`.", "A shorter --eval-length gives one."),)
 
 
-def _starts_flags(text: str, pairs: Sequence[tuple[str, str]] = _STARTS_FLAGS) -> str:
+def _as_flags(text: str, pairs: Sequence[tuple[str, str]] = _STARTS_FLAGS) -> str:
     """A message of the Python API (:func:`dsident.metrics.evaluate_starts` by default) with its
     argument names turned into the flags that set them on the command line (``length`` is
     ``--eval-length``, ``data`` the test data)."""

@@ -21,6 +21,7 @@ import xarray as xr
 
 from .._text import listed
 
+
 def is_path_like(spec: str) -> bool:
     """True when ``spec`` names a file rather than a shipped dataset (set names have no suffix)."""
     return bool(Path(str(spec)).suffix) or "/" in str(spec) or Path(str(spec)).exists()
