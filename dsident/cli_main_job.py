@@ -831,7 +831,9 @@ def fit_dt(given: Any, cfg: dict[str, Any], model_dir: Any) -> float | None:
     fitted = cfg.get("dt")
     if given is None or fitted is None:
         return fitted if given is None else float(given)
-    if abs(float(given) - float(fitted)) > 0.01 * abs(float(fitted)):
+    from .data.container import steps_agree
+
+    if not steps_agree(float(given), float(fitted)):
         raise ValueError(f"`dt`={float(given)!r} (--dt) disagrees with the step of the fit in {str(model_dir)!r}, "
                          f"dt={float(fitted)!r} (its config.json); give --dt {float(fitted):g}, or leave --dt out "
                          "to take the fit's.")

@@ -299,3 +299,10 @@ def test_time_slice_of_a_ragged_dataset_keeps_valid_lengths():
     assert arrays.length.tolist() == [25, 10]
     assert arrays.mask[1, :10].all() and not arrays.mask[1, 10:].any()
     np.testing.assert_array_equal(arrays.x[0], ds["x"].values[0, 20:45])
+
+
+def test_steps_agree_within_one_percent_of_the_reference():
+    from dsident.data.container import steps_agree
+
+    assert steps_agree(0.0101, 0.01) and steps_agree(0.0099, 0.01) and steps_agree(0.01, 0.01)
+    assert not steps_agree(0.0102, 0.01) and not steps_agree(0.02, 0.01) and not steps_agree(10.0, 0.01)

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-__all__ = ["Arrays", "as_dataset", "to_arrays"]
+__all__ = ["Arrays", "as_dataset", "to_arrays", "steps_agree", "STEP_RTOL"]
 
 #: Data variables and attributes that :func:`as_dataset` builds itself; everything else found on
 #: an input Dataset is carried over unchanged when its shape fits.
@@ -351,6 +351,18 @@ def _check_trials(trials: list[np.ndarray], argname: str, min_length: int, *, al
     return n_channel
 
 
+#: how far (relative) a sampling step may stray from another and still be the same step: sample
+#: times written to a few digits scatter that much, a unit slip (s vs ms) is 1000×
+STEP_RTOL = 0.01
+
+
+def steps_agree(step: float, reference: float) -> bool:
+    """Whether ``step`` is ``reference`` within :data:`STEP_RTOL` of it: the one test behind every
+    refusal of a step that disagrees (a dt against sample times, test data or a ``--dt`` against
+    the step a model was fitted at)."""
+    return abs(float(step) - float(reference)) <= STEP_RTOL * abs(float(reference))
+
+
 def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
     if dt is None:
         if sample_time is None:
@@ -372,8 +384,8 @@ def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
         steps = np.diff(sample_time, axis=1)
         steps = steps[np.isfinite(steps)]
         typical = float(np.median(steps)) if steps.size else np.nan
-        regular = steps.size > 0 and bool(np.all(np.abs(steps - typical) <= 0.01 * abs(typical)))
-        if regular and abs(typical - dt) > 0.01 * dt:
+        regular = steps.size > 0 and bool(np.all(np.abs(steps - typical) <= STEP_RTOL * abs(typical)))
+        if regular and not steps_agree(typical, dt):
             raise ValueError(f"`dt`={dt!r} disagrees with the sample times, whose median step is {typical:.6g} "
                              f"(the same unit); give dt={typical:.6g}, or leave `dt` out to take it from the times.")
     return dt

@@ -474,8 +474,10 @@ def _check_step(test: Any, fitted: Any, dt: float | None) -> None:
     model_dt = getattr(fitted, "dt", None)
     if model_dt is None:
         return
+    from ..data.container import steps_agree
+
     given = float(test.attrs["dt"])
-    if abs(given - float(model_dt)) > 0.01 * abs(float(model_dt)):
+    if not steps_agree(given, float(model_dt)):
         raise ValueError(f"`test` is sampled every {given:g} (attrs['dt']) but the model steps by {float(model_dt):g}: "
                          "score it on data at the model's step, or pass `dt` to run the model at the data's "
                          "(continuous-time models only).")
