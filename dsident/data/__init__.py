@@ -15,7 +15,7 @@ import importlib
 from typing import Any
 
 from .container import Arrays, as_dataset, to_arrays
-from .importers import from_mne, from_neo, from_nwb, load_any, load_array
+from .importers import from_mne, from_neo, from_nwb, from_wfdb, load_any, load_array
 from .io import load_dataset, save_dataset
 from .slow_channels import add_slow_channels, auxiliary_channels
 from .spikes import bin_spikes
@@ -24,7 +24,7 @@ _SUBMODULES = {"systems", "preprocessing", "benchmarks", "ecg", "io", "container
                "tasks", "flipflop", "slow_channels", "summary", "time_units"}
 
 __all__ = ["Arrays", "as_dataset", "to_arrays", "save_dataset", "load_dataset", "bin_spikes", "load_any",
-           "load_array", "from_nwb", "from_mne", "from_neo", "add_slow_channels", "auxiliary_channels"]
+           "load_array", "from_nwb", "from_wfdb", "from_mne", "from_neo", "add_slow_channels", "auxiliary_channels"]
 
 
 def __getattr__(name: str) -> Any:

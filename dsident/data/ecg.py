@@ -78,27 +78,22 @@ def load_wfdb(record: str | os.PathLike, *, channel: int | str = 0, sampfrom: in
     ------
     ImportError
         When the optional ``wfdb`` package is not installed.
+
+    See Also
+    --------
+    dsident.data.from_wfdb : every lead of a record (what ``load_any`` and the CLI read).
     """
     if importlib.util.find_spec("wfdb") is None:
         raise ImportError("reading WFDB records needs the optional package `wfdb`: pip install 'dsident[ecg]' "
                           "(or pip install wfdb). Plain arrays work without it: dsident.data.ecg.from_array.")
-    import wfdb
+    from .importers.physionet import from_wfdb
 
-    rec = wfdb.rdrecord(str(record), sampfrom=sampfrom, sampto=sampto)
-    names = list(rec.sig_name)
-    if isinstance(channel, str):
-        if channel not in names:
-            raise ValueError(f"`channel` {channel!r} is not a signal of record {str(record)!r}; signals are {names}.")
-        index = names.index(channel)
-    else:
-        if not 0 <= int(channel) < len(names):
-            raise ValueError(f"`channel` {channel!r} is out of range for record {str(record)!r} with {len(names)} signals {names}.")
-        index = int(channel)
-    signal = np.asarray(rec.p_signal[:, index], dtype=float)
-    ds = from_array(signal, float(rec.fs), name=name or str(rec.record_name), channel_name=names[index],
-                    provenance={"source": "wfdb", "record": str(record), "channel": names[index],
-                                "sampling_rate_hz": float(rec.fs), "sampfrom": sampfrom, "sampto": sampto})
-    ds.attrs["units"] = str(rec.units[index])
+    lead = from_wfdb(record, channels=[channel], sampfrom=sampfrom, sampto=sampto)
+    fs, lead_name = json.loads(lead.attrs["provenance"])["fs"], str(lead["channel"].values[0])
+    ds = from_array(lead["x"].values[0, :, 0], fs, name=name or lead.attrs["name"], channel_name=lead_name,
+                    provenance={"source": "wfdb", "record": str(record), "channel": lead_name,
+                                "sampling_rate_hz": fs, "sampfrom": sampfrom, "sampto": sampto})
+    ds.attrs["units"] = lead.attrs["units"]
     return ds
 
 

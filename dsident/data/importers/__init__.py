@@ -7,6 +7,8 @@ function            reads                                         optional extra
                     rate, HDF5, MAT v5 and v7.3                   dependency)
 ``from_nwb``        NWB TimeSeries (physical units), Units        ``nwb`` (pynwb)
                     spike times (binned), trials table
+``from_wfdb``       PhysioNet WFDB records (every lead; invalid   ``ecg`` (wfdb)
+                    samples → NaN)
 ``from_mne``        MNE Raw / Epochs or files (BAD spans → NaN)   ``eeg`` (mne)
 ``from_neo``        Neo Block / Segments or vendor files          ``neo`` (neo)
 ``load_any``        any of the above, chosen by file extension
@@ -23,5 +25,6 @@ from .dispatch import load_any
 from .eeg import from_mne
 from .ephys import from_neo
 from .nwb import from_nwb
+from .physionet import from_wfdb
 
-__all__ = ["load_array", "from_nwb", "from_mne", "from_neo", "load_any"]
+__all__ = ["load_array", "from_nwb", "from_wfdb", "from_mne", "from_neo", "load_any"]

@@ -11,7 +11,7 @@ import numpy as np
 from ..._version import __version__
 
 #: optional package -> the dsident extra that installs it
-EXTRAS = {"pynwb": "nwb", "mne": "eeg", "neo": "neo", "quantities": "neo", "h5py": "h5py"}
+EXTRAS = {"wfdb": "ecg", "pynwb": "nwb", "mne": "eeg", "neo": "neo", "quantities": "neo", "h5py": "h5py"}
 
 
 def require(module: str, what: str) -> ModuleType:

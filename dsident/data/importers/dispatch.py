@@ -11,6 +11,7 @@ import xarray as xr
 
 from .arrays import ARRAY_EXTENSIONS, PICKLE_EXTENSIONS, _pickle_message, load_array
 from .eeg import MNE_EXTENSIONS, from_mne
+from .physionet import WFDB_EXTENSIONS, wfdb_record_of
 
 __all__ = ["load_any", "NEO_EXTENSIONS"]
 
@@ -30,6 +31,7 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
     ``.nc``                                              :func:`dsident.data.load_dataset`
     ``.npy .npz .csv .tsv .txt .h5 .hdf5 .mat``          :func:`~dsident.data.importers.load_array`
     ``.nwb``                                             :func:`~dsident.data.importers.from_nwb`
+    ``.hea`` (and ``.dat`` beside a ``.hea``; WFDB)      :func:`~dsident.data.importers.from_wfdb`
     ``.fif .edf .bdf .vhdr .set ...`` (MNE)              :func:`~dsident.data.importers.from_mne`
     ``.nix .ns5 .nev .plx .smr .abf .ncs .rhd ...`` (Neo) :func:`~dsident.data.importers.from_neo`
     ==================================================== =========================================
@@ -41,8 +43,9 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
         needs ``format="neo"``).
     **options
         Passed to the reader (e.g. ``key=``, ``fs=``, ``dims=`` for arrays; ``series=`` or
-        ``bin_size=`` for NWB; ``picks=`` for MNE; ``bin_size=`` for Neo). ``format`` (one of
-        ``"netcdf"``, ``"array"``, ``"nwb"``, ``"mne"``, ``"neo"``) overrides the extension.
+        ``bin_size=`` for NWB; ``picks=`` for MNE; ``channels=``, ``sampfrom=`` for WFDB;
+        ``bin_size=`` for Neo). ``format`` (one of ``"netcdf"``, ``"array"``, ``"nwb"``,
+        ``"wfdb"``, ``"mne"``, ``"neo"``) overrides the extension.
         ``dt`` (seconds) is understood by every format, so that one command line fits all:
         the sampling step of array files; the bin width of NWB spikes when no ``series`` is
         given (``bin_size``); otherwise a check — a file whose own sampling step differs
@@ -70,7 +73,8 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
     name = path.name.lower()
     ext = path.suffix.lower()
     if fmt is None:
-        fmt = _format_of(name, ext)
+        # a WFDB signal file shares `.dat` with several Neo formats: its header beside it decides
+        fmt = "wfdb" if wfdb_record_of(path) is not None else _format_of(name, ext)
     dt = options.pop("dt", None)
     if fmt == "array":
         _check_options(load_array, options)
@@ -81,12 +85,14 @@ def load_any(path: str | os.PathLike, **options: Any) -> xr.Dataset:
         from ..io import load_dataset as reader
     elif fmt == "nwb":
         from .nwb import from_nwb as reader
+    elif fmt == "wfdb":
+        from .physionet import from_wfdb as reader
     elif fmt == "mne":
         reader = from_mne
     elif fmt == "neo":
         from .ephys import from_neo as reader
     else:
-        raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'mne' or 'neo'.")
+        raise ValueError(f"`format`={fmt!r} is unknown; expected 'netcdf', 'array', 'nwb', 'wfdb', 'mne' or 'neo'.")
     _check_options(reader, options)
     ds = reader(path, **options)
     if dt is not None and not np.isclose(float(ds.attrs["dt"]), float(dt), rtol=1e-9, atol=0.0):
@@ -131,6 +137,6 @@ def _format_of(name: str, ext: str) -> str:
         return "mne"
     if ext in NEO_EXTENSIONS:
         return "neo"
-    known = (".nc", *ARRAY_EXTENSIONS, ".nwb", *MNE_EXTENSIONS, *NEO_EXTENSIONS)
+    known = (".nc", *ARRAY_EXTENSIONS, ".nwb", *WFDB_EXTENSIONS, *MNE_EXTENSIONS, *NEO_EXTENSIONS)
     raise ValueError(f"cannot tell the format of {name!r} from its extension {ext!r}; known extensions: "
-                     f"{', '.join(known)}. Pass format='array' | 'nwb' | 'mne' | 'neo' | 'netcdf'.")
+                     f"{', '.join(known)}. Pass format='array' | 'nwb' | 'wfdb' | 'mne' | 'neo' | 'netcdf'.")

@@ -1,0 +1,86 @@
+"""PhysioNet WFDB records through ``load_any`` and the command line (``from_wfdb``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                                        "ignore:The inplace keyword")
+
+
+def _record(tmp_path, *, units=("mV", "mV", "mV"), fs=250, n=2500, gap=None):
+    """A 3-lead record written by wfdb itself; returns the signals as written (NaN where invalid)."""
+    wfdb = pytest.importorskip("wfdb")
+    t = np.arange(n) / fs
+    beats = np.exp(-((t % 0.8) - 0.4) ** 2 / 2e-4)                           # one R peak every 0.8 s
+    signal = np.column_stack([beats, -0.5 * beats + 0.1 * np.sin(2 * np.pi * 0.25 * t), 0.3 * np.cos(t)])
+    if gap is not None:
+        signal[gap[0]:gap[1], 1] = np.nan                                    # written as WFDB's invalid value
+    wfdb.wrsamp("rec", fs=fs, units=list(units), sig_name=["MLII", "V5", "RESP"], p_signal=signal,
+                fmt=["16"] * 3, adc_gain=[2000.0] * 3, baseline=[0] * 3, write_dir=str(tmp_path))
+    return signal
+
+
+def test_every_lead_is_read_with_its_units_and_invalid_samples_masked(tmp_path):
+    from dsident.data import load_any
+
+    signal = _record(tmp_path, gap=(700, 760))
+    for path in ("rec.hea", "rec.dat"):                                      # the header, or the signal file beside it
+        ds = load_any(tmp_path / path)
+        assert list(ds["channel"].values) == ["MLII", "V5", "RESP"]
+        assert ds.attrs["dt"] == pytest.approx(1 / 250) and ds.attrs["units"] == "mV"
+        x = ds["x"].values[0]
+        np.testing.assert_array_equal(np.isnan(x), np.isnan(signal))         # masked, not filled
+        np.testing.assert_allclose(x[~np.isnan(x)], signal[~np.isnan(signal)], atol=1 / 2000)   # the ADC's step
+    assert '"invalid_samples": 60' in ds.attrs["provenance"]
+
+
+def test_leads_and_samples_are_chosen_by_name_or_position(tmp_path):
+    from dsident.data import from_wfdb, load_any
+
+    signal = _record(tmp_path)
+    ds = load_any(tmp_path / "rec.hea", channels=["RESP", 0], sampfrom=100, sampto=600)
+    assert list(ds["channel"].values) == ["RESP", "MLII"] and ds.sizes["time"] == 500
+    np.testing.assert_allclose(ds["x"].values[0], signal[100:600][:, [2, 0]], atol=1 / 2000)
+    with pytest.raises(ValueError, match=r"'V1' is not a lead of record .*\['MLII', 'V5', 'RESP'\]"):
+        from_wfdb(tmp_path / "rec", channels="V1")
+    with pytest.raises(ValueError, match="each kept lead once"):
+        from_wfdb(tmp_path / "rec", channels=["V5", 1])
+    with pytest.raises(ValueError, match=r"0 <= sampfrom < sampto <= 2500"):
+        from_wfdb(tmp_path / "rec", sampfrom=600, sampto=100)
+    with pytest.raises(FileNotFoundError, match="no WFDB header"):
+        from_wfdb(tmp_path / "other")
+
+
+def test_leads_of_different_units_are_refused_unless_allowed(tmp_path):
+    from dsident.data import from_wfdb
+
+    _record(tmp_path, units=("mV", "mV", "l/s"))
+    with pytest.raises(ValueError, match=r"unit mismatch in `channels`.*allow_mixed_units=True"):
+        from_wfdb(tmp_path / "rec.hea")
+    assert from_wfdb(tmp_path / "rec.hea", channels=["MLII", "V5"]).attrs["units"] == "mV"
+    assert from_wfdb(tmp_path / "rec.hea", allow_mixed_units=True).attrs["units"] == "mV; mV; l/s"
+
+
+def test_a_dat_file_without_a_header_is_not_taken_for_a_record(tmp_path):
+    from dsident.data.importers.physionet import wfdb_record_of
+
+    (tmp_path / "raw.dat").write_bytes(b"\x00" * 64)                     # a vendor binary (Neo's .dat)
+    assert wfdb_record_of(tmp_path / "raw.dat") is None
+    assert wfdb_record_of(tmp_path / "raw.hea") == tmp_path / "raw"
+
+
+def test_the_command_line_reads_a_record(tmp_path, capsys):
+    from dsident.cli import main
+
+    _record(tmp_path, n=5000)
+    out = tmp_path / "insp"
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--read", "channels=MLII,V5", "--out", str(out),
+                 "--no-progress"]) == 0
+    text = (out / "inspect.md").read_text()
+    assert "5000 samples × 2 channel(s); dt = 0.004 s" in text and "| MLII |" in text and "RESP" not in text
+    assert main(["inspect", str(tmp_path / "rec.dat"), "--read", "sampto=3000", "--out", str(out)]) == 0
+    assert "3000 samples × 3 channel(s)" in (out / "inspect.md").read_text()
+    # a step that disagrees with the record's own is refused, not used
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--dt", "0.002", "--out", str(out)]) == 2
+    assert "sampled at dt=0.004" in capsys.readouterr().err
