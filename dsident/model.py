@@ -277,7 +277,8 @@ class StateSpaceModel(nn.Module):
         z0 : array of shape (M,) or (trial, M), optional
             Start state(s).
         x0 : array of shape (N,) or (trial, N), optional
-            Start observation(s), encoded with ``observation.invert`` (NaN entries are ignored).
+            Start observation(s), encoded with ``observation.invert``: NaN entries are left out,
+            with a warning; a row entirely NaN, or an infinite entry, is refused.
             With neither ``z0`` nor ``x0`` the run starts at the prior mean, or at a draw from the
             initial-state prior when ``noise=True``.
         u : array of shape (n_steps, K) or (trial, n_steps, K), optional
@@ -393,8 +394,17 @@ class StateSpaceModel(nn.Module):
             if not torch.isfinite(arr).all():
                 raise ValueError("`z0` contains NaN or infinite values.")
             return arr.clone()
-        if torch.isnan(arr).all(-1).any():
+        if torch.isinf(arr).any():
+            raise ValueError("`x0` contains infinite values; give finite observations (NaN marks a missing one).")
+        missing = torch.isnan(arr)
+        if missing.all(-1).any():
             raise ValueError("a row of `x0` is entirely missing (NaN); cannot encode a start state from it.")
+        if missing.any():
+            # the missing channels' directions are then set by the observed ones alone: say so, once
+            rows = sorted({int(r) for r in torch.nonzero(missing.any(-1)).flatten()})
+            warnings.warn(f"`x0` misses {int(missing.sum())} of its {missing.numel()} entries (NaN) in row(s) "
+                          f"{rows[:5]}{' ...' if len(rows) > 5 else ''}: the start state is encoded from the observed "
+                          "channels alone.", UserWarning, stacklevel=3)
         return self.encode(arr).to(dtype=dtype, device=device)
 
     # -- inference hooks --------------------------------------------------------------------

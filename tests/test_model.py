@@ -107,6 +107,17 @@ def test_generate_from_x0_encodes_it():
     np.testing.assert_allclose(run["x"].values[:, 0], x0, atol=1e-10)
 
 
+def test_generate_from_a_partly_missing_x0_warns_and_matches_the_observed_entries():
+    model = _linear_gaussian(m=3, n=2)
+    x0 = np.array([[1.0, np.nan], [-0.5, 0.25]])
+    with pytest.warns(UserWarning, match=r"misses 1 of its 4 entries \(NaN\) in row\(s\) \[0\]"):
+        run = model.generate(5, x0=x0)
+    np.testing.assert_allclose(run["x"].values[0, 0, 0], 1.0, atol=1e-8)       # the observed entry is met
+    np.testing.assert_allclose(run["x"].values[1, 0], x0[1], atol=1e-8)
+    with pytest.raises(ValueError, match="`x0` contains infinite values"):
+        model.generate(5, x0=np.array([np.inf, 0.0]))
+
+
 def test_generate_with_inputs():
     model = _linear_gaussian(m=3, n=2, k=1)
     u = np.zeros((2, 10, 1))
