@@ -842,3 +842,33 @@ def test_an_unknown_sweep_key_says_where_a_model_setting_or_a_step_goes():
                                          r"\(latent_dim.*belongs to the data file"):
         sweep._read_sweep({"dataset": "lorenz63", "model": "shplrnn", "dt": 0.05, "latent_dim": 4,
                            "grid": {"seed": [0]}})
+
+
+def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
+    """Points are skipped by their configuration; a file edited in place keeps its name, so the
+    point records its files' digests and is refitted (with a warning) when they differ."""
+    from dsident import datasets
+    from dsident.experiments.config import resolve_config
+    from dsident.experiments.data_files import data_digests
+    from dsident.experiments.scoring import cached_floor
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :1200]
+    path = tmp_path / "rec.npz"
+    np.savez(path, x=x, dt=0.01)
+    tiny = {"eval_length": 200, "test_fraction": 0.25, "model_params": {"hidden_dim": 4},
+            "fit_options": {"n_epochs": 1, "seq_len": 20}}
+    cfg = resolve_config(str(path), "shplrnn", "bptt", overrides=tiny)
+    out = tmp_path / "grid"
+    first = runner.run_grid([cfg], out, progress=False)[0]
+    assert first["status"] == "done" and first["data_files"] == data_digests(cfg)
+    floor = cached_floor(cfg, out)
+    assert runner.run_grid([cfg], out, progress=False)[0]["skipped"]             # unchanged: skipped
+    np.savez(path, x=x[::-1].copy(), dt=0.01)                                    # the same name, other samples
+    assert data_digests(cfg) != first["data_files"]
+    with pytest.warns(UserWarning, match=r"1 finished point\(s\) read data file\(s\) .*rec.npz.* run again"):
+        again = runner.run_grid([cfg], out, progress=False)[0]
+    assert not again.get("skipped") and again["data_files"] == data_digests(cfg)
+    assert len(list(out.glob("floor_rec_*.json"))) == 1                          # the old floor is not reused
+    cached_floor(cfg, out)
+    assert len(list(out.glob("floor_rec_*.json"))) == 2
+    assert floor["D_stsp"] >= 0

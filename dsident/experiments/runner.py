@@ -10,7 +10,8 @@ SPEC-metrics §4, and writes, into ``OUT/points/<point_id>/``::
     model/           the fitted model (estimator ``save``), when the estimator can save
     generated.nc     a free-running trajectory of the evaluation length (for the figures)
 
-A point whose ``result.json`` says "done" is skipped on a re-run; a failed point is recorded
+A point whose ``result.json`` says "done" is skipped on a re-run, unless a data file it read has
+changed since (:mod:`.data_files`: it is run again, with a warning); a failed point is recorded
 with its error, does not stop the grid, and is tried again on the next run. Files appear
 atomically: a point is written into a temporary folder that is renamed when complete.
 """
@@ -23,6 +24,7 @@ import shutil
 import tempfile
 import time
 import traceback
+import warnings
 from concurrent.futures import Executor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -30,9 +32,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from .._text import listed
 from .._threads import set_blas_threads
 from ..inference.training_trend import training_trend
 from .config import SCORING_KEYS, save_config
+from .data_files import changed_files, data_digests
 from .machine import machine_info, record_machine
 
 #: result.json status values
@@ -275,6 +279,8 @@ def run_point(cfg: Mapping[str, Any], out_root: str | Path, *, progress: bool = 
                               "machine": machine_info()}
     try:
         seed = int(cfg.get("seed", 0))
+        # what the files held: a re-run refits this point if they are edited in place
+        record["data_files"] = data_digests(cfg)
         train, test, cfg = point_data(cfg)
         # what was scored: the tables say how long a stretch, and whether the fit saw it
         record["test"] = {"samples": int(test.sizes["time"]), "trials": int(test.sizes["trial"]),
@@ -427,7 +433,8 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     progress : bool
         tqdm bar over the points (and, in this process, the engine's).
     skip_done : bool
-        Skip points whose folder already holds a successful result (their record is re-read).
+        Skip points whose folder already holds a successful result (their record is re-read),
+        unless a data file the point read has changed since (it is run again, with a warning).
     point_function : callable, optional
         Replaces :func:`run_point` (``fn(cfg, out_root) -> record``); must be picklable for a pool.
     """
@@ -453,15 +460,23 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
     records: list[dict[str, Any] | None] = [None] * len(configs)
     todo = []
     rescore = []
+    stale: dict[str, list[str]] = {}
     for i, cfg in enumerate(configs):
         rec = read_record(out_root / "points" / point_id(cfg)) if skip_done else None
-        if rec is not None and rec.get("status") == DONE:
+        changed = changed_files(rec.get("data_files"), cfg) if rec is not None else []
+        if changed:
+            stale[point_id(cfg)] = changed
+        if rec is not None and rec.get("status") == DONE and not changed:
             rec["skipped"] = True
             records[i] = rec
             if needs_starts(rec, cfg):      # test_starts asked of a finished point: score its saved model
                 rescore.append(i)
         else:
             todo.append(i)
+    if stale:
+        files = sorted({f for names in stale.values() for f in names})
+        warnings.warn(f"{len(stale)} finished point(s) read data file(s) {listed(files)} that changed (or went) "
+                      f"since they ran; they are run again: {listed(sorted(stale))}.", UserWarning, stacklevel=2)
     for i in tqdm(rescore, desc="finished points from several starts", disable=not progress, unit="pt"):
         records[i] = {**add_starts(out_root / "points" / point_id(configs[i]), records[i], configs[i]), "skipped": True}
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), desc="grid points",

@@ -277,16 +277,19 @@ def run_floor(cfg: Mapping[str, Any]) -> tuple[dict[str, float], str]:
 def cached_floor(cfg: Mapping[str, Any], out: Path, say: Any = None) -> dict[str, float]:
     """:func:`run_floor` (its scores; NaN when there is none, said through ``say``), cached in
     ``out/floor_<dataset>_<length>[_<tag>].json`` (the tag tells a recording's held-out settings
-    apart). The benchmark's floor row and a sweep's floor line."""
+    and file contents apart). The benchmark's floor row and a sweep's floor line."""
     import hashlib
     import json
 
+    from .data_files import data_digests
     from .inputs import is_path_like
 
     dataset = str(cfg["dataset"])
     length = cfg.get("eval_length")
     # a recording's floor depends on which part is held out and how the file is read
-    held = json.dumps({k: cfg.get(k) for k in FLOOR_KEYS}, sort_keys=True, default=str)
+    # and on what its files hold, so that a file edited in place gets a floor of its own
+    held = json.dumps({**{k: cfg.get(k) for k in FLOOR_KEYS}, "files": data_digests(cfg)}, sort_keys=True,
+                      default=str)
     tag = f"_{hashlib.sha1(held.encode()).hexdigest()[:8]}" if is_path_like(dataset) else ""
     cache = Path(out) / f"floor_{Path(dataset).stem}_{length}{tag}.json"
     if cache.is_file():
