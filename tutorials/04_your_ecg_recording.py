@@ -16,6 +16,11 @@
 # --test-fraction 0.3 ...` standardises it with the first 70 % (the constants are saved with
 # the fit) and scores the model on the last 30 %, which the fit never saw.
 #
+# A PhysioNet record (WFDB: `100.hea` with its `100.dat`) is read as it is, in its physical
+# units, its invalid samples masked: `dsident inspect 100.hea --read channels=MLII`, or
+# `dsident.data.load_any("100.hea", channels=["MLII"])` in place of the array below (needs the
+# `ecg` extra: `pip install 'dsident[ecg]'`).
+#
 # `DSIDENT_FAST=1` runs everything on tiny settings in seconds (used by the test suite).
 
 # %%
