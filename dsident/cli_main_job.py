@@ -1071,7 +1071,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _build_fit(p: argparse.ArgumentParser) -> None:
     from .experiments.registry import METHOD_NAMES, MODEL_NAMES
 
-    p.add_argument("data", nargs="?", help="shipped set name (lorenz63, ...), NetCDF file, or .npy/.csv with --dt (or a csv with a `time` column)")
+    p.add_argument("data", nargs="?", help="a shipped set name (lorenz63, ...) or a data file: NetCDF, "
+                   ".npy/.npz/.csv/.tsv/.txt/.h5/.mat arrays (with --dt, unless they carry their step: a csv "
+                   "`time` column, an npz `dt`), NWB, MNE (.edf, .fif, .vhdr, ...), Neo (.abf, .smr, .nev, ...) "
+                   "or a PhysioNet WFDB record (.hea)")
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
     p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
