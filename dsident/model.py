@@ -452,7 +452,10 @@ class StateSpaceModel(nn.Module):
         n = int(n)
         dtype, device = self._dtype_device()
         x = torch.as_tensor(arrays.x, dtype=dtype, device=device)
-        uu = self._inputs(arrays.u, n_trials, n_time, x, "data['u']")
+        u = arrays.u
+        if u is not None:        # a shorter trial's NaN padding is no missing input: its predictions are blanked
+            u = np.where(np.arange(n_time)[None, :, None] < arrays.length[:, None, None], u, 0.0)
+        uu = self._inputs(u, n_trials, n_time, x, "data['u']")
         starts = x[:, : n_time - n]                                   # (trial, time - n, N)
         seen = torch.as_tensor(arrays.mask[:, : n_time - n].any(-1), device=device)
         z = self.encode(starts.reshape(-1, n_ch)).reshape(n_trials, n_time - n, self.latent_dim)
