@@ -252,6 +252,9 @@ class StateSpaceModel(nn.Module):
             return None
         arr = u.detach().to(like) if isinstance(u, Tensor) else torch.as_tensor(
             np.asarray(u, dtype=float), dtype=like.dtype, device=like.device)
+        if k == 0 and arr.numel() > 0:
+            raise ValueError(f"`{argname}` was given (shape {tuple(arr.shape)}) but the dynamics take no inputs "
+                             "(input_dim=0): leave it out, or fit a model on data with inputs `u`.")
         if arr.ndim == 2:
             arr = arr[None].expand(n_trials, -1, -1)
         if arr.ndim != 3 or arr.shape[0] != n_trials or arr.shape[1] < n_time or arr.shape[2] != k:

@@ -135,3 +135,58 @@ def test_manifold_init_sets_or_keeps_the_lds_values_of_the_regularized_units(man
         np.testing.assert_allclose(p["A"], q["A"])
         np.testing.assert_allclose(p["W"], q["W"])
         np.testing.assert_allclose(p["h"], q["h"])
+
+
+def _driven_trials(lengths=(200, 150, 250), missing=0.2, seed=1):
+    """Ragged trials of a linear-Gaussian system driven by a white-noise input, with missing
+    samples: z_t = diag(a) z_{t-1} + c u_t + noise, x_t = B z_t + 10 + noise."""
+    rng = np.random.default_rng(seed)
+    a, c = np.array([0.8, 0.6]), np.array([[1.5], [-1.0]])
+    B = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    xs, us = [], []
+    for n in lengths:
+        u = rng.normal(size=(n, 1))
+        z, zc = np.zeros((n, 2)), np.zeros(2)
+        for t in range(n):
+            zc = a * zc + c @ u[t] + 0.05 * rng.normal(size=2)
+            z[t] = zc
+        x = z @ B.T + 10.0 + 0.05 * rng.normal(size=(n, 3))
+        x[rng.random(x.shape) < missing] = np.nan
+        xs.append(x)
+        us.append(u)
+    return as_dataset(xs, u=us), (a, c, B)
+
+
+def test_inputs_are_recovered_and_missing_samples_are_ignored(monkeypatch):
+    """Through the whole protocol (LDS init, EM stages, selection) on ragged trials with 20 %
+    missing samples: the input's effect on the observations (B C at lag 0, B F C at lag 1, which
+    do not depend on the latent basis) matches the true system's, and values written under the
+    mask change nothing."""
+    from dsident.inference.laplace_em import em
+
+    ds, (a, c, B) = _driven_trials()
+    options = dict(progress=False, n_iter_per_stage=5, n_iter_lds=10, anneal=(0.1, 0.01), check_steps=500)
+    est = dsident.models.PLRNN(latent_dim=2, tau=0.0, readout="linear", seed=0).fit(ds, **options)
+    p = est.history_["params"]
+    F = np.diag(p["A"]) + p["W"]
+    np.testing.assert_allclose(p["B"] @ p["C"], B @ c, atol=0.15)
+    np.testing.assert_allclose(p["B"] @ F @ p["C"], B @ np.diag(a) @ c, atol=0.2)
+    np.testing.assert_allclose(p["b"], 10.0, atol=0.5)
+    chain_from_dataset = em.chain_from_dataset
+    monkeypatch.setattr(em, "chain_from_dataset", lambda d: (lambda ch: ch._replace(
+        x=np.where(ch.mask, ch.x, 1e6)))(chain_from_dataset(d)))
+    wild = dsident.models.PLRNN(latent_dim=2, tau=0.0, readout="linear", seed=0).fit(ds, **options)
+    np.testing.assert_allclose(wild.history_["log_likelihood"], est.history_["log_likelihood"], rtol=1e-10)
+
+
+def test_smooth_names_the_channels_and_inputs_it_expected():
+    ds, _ = _driven_trials(lengths=(60, 40), missing=0.0)
+    est = dsident.models.PLRNN(latent_dim=2, seed=0).fit(ds, progress=False, n_iter_per_stage=2, n_iter_lds=2,
+                                                         anneal=(1.0,), check_steps=50)
+    x = [ds["x"].values[i, :n] for i, n in enumerate(ds["length"].values)]
+    with pytest.raises(ValueError, match=r"`data` has 0 input\(s\).*model takes 1"):
+        est.smooth(x)
+    with pytest.raises(ValueError, match=r"`data` has 2 channel\(s\) but the model observes 3"):
+        est.smooth(as_dataset([v[:, :2] for v in x], u=[u[:len(v)] for u, v in zip(ds["u"].values, x)]))
+    with pytest.raises(ValueError, match=r"`test` has 0 input\(s\).*model takes 1"):
+        est.score(x)

@@ -127,6 +127,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if obs_dim is not None and n_channels != int(obs_dim):
         raise ValueError(f"`test` has {n_channels} channel(s) but the model observes {int(obs_dim)} (obs_dim): "
                          "score it on data with the channels it was fitted to, in the same order.")
+    input_dim = getattr(fitted, "input_dim", None)
+    n_inputs = 0 if u is None else u.shape[-1]
+    if input_dim is not None and n_inputs != int(input_dim):
+        raise ValueError(f"`test` has {n_inputs} input(s) (variable `u`) but the model takes {int(input_dim)} "
+                         "(input_dim): score it on data with the inputs it was fitted with, e.g. "
+                         "`dsident.data.as_dataset(x, u=u)`.")
 
     # channels derived from the others (dsident.data.slow_channels) start and drive the free run
     # but are not scored: the scores compare the data's own channels

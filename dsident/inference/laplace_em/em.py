@@ -108,6 +108,14 @@ def make_smoother(params: PLRNNParams, *, max_iter: int = 50):
     def smoother(data: Any) -> xr.Dataset:
         ds = data if isinstance(data, xr.Dataset) else as_dataset(data)
         chain = chain_from_dataset(ds)
+        p = state["params"]
+        if chain.x.shape[1] != p.obs_dim:
+            raise ValueError(f"`data` has {chain.x.shape[1]} channel(s) but the model observes {p.obs_dim}: smooth "
+                             "data with the channels it was fitted to, in the same order.")
+        if chain.s.shape[1] != p.input_dim:
+            raise ValueError(f"`data` has {chain.s.shape[1]} input(s) (variable `u`) but the model takes "
+                             f"{p.input_dim}: smooth data with the inputs it was fitted with, e.g. "
+                             "`dsident.data.as_dataset(x, u=u)`.")
         post = laplace_estep(state["params"], chain, None, max_iter=max_iter)
         var = np.diagonal(post.cov, axis1=1, axis2=2)
         z = chain_to_trials(chain, post.mean)
