@@ -190,3 +190,16 @@ def test_smooth_names_the_channels_and_inputs_it_expected():
         est.smooth(as_dataset([v[:, :2] for v in x], u=[u[:len(v)] for u, v in zip(ds["u"].values, x)]))
     with pytest.raises(ValueError, match=r"`test` has 0 input\(s\).*model takes 1"):
         est.score(x)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("anneal", 0.1), ("anneal", (1.0, "0.1")), ("n_iter_per_stage", 2.5), ("n_iter_lds", -1),
+    ("max_estep_iter", 0), ("tol", -1e-3), ("tol", float("nan")), ("gamma_floor", -1.0), ("gamma_floor", 0.0),
+    ("initial_var", -1.0)])
+def test_out_of_range_options_are_refused_by_name(option, value):
+    """Each of these used to run on silently (no E-step solve, no Γ floor, a stage that never
+    stops early, no LDS iterations) or fail deep inside with an unnamed TypeError/LinAlgError."""
+    est = dsident.models.PLRNN(latent_dim=2, seed=0)
+    with pytest.raises(ValueError, match=rf"`{option}` must be .*got {option}="):
+        est.fit(_data(60), progress=False, **{option: value})
+    assert not hasattr(est, "model_")

@@ -139,6 +139,29 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="laplace-em", leave=False)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_options(**options: Any) -> None:
+    """Refuse out-of-range settings of :func:`fit_laplace_em` by name, before any work."""
+    counts = {"n_iter_per_stage": 1, "n_iter_lds": 0, "max_estep_iter": 1}
+    for name, low in counts.items():
+        value = options[name]
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
+            raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}")
+    tol = options["tol"]
+    if not _is_number(tol) or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"`tol` must be a finite number >= 0 (a fraction of the stage's first objective); "
+                         f"got tol={tol!r}")
+    for name in ("gamma_floor", "initial_var"):
+        value = options[name]
+        if value is None and name == "initial_var":
+            continue
+        if not _is_number(value) or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive finite variance; got {name}={value!r}")
+
+
 def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: bool = True,
                    n_iter_per_stage: int = 20, anneal: tuple[float, ...] = (1.0, 0.1, 0.01, 0.001),
                    fix_B_after_first_stage: bool = True, tol: float = 1e-3, n_iter_lds: int = 20,
@@ -226,10 +249,15 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     """
     check_laplace_model(model)
     ds = data if isinstance(data, xr.Dataset) else as_dataset(data)
-    if n_iter_per_stage < 1:
-        raise ValueError(f"n_iter_per_stage must be >= 1; got {n_iter_per_stage}")
-    if len(anneal) == 0 or any((not np.isfinite(a)) or a <= 0 for a in anneal):
-        raise ValueError(f"anneal must be a non-empty sequence of positive variances; got {anneal!r}")
+    _check_options(n_iter_per_stage=n_iter_per_stage, n_iter_lds=n_iter_lds, max_estep_iter=max_estep_iter,
+                   tol=tol, gamma_floor=gamma_floor, initial_var=initial_var)
+    try:
+        bad_anneal = len(anneal) == 0 or any(not _is_number(a) or not np.isfinite(a) or a <= 0 for a in anneal)
+    except TypeError:
+        bad_anneal = True
+    if bad_anneal:
+        raise ValueError(f"`anneal` must be a non-empty sequence of positive process-noise variances, one per stage "
+                         f"(e.g. (1.0, 0.1, 0.01, 0.001), or (0.1,) for one stage); got anneal={anneal!r}")
     if select not in SELECT_RULES:
         raise ValueError(f"`select` must be one of {SELECT_RULES}; got {select!r}")
     rng = np.random.default_rng(seed)
