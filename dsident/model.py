@@ -416,8 +416,9 @@ class StateSpaceModel(nn.Module):
         if smoother is None:
             raise RuntimeError("this model has no posterior smoother attached: smoothing needs a fit with "
                                "method='laplace-em' or method='svi' (they attach `model.smoother_`); BPTT and "
-                               "teacher-forcing fits, and models read with load(), have none. Use predict() or "
-                               "encode() for data-initialised states instead.")
+                               "teacher-forcing fits, SVI fits read with load() and models read with "
+                               "StateSpaceModel.load() have none (an estimator's load() gives a Laplace-EM fit its "
+                               "smoother back). Use predict() or encode() for data-initialised states instead.")
         from .data import as_dataset
 
         return smoother(as_dataset(data))

@@ -31,7 +31,8 @@ from .mstep import RidgePrior, expected_stats, mstep, mstep_glm_obs, no_prior
 from .params import PLRNNParams, check_laplace_model, params_from_model, params_to_model
 from .selection import data_box, free_run_exit, free_run_observations
 
-__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "SELECT_RULES"]
+__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "restore_smoother",
+           "SELECT_RULES"]
 
 #: the rules for which EM iterate of an annealing stage is kept (``select=``)
 SELECT_RULES = ("likelihood", "bounded", "dstsp")
@@ -127,6 +128,32 @@ def make_smoother(params: PLRNNParams, *, max_iter: int = 50):
                           coords=coords, attrs={"dt": float(ds.attrs.get("dt", 1.0)),
                                                 "log_likelihood": float(post.log_lik), "method": "laplace-em"})
     return smoother
+
+
+def restore_smoother(model: Any, history: dict[str, Any]) -> None:
+    """Attach to a loaded ``model`` the Laplace smoother its Laplace-EM fit had (``model.smoother_``).
+
+    The smoother needs only the parameters, which the model holds. A save keeps the tensors in
+    the model's dtype (float32 by default) and the fit history keeps the fitted parameters in
+    float64 (``history["params"]``); those are used when they agree with the model's to float32
+    precision, so that ``smooth`` after ``load`` gives what it gave before ``save``. Otherwise
+    (the model was changed after the fit) the model's own parameters are used.
+    """
+    params = params_from_model(model)
+    saved = history.get("params") if isinstance(history, dict) else None
+    if isinstance(saved, dict) and set(saved) == set(PLRNNParams._fields):
+        try:
+            exact = PLRNNParams(**{k: v if k in ("readout", "likelihood") or v is None else np.asarray(v, dtype=float)
+                                   for k, v in saved.items()})
+            fields = [f for f in PLRNNParams._fields if isinstance(getattr(params, f), np.ndarray)]
+            if exact.readout == params.readout and exact.likelihood == params.likelihood and all(
+                    np.shape(getattr(exact, f)) == getattr(params, f).shape
+                    and np.allclose(getattr(exact, f), getattr(params, f), rtol=1e-5, atol=1e-6) for f in fields):
+                params = exact._replace(Sigma0=params.Sigma0 if exact.Sigma0 is None else exact.Sigma0)
+        except (TypeError, ValueError):
+            pass
+    settings = history.get("settings", {}) if isinstance(history, dict) else {}
+    model.smoother_ = make_smoother(params, max_iter=int(settings.get("max_estep_iter", 30)))
 
 
 def _progress(total: int, enabled: bool):
