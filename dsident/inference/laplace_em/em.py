@@ -145,7 +145,8 @@ def restore_smoother(model: Any, history: dict[str, Any]) -> None:
         try:
             exact = PLRNNParams(**{k: v if k in ("readout", "likelihood") or v is None else np.asarray(v, dtype=float)
                                    for k, v in saved.items()})
-            fields = [f for f in PLRNNParams._fields if isinstance(getattr(params, f), np.ndarray)]
+            fields = [f for f in PLRNNParams._fields if isinstance(getattr(params, f), np.ndarray)
+                      and not (f == "Gamma" and params.likelihood != "gaussian")]      # unused for counts
             if exact.readout == params.readout and exact.likelihood == params.likelihood and all(
                     np.shape(getattr(exact, f)) == getattr(params, f).shape
                     and np.allclose(getattr(exact, f), getattr(params, f), rtol=1e-5, atol=1e-6) for f in fields):
@@ -309,6 +310,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     if lds_init:
         p0 = pca_init(chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
         p0 = p0._replace(likelihood=current.likelihood)
+        if current.readout == "identity":    # the model's fixed offset (log bin_size for Poisson), not PCA's 0
+            p0 = p0._replace(b=current.b)
         if current.likelihood == "gaussian":
             p0, lls, z_prev = fit_lds(chain, p0, n_iter=n_iter_lds)
             history["lds_log_likelihood"] = [float(v) for v in lls]

@@ -146,9 +146,9 @@ def _relu_pattern(z: np.ndarray, linear_dynamics: bool, readout: str) -> tuple[n
 
 
 def _readout_matrix(p: PLRNNParams) -> tuple[np.ndarray, np.ndarray]:
-    if p.readout == "identity":
+    if p.readout == "identity":               # B = [I 0]; b is a fixed offset (log bin_size for Poisson)
         N, M = p.obs_dim, p.latent_dim
-        return np.eye(N, M), np.zeros(N)
+        return np.eye(N, M), p.b
     return p.B, p.b
 
 
