@@ -252,6 +252,9 @@ class StateSpaceModel(nn.Module):
             return None
         arr = u.detach().to(like) if isinstance(u, Tensor) else torch.as_tensor(
             np.asarray(u, dtype=float), dtype=like.dtype, device=like.device)
+        if k == 0 and arr.numel() > 0:
+            raise ValueError(f"`{argname}` was given (shape {tuple(arr.shape)}) but the dynamics take no inputs "
+                             "(input_dim=0): leave it out, or fit a model on data with inputs `u`.")
         if arr.ndim == 2:
             arr = arr[None].expand(n_trials, -1, -1)
         if arr.ndim != 3 or arr.shape[0] != n_trials or arr.shape[1] < n_time or arr.shape[2] != k:
@@ -423,8 +426,9 @@ class StateSpaceModel(nn.Module):
         if smoother is None:
             raise RuntimeError("this model has no posterior smoother attached: smoothing needs a fit with "
                                "method='laplace-em' or method='svi' (they attach `model.smoother_`); BPTT and "
-                               "teacher-forcing fits, and models read with load(), have none. Use predict() or "
-                               "encode() for data-initialised states instead.")
+                               "teacher-forcing fits, SVI fits read with load() and models read with "
+                               "StateSpaceModel.load() have none (an estimator's load() gives a Laplace-EM fit its "
+                               "smoother back). Use predict() or encode() for data-initialised states instead.")
         from .data import as_dataset
 
         return smoother(as_dataset(data))
@@ -462,7 +466,10 @@ class StateSpaceModel(nn.Module):
         n = int(n)
         dtype, device = self._dtype_device()
         x = torch.as_tensor(arrays.x, dtype=dtype, device=device)
-        uu = self._inputs(arrays.u, n_trials, n_time, x, "data['u']")
+        u = arrays.u
+        if u is not None:        # a shorter trial's NaN padding is no missing input: its predictions are blanked
+            u = np.where(np.arange(n_time)[None, :, None] < arrays.length[:, None, None], u, 0.0)
+        uu = self._inputs(u, n_trials, n_time, x, "data['u']")
         starts = x[:, : n_time - n]                                   # (trial, time - n, N)
         seen = torch.as_tensor(arrays.mask[:, : n_time - n].any(-1), device=device)
         z = self.encode(starts.reshape(-1, n_ch)).reshape(n_trials, n_time - n, self.latent_dim)

@@ -111,6 +111,9 @@ def test_an_option_the_engine_does_not_take_is_named_before_any_work(tiny_data, 
     # a sampling step given to fit is pointed to the data, where it belongs
     with pytest.raises(ValueError, match=r"\['dt'\].*belongs to the data: fit\(dsident.as_dataset\(x, dt=...\)\)"):
         est.fit(tiny_data, method=dummy_engine, dt=0.01)
+    # so are external inputs
+    with pytest.raises(ValueError, match=r"\['u'\].*inputs belong to the data: fit\(dsident.as_dataset\(x, u=u\)\)"):
+        est.fit(tiny_data, method=dummy_engine, u=np.zeros((40, 1)))
     assert est.fit(tiny_data, method=dummy_engine, n_iter=2, progress=False).history_ is not None
 
 

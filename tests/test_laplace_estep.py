@@ -210,3 +210,28 @@ def test_search_beats_the_plain_flip_iteration_on_long_series(seed):
     again = laplace_estep(p, chain, post.mean, covariance=False)
     assert again.log_joint >= post.log_joint - 1e-9 * abs(post.log_joint)
     assert again.info.n_solves <= 3
+
+
+def test_count_mode_from_the_default_start_is_the_concave_optimum():
+    """Bursty counts under large loadings (a PCA start in count units, as the EM's first E-step
+    sees them): the default start must reach the unique mode of this concave case (W = 0, linear
+    readout), as a generic optimiser does. The undamped first solve used to land hundreds of
+    log-rate units off and stay there (log joint -7e12 against -2e3)."""
+    rng = np.random.default_rng(0)
+    T = 150
+    pulses = rng.random(T) < 0.05
+    z = np.zeros(T)
+    for t in range(1, T):
+        z[t] = 0.9 * z[t - 1] + 2.0 * pulses[t]
+    x = rng.poisson(np.exp(np.c_[0.8 * z, -0.8 * z, 0.5 * z] + np.log(0.5))).astype(float)[None]
+    assert x.max() >= 10                              # a burst, as in the failing case
+    p = PLRNNParams(A=np.array([0.9]), W=np.zeros((1, 1)), h=np.zeros(1), C=np.zeros((1, 0)), Sigma=np.ones(1),
+                    mu0=np.zeros(1), B=np.array([[-2.8], [0.1], [-0.7]]), b=np.array([1.6, 0.3, 0.9]),
+                    Gamma=np.ones(3), readout="linear", Sigma0=np.ones(1), likelihood="poisson")
+    chain = make_chain(x)
+    post = laplace_estep(p, chain, max_iter=30)
+    f = lambda v: log_joint(p, chain, v.reshape(-1, 1))  # noqa: E731
+    res = so.minimize(lambda v: -f(v), np.zeros(T), method="L-BFGS-B", options=dict(maxiter=5000, gtol=1e-10))
+    assert post.info.converged
+    assert post.log_joint == pytest.approx(-res.fun, rel=1e-6)
+    np.testing.assert_allclose(post.mean[:, 0], res.x, atol=1e-2)      # L-BFGS-B stops less sharply

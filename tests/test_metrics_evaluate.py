@@ -206,6 +206,35 @@ def test_inputs_drive_the_run_without_burn_in():
 
 
 @pytest.mark.filterwarnings("ignore:test trials differ in length")
+def test_ragged_trials_with_inputs_are_each_driven_by_their_own_inputs():
+    """Trials of unequal length with inputs: a shorter trial's NaN-padded ``u`` is padding, not a
+    missing input. Driven by its own inputs from its own start, the true model's run reproduces
+    every trial (and its one-step predictions every sample after the first)."""
+    rng = np.random.default_rng(2)
+    a, c = _rotation(ANGLE, radius=0.95), np.array([[1.0], [0.0]])
+    zs, us = [], []
+    for n in (400, 250, 120):
+        u = rng.normal(size=(n, 1))
+        z = np.zeros((n, 2))
+        z[0] = rng.normal(size=2)
+        for t in range(1, n):
+            z[t] = a @ z[t - 1] + c @ u[t]
+        zs.append(z)
+        us.append(u)
+    test = dsident.as_dataset(zs, u=us, dt=0.1)
+    model = StateSpaceModel(_DrivenEvalDynamics(a, c), IdentityObservation(2), dt=0.1).double()
+    res, run = evaluate(model, test, pe_steps=3, return_run=True)
+    assert not bool(res.diverged)
+    for i, z in enumerate(zs):
+        np.testing.assert_allclose(run["x"].values[i, :len(z)], z, atol=1e-9)
+    assert float(res.prediction_error) == pytest.approx(0.0, abs=1e-20)
+    pred = model.predict(test, 1)["x"].values
+    for i, z in enumerate(zs):
+        np.testing.assert_allclose(pred[i, 1:len(z)], z[1:], atol=1e-9)
+        assert np.isnan(pred[i, len(z):]).all()
+
+
+@pytest.mark.filterwarnings("ignore:test trials differ in length")
 def test_return_run_is_the_compared_window_in_the_test_layout():
     """``return_run=True`` hands back the run the scores compared: per trial, the steps after
     the burn-in of a free run from the first complete sample, on the test's time axis."""

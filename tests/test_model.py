@@ -143,6 +143,9 @@ def test_generate_argument_errors():
         model.generate(5, z0=np.zeros(4))
     with pytest.raises(ValueError, match="n_trials=3"):
         model.generate(5, z0=np.zeros((2, 3)), n_trials=3)
+    # inputs given to a model without any: said so, not "must have shape (5, 0)"
+    with pytest.raises(ValueError, match=r"`u` was given \(shape \(5, 1\)\) but the dynamics take no inputs"):
+        model.generate(5, u=np.ones((5, 1)))
 
 
 class ExplodingDynamics(LatentDynamics):

@@ -65,5 +65,7 @@ def check_engine_options(method: str, options: Mapping[str, Any], *, reserved: t
         # the sampling step is the data's, not the fit's: say where it goes
         hint = (" The sampling step belongs to the data: fit(dsident.as_dataset(x, dt=...))."
                 if set(unknown) & {"dt", "fs"} else "")
+        if set(unknown) & {"u", "inputs"}:
+            hint += " External inputs belong to the data: fit(dsident.as_dataset(x, u=u)), one (time, input) per trial."
         raise ValueError(f"inference method {method!r} does not accept the option(s) {unknown}; "
                          f"it accepts {accepted}.{hint}")

@@ -127,6 +127,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if obs_dim is not None and n_channels != int(obs_dim):
         raise ValueError(f"`test` has {n_channels} channel(s) but the model observes {int(obs_dim)} (obs_dim): "
                          "score it on data with the channels it was fitted to, in the same order.")
+    input_dim = getattr(fitted, "input_dim", None)
+    n_inputs = 0 if u is None else u.shape[-1]
+    if input_dim is not None and n_inputs != int(input_dim):
+        raise ValueError(f"`test` has {n_inputs} input(s) (variable `u`) but the model takes {int(input_dim)} "
+                         "(input_dim): score it on data with the inputs it was fitted with, e.g. "
+                         "`dsident.data.as_dataset(x, u=u)`.")
 
     # channels derived from the others (dsident.data.slow_channels) start and drive the free run
     # but are not scored: the scores compare the data's own channels
@@ -148,7 +154,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if dt is not None:
         gen_kwargs["dt"] = float(dt)
     if u is not None:
-        gen_kwargs["u"] = _input_window(u, starts, n_generate)
+        gen_kwargs["u"] = _input_window(u, starts, lengths, n_generate)
     run = fitted.generate(n_generate, **gen_kwargs)
     xg_full = np.asarray(run["x"].values, dtype=float)
 
@@ -404,11 +410,16 @@ def _first_observed(x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
-def _input_window(u: np.ndarray, starts: np.ndarray, n_steps: int) -> np.ndarray:
-    """Inputs aligned with each trial's free run (trial, n_steps, input)."""
+def _input_window(u: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n_steps: int) -> np.ndarray:
+    """Inputs aligned with each trial's free run (trial, n_steps, input).
+
+    Trial i's run is driven by its own inputs from ``starts[i]`` to ``lengths[i]`` (the steps it
+    is scored on) and by zeros after that: the NaN padding of a shorter trial's ``u`` is not a
+    missing input, and those steps are neither scored nor checked for divergence.
+    """
     out = np.zeros((u.shape[0], n_steps, u.shape[2]))
-    for i, s in enumerate(starts):
-        seg = u[i, s:s + n_steps]
+    for i, (s, n) in enumerate(zip(starts, lengths)):
+        seg = u[i, s:min(int(n), s + n_steps)]
         out[i, : seg.shape[0]] = seg
     if not np.all(np.isfinite(out)):
         raise ValueError("the test inputs `u` have missing values inside the evaluation window; inputs must be complete.")

@@ -470,7 +470,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LatentModelEstimator":
-        """Read an estimator written by :meth:`save` (fitted, ready to generate and score).
+        """Read an estimator written by :meth:`save` (fitted, ready to generate and score; a
+        Laplace-EM fit gets its smoother back, so ``smooth`` works as before the save).
 
         Raises
         ------
@@ -502,4 +503,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         estimator.method_ = entry.get("method")
         estimator.n_features_in_ = model.obs_dim
         estimator.channel_names_ = list(model.channel_names or [])
+        if estimator.method_ == "laplace-em":
+            from ..inference.laplace_em.em import restore_smoother
+
+            restore_smoother(model, estimator.history_)      # its smoother needs only the parameters
         return estimator

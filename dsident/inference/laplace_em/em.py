@@ -31,7 +31,8 @@ from .mstep import RidgePrior, expected_stats, mstep, mstep_glm_obs, no_prior
 from .params import PLRNNParams, check_laplace_model, params_from_model, params_to_model
 from .selection import data_box, free_run_exit, free_run_observations
 
-__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "SELECT_RULES"]
+__all__ = ["fit_laplace_em", "prior_from_dynamics", "chain_from_dataset", "make_smoother", "restore_smoother",
+           "SELECT_RULES"]
 
 #: the rules for which EM iterate of an annealing stage is kept (``select=``)
 SELECT_RULES = ("likelihood", "bounded", "dstsp")
@@ -108,6 +109,14 @@ def make_smoother(params: PLRNNParams, *, max_iter: int = 50):
     def smoother(data: Any) -> xr.Dataset:
         ds = data if isinstance(data, xr.Dataset) else as_dataset(data)
         chain = chain_from_dataset(ds)
+        p = state["params"]
+        if chain.x.shape[1] != p.obs_dim:
+            raise ValueError(f"`data` has {chain.x.shape[1]} channel(s) but the model observes {p.obs_dim}: smooth "
+                             "data with the channels it was fitted to, in the same order.")
+        if chain.s.shape[1] != p.input_dim:
+            raise ValueError(f"`data` has {chain.s.shape[1]} input(s) (variable `u`) but the model takes "
+                             f"{p.input_dim}: smooth data with the inputs it was fitted with, e.g. "
+                             "`dsident.data.as_dataset(x, u=u)`.")
         post = laplace_estep(state["params"], chain, None, max_iter=max_iter)
         var = np.diagonal(post.cov, axis1=1, axis2=2)
         z = chain_to_trials(chain, post.mean)
@@ -121,6 +130,33 @@ def make_smoother(params: PLRNNParams, *, max_iter: int = 50):
     return smoother
 
 
+def restore_smoother(model: Any, history: dict[str, Any]) -> None:
+    """Attach to a loaded ``model`` the Laplace smoother its Laplace-EM fit had (``model.smoother_``).
+
+    The smoother needs only the parameters, which the model holds. A save keeps the tensors in
+    the model's dtype (float32 by default) and the fit history keeps the fitted parameters in
+    float64 (``history["params"]``); those are used when they agree with the model's to float32
+    precision, so that ``smooth`` after ``load`` gives what it gave before ``save``. Otherwise
+    (the model was changed after the fit) the model's own parameters are used.
+    """
+    params = params_from_model(model)
+    saved = history.get("params") if isinstance(history, dict) else None
+    if isinstance(saved, dict) and set(saved) == set(PLRNNParams._fields):
+        try:
+            exact = PLRNNParams(**{k: v if k in ("readout", "likelihood") or v is None else np.asarray(v, dtype=float)
+                                   for k, v in saved.items()})
+            fields = [f for f in PLRNNParams._fields if isinstance(getattr(params, f), np.ndarray)
+                      and not (f == "Gamma" and params.likelihood != "gaussian")]      # unused for counts
+            if exact.readout == params.readout and exact.likelihood == params.likelihood and all(
+                    np.shape(getattr(exact, f)) == getattr(params, f).shape
+                    and np.allclose(getattr(exact, f), getattr(params, f), rtol=1e-5, atol=1e-6) for f in fields):
+                params = exact._replace(Sigma0=params.Sigma0 if exact.Sigma0 is None else exact.Sigma0)
+        except (TypeError, ValueError):
+            pass
+    settings = history.get("settings", {}) if isinstance(history, dict) else {}
+    model.smoother_ = make_smoother(params, max_iter=int(settings.get("max_estep_iter", 30)))
+
+
 def _progress(total: int, enabled: bool):
     if not enabled:
         return None
@@ -129,6 +165,29 @@ def _progress(total: int, enabled: bool):
     except ImportError:  # tqdm is a dependency; stay silent if it is broken
         return None
     return tqdm(total=total, desc="laplace-em", leave=False)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_options(**options: Any) -> None:
+    """Refuse out-of-range settings of :func:`fit_laplace_em` by name, before any work."""
+    counts = {"n_iter_per_stage": 1, "n_iter_lds": 0, "max_estep_iter": 1}
+    for name, low in counts.items():
+        value = options[name]
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
+            raise ValueError(f"`{name}` must be an integer >= {low}; got {name}={value!r}")
+    tol = options["tol"]
+    if not _is_number(tol) or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"`tol` must be a finite number >= 0 (a fraction of the stage's first objective); "
+                         f"got tol={tol!r}")
+    for name in ("gamma_floor", "initial_var"):
+        value = options[name]
+        if value is None and name == "initial_var":
+            continue
+        if not _is_number(value) or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive finite variance; got {name}={value!r}")
 
 
 def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: bool = True,
@@ -218,10 +277,15 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     """
     check_laplace_model(model)
     ds = data if isinstance(data, xr.Dataset) else as_dataset(data)
-    if n_iter_per_stage < 1:
-        raise ValueError(f"n_iter_per_stage must be >= 1; got {n_iter_per_stage}")
-    if len(anneal) == 0 or any((not np.isfinite(a)) or a <= 0 for a in anneal):
-        raise ValueError(f"anneal must be a non-empty sequence of positive variances; got {anneal!r}")
+    _check_options(n_iter_per_stage=n_iter_per_stage, n_iter_lds=n_iter_lds, max_estep_iter=max_estep_iter,
+                   tol=tol, gamma_floor=gamma_floor, initial_var=initial_var)
+    try:
+        bad_anneal = len(anneal) == 0 or any(not _is_number(a) or not np.isfinite(a) or a <= 0 for a in anneal)
+    except TypeError:
+        bad_anneal = True
+    if bad_anneal:
+        raise ValueError(f"`anneal` must be a non-empty sequence of positive process-noise variances, one per stage "
+                         f"(e.g. (1.0, 0.1, 0.01, 0.001), or (0.1,) for one stage); got anneal={anneal!r}")
     if select not in SELECT_RULES:
         raise ValueError(f"`select` must be one of {SELECT_RULES}; got {select!r}")
     rng = np.random.default_rng(seed)
@@ -246,6 +310,8 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     if lds_init:
         p0 = pca_init(chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
         p0 = p0._replace(likelihood=current.likelihood)
+        if current.readout == "identity":    # the model's fixed offset (log bin_size for Poisson), not PCA's 0
+            p0 = p0._replace(b=current.b)
         if current.likelihood == "gaussian":
             p0, lls, z_prev = fit_lds(chain, p0, n_iter=n_iter_lds)
             history["lds_log_likelihood"] = [float(v) for v in lls]

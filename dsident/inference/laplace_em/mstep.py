@@ -230,13 +230,13 @@ def mstep_gaussian_obs(stats: SufficientStats, params: PLRNNParams, *, update_B:
     """Per-channel regressions of x on E[g(z)] for B and b, then the diagonal noise Γ.
 
     ``update_B=False`` (annealing stages after the first) keeps B and refits only b and Γ;
-    the identity readout keeps B and b fixed.
+    the identity readout keeps B = [I 0] and b (its fixed offset) as they are.
     """
     N, M = params.obs_dim, params.latent_dim
     B, b = params.B.copy(), params.b.copy()
     gamma = params.Gamma.copy()
-    if params.readout == "identity":
-        B, b = np.eye(N, M), np.zeros(N)
+    if params.readout == "identity":         # B = [I 0] and the offset b stay as they are
+        B = np.eye(N, M)
     for n in range(N):
         if stats.count[n] == 0:
             continue
@@ -274,8 +274,8 @@ def mstep_glm_obs(post: LaplacePosterior, chain: Chain, params: PLRNNParams, *, 
     """
     import torch
 
-    if params.readout == "identity":
-        B0, b0 = np.eye(params.obs_dim, params.latent_dim), np.zeros(params.obs_dim)
+    if params.readout == "identity":         # b: the fixed offset (log bin_size for Poisson)
+        B0, b0 = np.eye(params.obs_dim, params.latent_dim), np.asarray(params.b, dtype=float)
     else:
         B0, b0 = params.B, params.b
     mu, V = post.mean, post.cov

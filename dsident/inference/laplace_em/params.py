@@ -45,7 +45,8 @@ class PLRNNParams(NamedTuple):
     Gamma : ndarray (N,)
         Diagonal observation-noise variance (unused by Poisson/Bernoulli).
     readout : str
-        "linear", "relu" (g = φ, the rPLRNN's DS setting) or "identity" (B = [I 0], b = 0, fixed).
+        "linear", "relu" (g = φ, the rPLRNN's DS setting) or "identity" (B = [I 0] and b fixed: 0, or
+        log bin_size for Poisson, whose rate per bin is exp(z)·bin_size).
     Sigma0 : ndarray (M,) or None
         Variance of the initial state; None means ``Sigma`` (the paper's EM convention).
     likelihood : str
