@@ -344,6 +344,52 @@ def test_divergence_is_reported_and_stops_the_fit(small_data):
     assert hist["stop_reason"] == "diverged" and hist["n_steps_run"] < 12
 
 
+class NaNGaussian(Gaussian):
+    """A likelihood whose value is NaN, as after parameters blown up by a too large step."""
+
+    def log_prob(self, x, z, mask=None):
+        return super().log_prob(x, z, mask) * float("nan")
+
+
+def test_a_nan_observation_term_is_reported_as_divergence_not_a_pyro_error(small_data):
+    # pyro's site checks used to raise "Expected parameter log_factor ... Real()" before the
+    # loop could see the NaN loss
+    model = StateSpaceModel(LinearDynamics(2), NaNGaussian(3, 2))
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        hist = fit_svi(model, small_data, seed=0, **SMALL)
+    assert hist["stop_reason"] == "diverged" and not any(map(math.isfinite, hist["loss"]))
+
+
+def test_a_huge_learning_rate_diverges_and_returns_the_start_not_the_blown_up_state(small_data):
+    model = _small_model()
+    start = [p.detach().clone() for p in model.parameters()]
+    options = {**SMALL, "lr": 1e3, "clip_norm": None, "eval_every": 50}     # diverges before any evaluation
+    with pytest.warns(RuntimeWarning, match="no validation had run yet"):
+        hist = fit_svi(model, small_data, seed=0, **options)
+    assert hist["stop_reason"] == "diverged" and hist["best_step"] is None
+    assert math.isfinite(hist["loss"][0]) and not math.isfinite(hist["loss"][1])   # one update was taken
+    for a, b in zip(model.parameters(), start):
+        assert torch.equal(a, b)
+
+
+def test_divergence_after_an_evaluation_keeps_the_best_state(small_data):
+    options = {**SMALL, "lr_schedule": "constant", "kl_anneal": 0}          # steps that do not depend on n_steps
+    reference = _small_model()
+    fit_svi(reference, small_data, seed=0, **{**options, "n_steps": 4})     # the state evaluated at step 4
+    model = _small_model()
+
+    def blow_up(step, record, model):
+        if step == 5:
+            with torch.no_grad():
+                model.dynamics.A.fill_(float("nan"))
+
+    with pytest.warns(RuntimeWarning, match=r"keeps its best state \(step 4\)"):
+        hist = fit_svi(model, small_data, seed=0, callback=blow_up, **options)
+    assert hist["stop_reason"] == "diverged" and hist["best_step"] == 4
+    for a, b in zip(model.parameters(), reference.parameters()):
+        assert torch.equal(a, b)
+
+
 def test_ragged_trials_with_missing_samples_and_inputs(tmp_path):
     rng = np.random.default_rng(2)
     trials = [rng.normal(size=(30, 3)), rng.normal(size=(17, 3))]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pyro
 import torch
 import xarray as xr
 from pyro.infer import Trace_ELBO
@@ -78,8 +79,15 @@ def _kl_scale(step: int, kl_anneal: int, kl_start: float) -> float:
 
 def _elbo_sum(model: StateSpaceModel, guide: Guide, batch: Batch, kl_scale: float,
               generator: torch.Generator) -> torch.Tensor:
-    """ELBO of a batch, summed over its windows (one reparameterized sample per window)."""
-    with warnings.catch_warnings():
+    """ELBO of a batch, summed over its windows (one reparameterized sample per window).
+
+    A NaN anywhere (parameters blown up by a too large step, a vector field that overflows)
+    gives a NaN ELBO, which the training loop skips and reports as a divergence. Pyro's
+    distribution checks are off here: they would raise on the NaN parameters of a site
+    (``Expected parameter log_factor ... to satisfy the constraint Real()``) before the loop
+    could see it. The data were checked at the door, so the checks have nothing else to find.
+    """
+    with warnings.catch_warnings(), pyro.validation_enabled(False):
         # a non-finite ELBO is detected and reported by the training loop, once, in our words
         warnings.filterwarnings("ignore", message="Encountered NaN", category=UserWarning)
         loss = Trace_ELBO(max_plate_nesting=1).differentiable_loss(
@@ -405,6 +413,9 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
             "history": history, "best": best, "bad_evals": bad_evals,
         })
 
+    # the state to return to should the fit diverge before its first evaluation: the start
+    start_state = (ckpt.to_cpu(model.state_dict()), ckpt.to_cpu(q.state_dict())) if best["model"] is None else None
+
     # -- the loop ------------------------------------------------------------------------------
     t0 = time.perf_counter()
     stop_reason = "n_steps"
@@ -425,9 +436,16 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
                 n_bad += 1
                 if n_bad >= MAX_BAD_STEPS:
                     stop_reason = "diverged"
+                    if best["model"] is None:       # no evaluation yet: the only sound state is the start
+                        model.load_state_dict(start_state[0])
+                        q.load_state_dict(start_state[1])
+                        kept = (f"no validation had run yet, so the model is back at its state at step {start} "
+                                "(unfitted, `best_step` is None)")
+                    else:
+                        kept = f"the model keeps its best state (step {best['step']})"
                     warnings.warn(
                         f"SVI diverged: the loss was non-finite for {n_bad} consecutive steps (last at step {step}). "
-                        "The fit stops and keeps its best state; try a smaller `lr`, a smaller `clip_norm`, "
+                        f"The fit stops; {kept}. Try a smaller `lr`, a smaller `clip_norm`, "
                         "a smaller initial process noise, or a shorter `window`.", RuntimeWarning, stacklevel=3)
                     break
             else:
