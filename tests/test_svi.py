@@ -390,6 +390,30 @@ def test_divergence_after_an_evaluation_keeps_the_best_state(small_data):
         assert torch.equal(a, b)
 
 
+def test_a_validation_set_at_another_step_or_with_other_channels_is_refused(small_data):
+    # a validation set built without its dt (as_dataset's default 1.0) was scored with the prior
+    # integrated at that step, and picked the "best" state from those scores
+    x = small_data["x"].values
+    with pytest.raises(ValueError, match=r"`validation` is sampled at dt=1\.0 but the training data at dt=0\.1"):
+        fit_svi(_small_model(), small_data, seed=0, validation=as_dataset(x), **SMALL)
+    renamed = as_dataset(x, dt=0.1, channel_names=["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"`validation` has the channels \['a', 'b', 'c'\] but the training"):
+        fit_svi(_small_model(), small_data, seed=0, validation=renamed, **SMALL)
+    same = as_dataset(x, dt=0.1 * (1 + 1e-4))            # the same step, as read from a file
+    assert fit_svi(_small_model(), small_data, seed=0, validation=same, **SMALL)["stop_reason"] == "n_steps"
+
+
+def test_continuous_time_dynamics_are_not_fitted_at_another_step_than_the_models(small_data):
+    from dsident.dynamics import GatedNODE
+
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0), Gaussian(3, 2), dt=0.01)
+    with pytest.raises(ValueError, match=r"`data` is sampled at dt=0\.1 but the model's continuous-time dynamics "
+                                         r"step with dt=0\.01"):
+        fit_svi(model, small_data, seed=0, **SMALL)
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0), Gaussian(3, 2), dt=0.1)
+    assert fit_svi(model, small_data, seed=0, **SMALL)["stop_reason"] == "n_steps"
+
+
 def test_ragged_trials_with_missing_samples_and_inputs(tmp_path):
     rng = np.random.default_rng(2)
     trials = [rng.normal(size=(30, 3)), rng.normal(size=(17, 3))]

@@ -31,7 +31,7 @@ from pyro.infer import Trace_ELBO
 from tqdm.auto import tqdm
 
 from ..._version import __version__
-from ...data.container import as_dataset
+from ...data.container import STEP_RTOL, as_dataset, steps_agree
 from ...data.preprocessing import split_in_time
 from ...model import StateSpaceModel
 from ..training import FitCallback, resolve_device
@@ -128,6 +128,35 @@ def _encoder_standardisation(data: TrialData) -> tuple[torch.Tensor, torch.Tenso
     mean = (data.x * w).sum((0, 1)) / n
     var = (((data.x - mean) * w) ** 2).sum((0, 1)) / n
     return mean, var.sqrt().clamp(min=1e-6)
+
+
+def _check_validation_matches(train: xr.Dataset, val: xr.Dataset) -> None:
+    """ValueError when a validation Dataset has other channels or, both sampled regularly, another
+    step than the training data: its ELBO would be the prior integrated at the wrong step."""
+    names, val_names = [str(c) for c in train["channel"].values], [str(c) for c in val["channel"].values]
+    if val_names != names:
+        raise ValueError(f"`validation` has the channels {val_names} but the training data {names}; give the "
+                         "validation recordings the same channels in the same order.")
+    if "sample_time" in train or "sample_time" in val:
+        return          # per-sample times set every step; the nominal dt is only a median
+    dt, val_dt = float(train.attrs["dt"]), float(val.attrs["dt"])
+    if not steps_agree(val_dt, dt):
+        raise ValueError(f"`validation` is sampled at dt={val_dt!r} but the training data at dt={dt!r} (they must "
+                         f"agree within {STEP_RTOL:.0%}); build both with the same dt, in the same unit "
+                         "(as_dataset(x_val, dt=...)).")
+
+
+def _check_step_matches_model(model: StateSpaceModel, ds: xr.Dataset) -> None:
+    """ValueError when continuous-time dynamics would be fitted at another step than the model's
+    ``dt``, the step its free runs (``generate``) and scores integrate at."""
+    if not model._continuous_time() or "sample_time" in ds:
+        return
+    dt = float(ds.attrs["dt"])
+    if not steps_agree(dt, float(model.dt)):
+        raise ValueError(f"`data` is sampled at dt={dt!r} but the model's continuous-time dynamics step with "
+                         f"dt={float(model.dt)!r}: the fit would learn the dynamics at one step and generate at "
+                         "the other. Build the model with the data's dt (StateSpaceModel(..., dt=...)) or give the "
+                         "data its true step (as_dataset(x, dt=...)).")
 
 
 def fit_svi(
@@ -319,10 +348,14 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     else:
         raise TypeError(f"`validation` must be an xarray Dataset, a fraction in (0, 1) or None; "
                         f"got {type(validation).__name__}.")
+    if val_ds is not None:
+        val_ds = as_dataset(val_ds)
+        _check_validation_matches(ds, val_ds)
+    _check_step_matches_model(model, ds)
     first = next(model.parameters())
     home, dtype = first.device, first.dtype
     train = prepare_trials(ds, model, device=dev, dtype=dtype)
-    val = train if val_ds is None else prepare_trials(as_dataset(val_ds), model, device=dev, dtype=dtype)
+    val = train if val_ds is None else prepare_trials(val_ds, model, device=dev, dtype=dtype)
     window = min(window, int(train.length.max()))
 
     # -- guide, optimiser, schedules, random streams ---------------------------------------------
