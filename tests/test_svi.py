@@ -449,6 +449,27 @@ def test_continuous_time_dynamics_are_not_fitted_at_another_step_than_the_models
     assert fit_svi(model, small_data, seed=0, **SMALL)["stop_reason"] == "n_steps"
 
 
+def test_smoother_sample_counts_are_checked_at_the_door(small_data):
+    # n_samples=0 gave all-NaN means, 1 gave variances of exactly 0, -1 a torch error about a
+    # negative dimension, and elbo(n_samples=0) an ELBO of 0.0
+    model = _small_model()
+    fit_svi(model, small_data, seed=0, **SMALL)
+    smoother = model.smoother_
+    for bad in (0, 1, -1, 2.5):
+        with pytest.raises(ValueError, match=rf"`n_samples` must be an integer >= 2 \(a variance needs at least two "
+                                             rf"sample paths\); got n_samples={bad!r}"):
+            smoother(small_data, n_samples=bad)
+    post = smoother(small_data, n_samples=2)
+    assert np.isfinite(post["z"].values).all() and (post["z_var"].values > 0).all()
+    with pytest.raises(ValueError, match=r"`n_samples` must be an integer >= 1; got n_samples=0"):
+        smoother.elbo(small_data, n_samples=0)
+    with pytest.raises(ValueError, match=r"`smoother_samples` must be an integer >= 2"):
+        fit_svi(_small_model(), small_data, seed=0, smoother_samples=1, **SMALL)
+    # the mean-field guide's moments are exact: one "sample" is enough (and unused)
+    hist = fit_svi(_small_model(), small_data, seed=0, guide="mean-field", smoother_samples=1, **SMALL)
+    assert hist["stop_reason"] == "n_steps"
+
+
 def test_ragged_trials_with_missing_samples_and_inputs(tmp_path):
     rng = np.random.default_rng(2)
     trials = [rng.normal(size=(30, 3)), rng.normal(size=(17, 3))]

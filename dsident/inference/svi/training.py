@@ -38,7 +38,7 @@ from ..training import FitCallback, resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
-from .smoother import SVISmoother
+from .smoother import SVISmoother, check_n_samples, moments_minimum
 from .windows import TrialData, prepare_trials, random_windows, tiling_windows
 
 #: learning-rate schedules: factor of the initial rate as a function of (step, n_steps, final/initial).
@@ -257,7 +257,8 @@ def fit_svi(
     hidden_dim, combiner_dim : int
         Encoder GRU units per direction; width of the Markov guide's combiner.
     smoother_samples : int
-        Paths per trial the attached smoother draws to estimate marginal moments.
+        Paths per trial the attached smoother draws to estimate marginal moments (at least 2
+        with the Markov guide: one path has no variance).
     callback : callable, optional
         ``callback(step, record, model)`` after every step, with the record of that step (a
         dict of numbers) and the model being trained (its current, not its best, state). Return
@@ -319,7 +320,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     eval_every = _check_int("eval_every", eval_every, 1)
     hidden_dim = _check_int("hidden_dim", hidden_dim, 1)
     combiner_dim = _check_int("combiner_dim", combiner_dim, 1)
-    smoother_samples = _check_int("smoother_samples", smoother_samples, 1)
+    smoother_samples = check_n_samples("smoother_samples", smoother_samples, moments_minimum(guide))
     lr = _check_float("lr", lr, 0.0)
     lr_final = lr / 10.0 if lr_final is None else _check_float("lr_final", lr_final, 0.0)
     kl_start = _check_float("kl_start", kl_start, 0.0, 1.0)
