@@ -330,6 +330,18 @@ def test_resume_after_interruption_continues_from_the_saved_step(small_data, tmp
         assert torch.equal(a, b)
 
 
+def test_resume_trains_at_the_learning_rate_it_is_given(small_data, tmp_path):
+    # the checkpoint's optimizer state used to bring its own rate back: a resume with a smaller
+    # `lr` (after a near-divergence) went on at the old one, while settings recorded the new one
+    fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, **{**SMALL, "n_steps": 8})
+    hist = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, resume=True,
+                   **{**SMALL, "lr": 1e-4, "lr_final": 1e-5})
+    assert hist["resumed_from"] == 8 and hist["settings"]["lr"] == 1e-4
+    expected = [1e-4 * 0.1 ** (step / 12) for step in range(8, 12)]      # the exponential schedule, from step 8
+    np.testing.assert_allclose(hist["lr"][8:], expected, rtol=1e-12)
+    assert hist["lr"][:8][0] == 1e-2                                     # the history before the resume is kept
+
+
 def test_same_seed_same_fit_other_seed_other_fit(small_data):
     a = fit_svi(_small_model(), small_data, seed=3, **SMALL)
     b = fit_svi(_small_model(), small_data, seed=3, **SMALL)

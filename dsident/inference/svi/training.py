@@ -429,6 +429,12 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
         q.load_state_dict(state["guide"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        # the checkpoint's learning rates would override this call's `lr`, `lr_final` and schedule
+        # (recorded in settings but never used): go on with this call's, from the saved step
+        scheduler.base_lrs = [lr] * len(optimizer.param_groups)
+        for group in optimizer.param_groups:
+            group["initial_lr"] = lr
+            group["lr"] = lr * LR_SCHEDULES[lr_schedule](int(state["step"]), n_steps, ratio)
         window_gen.set_state(state["window_rng"])
         noise_gen.set_state(state["noise_rng"])
         history = state["history"]
