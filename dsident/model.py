@@ -438,7 +438,9 @@ class StateSpaceModel(nn.Module):
         """n-step-ahead predictions of the observations from states encoded at every time step.
 
         For each time t the state ``encode(x_t)`` (over the observed channels of ``x_t``) is run
-        ``n`` steps deterministically; the decoded result predicts ``x_{t+n}``.
+        ``n`` steps deterministically; the decoded result predicts ``x_{t+n}``. Continuous-time
+        dynamics step over the data's actual gaps when it carries per-sample times
+        (``sample_time``, irregular sampling), otherwise by the model's ``dt``.
 
         Parameters
         ----------
@@ -474,9 +476,17 @@ class StateSpaceModel(nn.Module):
         seen = torch.as_tensor(arrays.mask[:, : n_time - n].any(-1), device=device)
         z = self.encode(starts.reshape(-1, n_ch)).reshape(n_trials, n_time - n, self.latent_dim)
         z = torch.where(seen[..., None], z, torch.zeros_like(z))    # unseen start: a dummy state, blanked below
+        gaps = None
+        if arrays.time is not None and self._continuous_time():
+            # irregular sampling: an ODE integrates over each actual gap (sample j to j + 1), as in
+            # the fit; padding past a trial's end is blanked below
+            gaps = np.diff(arrays.time, axis=1)
+            gaps = np.where(np.isfinite(gaps) & (gaps > 0), gaps, self.dt)
         for k in range(1, n + 1):
             u_k = None if uu is None else uu[:, k: n_time - n + k].reshape(-1, uu.shape[-1])
-            z = self.step(z.reshape(-1, self.latent_dim), u_k).reshape(n_trials, n_time - n, self.latent_dim)
+            dt_k = None if gaps is None else torch.as_tensor(gaps[:, k - 1: n_time - n + k - 1].reshape(-1, 1),
+                                                             dtype=dtype, device=device)
+            z = self.step(z.reshape(-1, self.latent_dim), u_k, dt_k).reshape(n_trials, n_time - n, self.latent_dim)
         pred = self.decode(z).double().cpu().numpy()
         pred[~seen.cpu().numpy()] = np.nan
         out = np.full((n_trials, n_time, n_ch), np.nan)

@@ -117,6 +117,14 @@ def test_an_option_the_engine_does_not_take_is_named_before_any_work(tiny_data, 
     assert est.fit(tiny_data, method=dummy_engine, n_iter=2, progress=False).history_ is not None
 
 
+def test_a_seed_given_to_fit_is_pointed_to_the_estimator_that_was_fitted(tiny_data):
+    # the advice named ShallowPLRNN(seed=3) whatever the estimator and the seed
+    from dsident.models import GatedNODE
+    with pytest.raises(ValueError, match=r"got seed=7\. Give them to the estimator instead, e\.g\. "
+                                         r"GatedNODE\(\.\.\., seed=7\)"):
+        GatedNODE(latent_dim=2).fit(tiny_data, method="svi", seed=7)
+
+
 @pytest.mark.parametrize("params,match", [({"latent_dim": 0}, "latent_dim"), ({"seed": 1.5}, "seed"),
                                           ({"reg_fraction": 2.0}, "reg_fraction"),
                                           ({"readout": "tanh"}, "readout")])

@@ -106,3 +106,31 @@ def test_clear_errors():
         prediction_error(_model(), x, n=30)
     with pytest.raises(ValueError, match="positive integer"):
         prediction_error(_model(), x, n=0)
+
+
+def test_irregular_samples_are_predicted_over_their_actual_gaps():
+    # continuous-time dynamics stepped by the model's nominal dt whatever the sample times said
+    import dsident
+    from dsident.dynamics import GatedNODE
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dynamics = GatedNODE(2, hidden_dim=8, gate_hidden_dim=8, tau=0.3, method="rk4", seed=0)
+    model = StateSpaceModel(dynamics, Gaussian(2, 2, readout="identity"), dt=0.1).double()
+    times = [np.array([0.0, 0.1, 0.4, 0.45, 0.9, 1.0]), np.array([0.0, 0.2, 0.25, 0.3])]   # ragged, uneven
+    rng = np.random.default_rng(0)
+    trials = [rng.normal(size=(len(t), 2)) for t in times]
+    ds = dsident.as_dataset(trials, time=times)
+    n = 2
+    sq, count = np.zeros(n), np.zeros(n)     # the independent route: one free run per gap
+    for t, x in zip(times, trials):
+        for i in range(min(len(t), 6 - n)):   # PE's start times: those with n steps after them (padded)
+            z = x[i]
+            for k in range(1, min(n, len(t) - 1 - i) + 1):
+                z = model.generate(2, z0=z, dt=t[i + k] - t[i + k - 1])["z"].values[0, 1]
+                sq[k - 1] += np.sum((z - x[i + k]) ** 2)
+                count[k - 1] += x.shape[1]
+    expected = sq / count
+    np.testing.assert_allclose(prediction_error(model, ds, n=n, curve=True), expected, rtol=1e-10)
+    # an explicit dt is still used as given
+    assert not np.isclose(prediction_error(model, ds, n=1, dt=0.1), expected[0])

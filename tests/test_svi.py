@@ -204,6 +204,41 @@ def test_prior_log_density_matches_a_step_by_step_loop():
         assert got[i] == pytest.approx(want, rel=1e-5)
 
 
+def test_the_observation_term_is_the_gaussian_log_density_of_the_observed_entries():
+    # a fixed guide sample replayed through the pyro model: its "x" site against scipy, entry by
+    # entry over observed samples only (a NaN sample, a NaN time step, a ragged end)
+    from pyro import poutine
+
+    from dsident.dynamics import GatedNODE
+    from dsident.inference.svi.pyro_model import svi_model
+    from dsident.inference.svi.windows import prepare_trials
+
+    rng = np.random.default_rng(0)
+    trials = [rng.normal(size=(12, 3)), rng.normal(size=(7, 3))]
+    trials[0][3, 1] = np.nan
+    trials[1][2] = np.nan
+    ds = as_dataset(trials, dt=0.1)
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0), Gaussian(3, 2), dt=0.1).double()
+    with torch.no_grad():
+        model.observation.log_var.copy_(torch.tensor([-1.0, 0.0, 0.5]))
+    batch = prepare_trials(ds, model, device=torch.device("cpu"), dtype=torch.float64).full_trials()
+    torch.manual_seed(0)
+    guide = make_guide("markov", latent_dim=2, obs_dim=3, input_dim=0, hidden_dim=4, combiner_dim=4,
+                       x_mean=torch.zeros(3), x_scale=torch.ones(3)).double()
+    guide_trace = poutine.trace(lambda: guide.pyro_guide(batch, 1.0, torch.Generator().manual_seed(0))).get_trace()
+    trace = poutine.trace(poutine.replay(lambda: svi_model(model, batch), trace=guide_trace)).get_trace()
+    trace.compute_log_prob()
+    z = trace.nodes["z"]["value"].detach().numpy()
+    B, b = model.observation.B.detach().numpy(), model.observation.b.detach().numpy()
+    sd = np.exp(0.5 * model.observation.log_var.detach().numpy())
+    expected = np.zeros(2)
+    for r, x in enumerate(trials):
+        for t in range(len(x)):
+            seen = np.isfinite(x[t])
+            expected[r] += norm.logpdf(x[t][seen], (B @ z[r, t] + b)[seen], sd[seen]).sum()
+    np.testing.assert_allclose(trace.nodes["x"]["log_prob"].detach().numpy(), expected, rtol=1e-12)
+
+
 def _grads(model, guide, batch, seed):
     model.zero_grad()
     guide.zero_grad()
@@ -295,6 +330,18 @@ def test_resume_after_interruption_continues_from_the_saved_step(small_data, tmp
         assert torch.equal(a, b)
 
 
+def test_resume_trains_at_the_learning_rate_it_is_given(small_data, tmp_path):
+    # the checkpoint's optimizer state used to bring its own rate back: a resume with a smaller
+    # `lr` (after a near-divergence) went on at the old one, while settings recorded the new one
+    fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, **{**SMALL, "n_steps": 8})
+    hist = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, resume=True,
+                   **{**SMALL, "lr": 1e-4, "lr_final": 1e-5})
+    assert hist["resumed_from"] == 8 and hist["settings"]["lr"] == 1e-4
+    expected = [1e-4 * 0.1 ** (step / 12) for step in range(8, 12)]      # the exponential schedule, from step 8
+    np.testing.assert_allclose(hist["lr"][8:], expected, rtol=1e-12)
+    assert hist["lr"][:8][0] == 1e-2                                     # the history before the resume is kept
+
+
 def test_same_seed_same_fit_other_seed_other_fit(small_data):
     a = fit_svi(_small_model(), small_data, seed=3, **SMALL)
     b = fit_svi(_small_model(), small_data, seed=3, **SMALL)
@@ -342,6 +389,97 @@ def test_divergence_is_reported_and_stops_the_fit(small_data):
     with pytest.warns(RuntimeWarning, match="diverged"):
         hist = fit_svi(model, small_data, seed=0, **SMALL)
     assert hist["stop_reason"] == "diverged" and hist["n_steps_run"] < 12
+
+
+class NaNGaussian(Gaussian):
+    """A likelihood whose value is NaN, as after parameters blown up by a too large step."""
+
+    def log_prob(self, x, z, mask=None):
+        return super().log_prob(x, z, mask) * float("nan")
+
+
+def test_a_nan_observation_term_is_reported_as_divergence_not_a_pyro_error(small_data):
+    # pyro's site checks used to raise "Expected parameter log_factor ... Real()" before the
+    # loop could see the NaN loss
+    model = StateSpaceModel(LinearDynamics(2), NaNGaussian(3, 2))
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        hist = fit_svi(model, small_data, seed=0, **SMALL)
+    assert hist["stop_reason"] == "diverged" and not any(map(math.isfinite, hist["loss"]))
+
+
+def test_a_huge_learning_rate_diverges_and_returns_the_start_not_the_blown_up_state(small_data):
+    model = _small_model()
+    start = [p.detach().clone() for p in model.parameters()]
+    options = {**SMALL, "lr": 1e3, "clip_norm": None, "eval_every": 50}     # diverges before any evaluation
+    with pytest.warns(RuntimeWarning, match="no validation had run yet"):
+        hist = fit_svi(model, small_data, seed=0, **options)
+    assert hist["stop_reason"] == "diverged" and hist["best_step"] is None
+    assert math.isfinite(hist["loss"][0]) and not math.isfinite(hist["loss"][1])   # one update was taken
+    for a, b in zip(model.parameters(), start):
+        assert torch.equal(a, b)
+
+
+def test_divergence_after_an_evaluation_keeps_the_best_state(small_data):
+    options = {**SMALL, "lr_schedule": "constant", "kl_anneal": 0}          # steps that do not depend on n_steps
+    reference = _small_model()
+    fit_svi(reference, small_data, seed=0, **{**options, "n_steps": 4})     # the state evaluated at step 4
+    model = _small_model()
+
+    def blow_up(step, record, model):
+        if step == 5:
+            with torch.no_grad():
+                model.dynamics.A.fill_(float("nan"))
+
+    with pytest.warns(RuntimeWarning, match=r"keeps its best state \(step 4\)"):
+        hist = fit_svi(model, small_data, seed=0, callback=blow_up, **options)
+    assert hist["stop_reason"] == "diverged" and hist["best_step"] == 4
+    for a, b in zip(model.parameters(), reference.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_a_validation_set_at_another_step_or_with_other_channels_is_refused(small_data):
+    # a validation set built without its dt (as_dataset's default 1.0) was scored with the prior
+    # integrated at that step, and picked the "best" state from those scores
+    x = small_data["x"].values
+    with pytest.raises(ValueError, match=r"`validation` is sampled at dt=1\.0 but the training data at dt=0\.1"):
+        fit_svi(_small_model(), small_data, seed=0, validation=as_dataset(x), **SMALL)
+    renamed = as_dataset(x, dt=0.1, channel_names=["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"`validation` has the channels \['a', 'b', 'c'\] but the training"):
+        fit_svi(_small_model(), small_data, seed=0, validation=renamed, **SMALL)
+    same = as_dataset(x, dt=0.1 * (1 + 1e-4))            # the same step, as read from a file
+    assert fit_svi(_small_model(), small_data, seed=0, validation=same, **SMALL)["stop_reason"] == "n_steps"
+
+
+def test_continuous_time_dynamics_are_not_fitted_at_another_step_than_the_models(small_data):
+    from dsident.dynamics import GatedNODE
+
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0), Gaussian(3, 2), dt=0.01)
+    with pytest.raises(ValueError, match=r"`data` is sampled at dt=0\.1 but the model's continuous-time dynamics "
+                                         r"step with dt=0\.01"):
+        fit_svi(model, small_data, seed=0, **SMALL)
+    model = StateSpaceModel(GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0), Gaussian(3, 2), dt=0.1)
+    assert fit_svi(model, small_data, seed=0, **SMALL)["stop_reason"] == "n_steps"
+
+
+def test_smoother_sample_counts_are_checked_at_the_door(small_data):
+    # n_samples=0 gave all-NaN means, 1 gave variances of exactly 0, -1 a torch error about a
+    # negative dimension, and elbo(n_samples=0) an ELBO of 0.0
+    model = _small_model()
+    fit_svi(model, small_data, seed=0, **SMALL)
+    smoother = model.smoother_
+    for bad in (0, 1, -1, 2.5):
+        with pytest.raises(ValueError, match=rf"`n_samples` must be an integer >= 2 \(a variance needs at least two "
+                                             rf"sample paths\); got n_samples={bad!r}"):
+            smoother(small_data, n_samples=bad)
+    post = smoother(small_data, n_samples=2)
+    assert np.isfinite(post["z"].values).all() and (post["z_var"].values > 0).all()
+    with pytest.raises(ValueError, match=r"`n_samples` must be an integer >= 1; got n_samples=0"):
+        smoother.elbo(small_data, n_samples=0)
+    with pytest.raises(ValueError, match=r"`smoother_samples` must be an integer >= 2"):
+        fit_svi(_small_model(), small_data, seed=0, smoother_samples=1, **SMALL)
+    # the mean-field guide's moments are exact: one "sample" is enough (and unused)
+    hist = fit_svi(_small_model(), small_data, seed=0, guide="mean-field", smoother_samples=1, **SMALL)
+    assert hist["stop_reason"] == "n_steps"
 
 
 def test_ragged_trials_with_missing_samples_and_inputs(tmp_path):

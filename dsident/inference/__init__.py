@@ -46,16 +46,18 @@ def engine_option_names(engine: Callable) -> set[str] | None:
 
 
 def check_engine_options(method: str, options: Mapping[str, Any], *, reserved: tuple[str, ...] = (),
-                         also: tuple[str, ...] = ()) -> None:
+                         also: tuple[str, ...] = (), owner: str = "PLRNN") -> None:
     """Refuse options the engine for ``method`` does not take, naming the ones it does.
 
     ``reserved`` are options the caller sets itself (the estimator passes its own ``seed``);
-    ``also`` are options the caller takes besides the engine's (listed as accepted).
+    ``also`` are options the caller takes besides the engine's (listed as accepted); ``owner``
+    is the estimator's class name, used in the advice for a reserved option.
     """
     taken = sorted(set(options) & set(reserved))
     if taken:
-        raise ValueError(f"{taken} cannot be given as inference option(s): the estimator sets them "
-                         f"(give `seed` to the estimator, e.g. ShallowPLRNN(seed=3)).")
+        given = ", ".join(f"{k}={options[k]!r}" for k in taken)
+        raise ValueError(f"{taken} cannot be given as inference option(s): the estimator sets them; got {given}. "
+                         f"Give them to the estimator instead, e.g. {owner}(..., {given}).")
     names = engine_option_names(get_engine(method))
     if names is None:
         return

@@ -50,7 +50,9 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     u : array-like of shape (trial, time, input), optional
         External inputs (overrides the Dataset's ``u``); ``u(t + k)`` drives step k.
     dt : float, optional
-        Passed to ``model.step``; None lets the model use its own sampling step.
+        Passed to ``model.step``; None lets the model use its own sampling step, or, for a
+        Dataset with per-sample times (``sample_time``, irregular sampling) and continuous-time
+        dynamics, step k integrates over the actual gap from sample ``t+k-1`` to ``t+k``.
     batch_size : int
         Start times advanced together (bounds memory).
     channels : sequence of int, optional
@@ -101,11 +103,13 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     sq_sum = np.zeros(n)
     count = np.zeros(n)
     backend = _Backend(model)
+    gaps = _sample_gaps(model, data) if dt is None else None
     for lo in range(0, trial_idx.size, batch_size):
         tr, t0 = trial_idx[lo:lo + batch_size], time_idx[lo:lo + batch_size]
         z = backend.encode(x[tr, t0]) if zz is None else backend.to_model(zz[tr, t0])
         for k in range(1, n + 1):
-            z = backend.step(z, None if uu is None else uu[tr, t0 + k], dt)
+            step_dt = dt if gaps is None else backend.to_model(gaps[tr, t0 + k - 1][:, None])
+            z = backend.step(z, None if uu is None else uu[tr, t0 + k], step_dt)
             pred = backend.decode(z)[..., keep]
             target = x[tr, t0 + k][..., keep]
             observed = np.isfinite(target)
@@ -115,6 +119,17 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     with np.errstate(invalid="ignore", divide="ignore"):
         errors = np.where(count > 0, sq_sum / np.maximum(count, 1), np.nan)
     return errors if curve else float(errors[-1])
+
+
+def _sample_gaps(model: Any, data: Any) -> np.ndarray | None:
+    """(trial, time - 1) gaps between successive samples of irregularly sampled data, for
+    continuous-time dynamics; None otherwise (the model steps by its own dt). Gaps past a
+    trial's end (whose targets are NaN) hold the model's dt."""
+    continuous = getattr(model, "_continuous_time", None)
+    if not (hasattr(data, "data_vars") and "sample_time" in data and callable(continuous) and continuous()):
+        return None
+    gaps = np.diff(np.asarray(data["sample_time"].values, dtype=float), axis=1)
+    return np.where(np.isfinite(gaps) & (gaps > 0), gaps, float(model.dt))
 
 
 class _Backend:

@@ -234,7 +234,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         polish = check_polish(method, polish, engine_options)
         check_engine_options(method, engine_options, reserved=("seed",),
                              also=("warm_start", "restarts", "restart_after", "restart_above", "best_of", "n_jobs",
-                                   "polish"))
+                                   "polish"), owner=type(self).__name__)
         if warm_start:
             model = self._warm_model(channel_names, input_dim, float(ds.attrs["dt"]))
             check_channels(arrays.x, arrays.mask, channel_names, model.observation)

@@ -22,6 +22,21 @@ from .pyro_model import LatentPathPrior, observation_log_prob
 from .windows import prepare_trials
 
 
+def moments_minimum(guide: Guide | str) -> int:
+    """Fewest paths that estimate a marginal variance: 2 for a Monte Carlo guide (one path has
+    none), 1 for the mean-field guide, whose moments are exact."""
+    name = guide if isinstance(guide, str) else guide.name
+    return 1 if name == "mean-field" else 2
+
+
+def check_n_samples(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int; ValueError naming ``name`` unless it is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        why = " (a variance needs at least two sample paths)" if minimum == 2 else ""
+        raise ValueError(f"`{name}` must be an integer >= {minimum}{why}; got {name}={value!r}.")
+    return int(value)
+
+
 class SVISmoother:
     """Posterior marginals and ELBO of a fitted state-space model under its trained guide.
 
@@ -41,7 +56,8 @@ class SVISmoother:
     def __init__(self, model: StateSpaceModel, guide: Guide, *, n_samples: int = 64, seed: int = 0,
                  chunk: int = 64) -> None:
         self.model, self.guide = model, guide
-        self.n_samples, self.seed, self.chunk = int(n_samples), int(seed), int(chunk)
+        self.n_samples = check_n_samples("n_samples", n_samples, moments_minimum(guide))
+        self.seed, self.chunk = int(seed), int(chunk)
 
     def _device_dtype(self) -> tuple[torch.device, torch.dtype]:
         p = next(self.model.parameters())
@@ -71,7 +87,8 @@ class SVISmoother:
         ds = as_dataset(data)
         device, dtype = self._device_dtype()
         trials = prepare_trials(ds, self.model, device=device, dtype=dtype)
-        n = self.n_samples if n_samples is None else int(n_samples)
+        n = self.n_samples if n_samples is None else check_n_samples("n_samples", n_samples,
+                                                                      moments_minimum(self.guide))
         gen = self._generator(seed)
         was_training = self.guide.training
         self.guide.eval()
@@ -104,6 +121,7 @@ class SVISmoother:
         The bound is the model's full log joint minus the guide's log density, on whole
         trials; ``E_q[log p(x, z) - log q(z | x)] <= log p(x)``.
         """
+        n_samples = check_n_samples("n_samples", n_samples, 1)
         ds = as_dataset(data)
         device, dtype = self._device_dtype()
         trials = prepare_trials(ds, self.model, device=device, dtype=dtype)

@@ -24,20 +24,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pyro
 import torch
 import xarray as xr
 from pyro.infer import Trace_ELBO
 from tqdm.auto import tqdm
 
 from ..._version import __version__
-from ...data.container import as_dataset
+from ...data.container import STEP_RTOL, as_dataset, steps_agree
 from ...data.preprocessing import split_in_time
 from ...model import StateSpaceModel
 from ..training import FitCallback, resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
-from .smoother import SVISmoother
+from .smoother import SVISmoother, check_n_samples, moments_minimum
 from .windows import TrialData, prepare_trials, random_windows, tiling_windows
 
 #: learning-rate schedules: factor of the initial rate as a function of (step, n_steps, final/initial).
@@ -78,8 +79,15 @@ def _kl_scale(step: int, kl_anneal: int, kl_start: float) -> float:
 
 def _elbo_sum(model: StateSpaceModel, guide: Guide, batch: Batch, kl_scale: float,
               generator: torch.Generator) -> torch.Tensor:
-    """ELBO of a batch, summed over its windows (one reparameterized sample per window)."""
-    with warnings.catch_warnings():
+    """ELBO of a batch, summed over its windows (one reparameterized sample per window).
+
+    A NaN anywhere (parameters blown up by a too large step, a vector field that overflows)
+    gives a NaN ELBO, which the training loop skips and reports as a divergence. Pyro's
+    distribution checks are off here: they would raise on the NaN parameters of a site
+    (``Expected parameter log_factor ... to satisfy the constraint Real()``) before the loop
+    could see it. The data were checked at the door, so the checks have nothing else to find.
+    """
+    with warnings.catch_warnings(), pyro.validation_enabled(False):
         # a non-finite ELBO is detected and reported by the training loop, once, in our words
         warnings.filterwarnings("ignore", message="Encountered NaN", category=UserWarning)
         loss = Trace_ELBO(max_plate_nesting=1).differentiable_loss(
@@ -120,6 +128,35 @@ def _encoder_standardisation(data: TrialData) -> tuple[torch.Tensor, torch.Tenso
     mean = (data.x * w).sum((0, 1)) / n
     var = (((data.x - mean) * w) ** 2).sum((0, 1)) / n
     return mean, var.sqrt().clamp(min=1e-6)
+
+
+def _check_validation_matches(train: xr.Dataset, val: xr.Dataset) -> None:
+    """ValueError when a validation Dataset has other channels or, both sampled regularly, another
+    step than the training data: its ELBO would be the prior integrated at the wrong step."""
+    names, val_names = [str(c) for c in train["channel"].values], [str(c) for c in val["channel"].values]
+    if val_names != names:
+        raise ValueError(f"`validation` has the channels {val_names} but the training data {names}; give the "
+                         "validation recordings the same channels in the same order.")
+    if "sample_time" in train or "sample_time" in val:
+        return          # per-sample times set every step; the nominal dt is only a median
+    dt, val_dt = float(train.attrs["dt"]), float(val.attrs["dt"])
+    if not steps_agree(val_dt, dt):
+        raise ValueError(f"`validation` is sampled at dt={val_dt!r} but the training data at dt={dt!r} (they must "
+                         f"agree within {STEP_RTOL:.0%}); build both with the same dt, in the same unit "
+                         "(as_dataset(x_val, dt=...)).")
+
+
+def _check_step_matches_model(model: StateSpaceModel, ds: xr.Dataset) -> None:
+    """ValueError when continuous-time dynamics would be fitted at another step than the model's
+    ``dt``, the step its free runs (``generate``) and scores integrate at."""
+    if not model._continuous_time() or "sample_time" in ds:
+        return
+    dt = float(ds.attrs["dt"])
+    if not steps_agree(dt, float(model.dt)):
+        raise ValueError(f"`data` is sampled at dt={dt!r} but the model's continuous-time dynamics step with "
+                         f"dt={float(model.dt)!r}: the fit would learn the dynamics at one step and generate at "
+                         "the other. Build the model with the data's dt (StateSpaceModel(..., dt=...)) or give the "
+                         "data its true step (as_dataset(x, dt=...)).")
 
 
 def fit_svi(
@@ -220,7 +257,8 @@ def fit_svi(
     hidden_dim, combiner_dim : int
         Encoder GRU units per direction; width of the Markov guide's combiner.
     smoother_samples : int
-        Paths per trial the attached smoother draws to estimate marginal moments.
+        Paths per trial the attached smoother draws to estimate marginal moments (at least 2
+        with the Markov guide: one path has no variance).
     callback : callable, optional
         ``callback(step, record, model)`` after every step, with the record of that step (a
         dict of numbers) and the model being trained (its current, not its best, state). Return
@@ -282,7 +320,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     eval_every = _check_int("eval_every", eval_every, 1)
     hidden_dim = _check_int("hidden_dim", hidden_dim, 1)
     combiner_dim = _check_int("combiner_dim", combiner_dim, 1)
-    smoother_samples = _check_int("smoother_samples", smoother_samples, 1)
+    smoother_samples = check_n_samples("smoother_samples", smoother_samples, moments_minimum(guide))
     lr = _check_float("lr", lr, 0.0)
     lr_final = lr / 10.0 if lr_final is None else _check_float("lr_final", lr_final, 0.0)
     kl_start = _check_float("kl_start", kl_start, 0.0, 1.0)
@@ -311,10 +349,14 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     else:
         raise TypeError(f"`validation` must be an xarray Dataset, a fraction in (0, 1) or None; "
                         f"got {type(validation).__name__}.")
+    if val_ds is not None:
+        val_ds = as_dataset(val_ds)
+        _check_validation_matches(ds, val_ds)
+    _check_step_matches_model(model, ds)
     first = next(model.parameters())
     home, dtype = first.device, first.dtype
     train = prepare_trials(ds, model, device=dev, dtype=dtype)
-    val = train if val_ds is None else prepare_trials(as_dataset(val_ds), model, device=dev, dtype=dtype)
+    val = train if val_ds is None else prepare_trials(val_ds, model, device=dev, dtype=dtype)
     window = min(window, int(train.length.max()))
 
     # -- guide, optimiser, schedules, random streams ---------------------------------------------
@@ -387,6 +429,12 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
         q.load_state_dict(state["guide"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        # the checkpoint's learning rates would override this call's `lr`, `lr_final` and schedule
+        # (recorded in settings but never used): go on with this call's, from the saved step
+        scheduler.base_lrs = [lr] * len(optimizer.param_groups)
+        for group in optimizer.param_groups:
+            group["initial_lr"] = lr
+            group["lr"] = lr * LR_SCHEDULES[lr_schedule](int(state["step"]), n_steps, ratio)
         window_gen.set_state(state["window_rng"])
         noise_gen.set_state(state["noise_rng"])
         history = state["history"]
@@ -404,6 +452,9 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
             "window_rng": window_gen.get_state(), "noise_rng": noise_gen.get_state(),
             "history": history, "best": best, "bad_evals": bad_evals,
         })
+
+    # the state to return to should the fit diverge before its first evaluation: the start
+    start_state = (ckpt.to_cpu(model.state_dict()), ckpt.to_cpu(q.state_dict())) if best["model"] is None else None
 
     # -- the loop ------------------------------------------------------------------------------
     t0 = time.perf_counter()
@@ -425,9 +476,16 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
                 n_bad += 1
                 if n_bad >= MAX_BAD_STEPS:
                     stop_reason = "diverged"
+                    if best["model"] is None:       # no evaluation yet: the only sound state is the start
+                        model.load_state_dict(start_state[0])
+                        q.load_state_dict(start_state[1])
+                        kept = (f"no validation had run yet, so the model is back at its state at step {start} "
+                                "(unfitted, `best_step` is None)")
+                    else:
+                        kept = f"the model keeps its best state (step {best['step']})"
                     warnings.warn(
                         f"SVI diverged: the loss was non-finite for {n_bad} consecutive steps (last at step {step}). "
-                        "The fit stops and keeps its best state; try a smaller `lr`, a smaller `clip_norm`, "
+                        f"The fit stops; {kept}. Try a smaller `lr`, a smaller `clip_norm`, "
                         "a smaller initial process noise, or a shorter `window`.", RuntimeWarning, stacklevel=3)
                     break
             else:
