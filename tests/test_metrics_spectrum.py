@@ -136,3 +136,14 @@ def test_a_dataset_is_left_untouched_by_the_power_spectrum_distance():
     kept = ds["x"].values.copy()
     power_spectrum_distance(ds, ds["x"].values[0] * 2.0)
     np.testing.assert_array_equal(ds["x"].values, kept)
+
+
+def test_a_list_of_trials_is_read_as_trials():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(2, 1024)).cumsum(axis=1)
+    g = rng.normal(size=(2, 1024))
+    as_array = power_spectrum_distance(np.stack([a, b])[..., None], g[..., None])
+    assert as_array > 0.1
+    assert power_spectrum_distance([a, b], list(g)) == pytest.approx(as_array, rel=1e-12)
+    with pytest.raises(ValueError, match=r"trials of `true` differ in length \(1024, 1000 time steps\)"):
+        power_spectrum_distance([a, b[:1000]], [a, b[:1000]])

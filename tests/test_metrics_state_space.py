@@ -244,3 +244,28 @@ def test_coverage_clear_errors():
         state_space_coverage(np.full((5, 2), np.nan), x)
     with pytest.raises(ValueError, match="n_bins"):
         state_space_coverage(x, x, n_bins=0)
+
+
+def test_a_list_is_a_list_of_trials_as_as_dataset_reads_it():
+    # two 1-D trials were read as one series of 2 samples with 3000 channels (the GMM route)
+    rng = np.random.default_rng(5)
+    a, b, c = rng.normal(size=3000), rng.normal(size=3000), 1.3 * rng.normal(size=2000) + 0.2
+    stacked = np.stack([a, b])[..., None]
+    assert state_space_divergence([a, b], c) == pytest.approx(state_space_divergence(stacked, c), rel=1e-12)
+    assert state_space_divergence([a, b], c) == pytest.approx(
+        _dense_binned_kl(np.concatenate([a, b])[:, None], c[:, None], 30, 1e-5), rel=1e-10)
+    # trials of unequal length are pooled (padding is missing, never data)
+    x = rng.normal(size=(3000, 2))
+    ragged = state_space_divergence([x[:500], x[500:2600]], x[:, ::-1])
+    assert ragged == pytest.approx(_dense_binned_kl(x[:2600], x[:, ::-1], 30, 1e-5), rel=1e-10)
+    covered = state_space_coverage([x[:500], x[500:2600]], x[:1000], per_sample=True)
+    assert covered.shape == (2, 2100) and np.isnan(covered[0, 500:]).all() and not np.isnan(covered[1]).any()
+    with pytest.raises(ValueError, match=r"same number of channels; got \[2, 1\]"):
+        state_space_divergence([x[:500], x[:500, :1]], x)
+
+
+def test_a_dataarray_is_read_by_its_dim_names():
+    x = np.random.default_rng(6).normal(size=(2000, 2))
+    y = x * [1.0, 2.0]
+    da = xr.DataArray(y.T, dims=("channel", "time"))
+    assert state_space_divergence(x, da) == pytest.approx(state_space_divergence(x, y), rel=1e-12)

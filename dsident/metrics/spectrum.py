@@ -52,8 +52,8 @@ def power_spectrum_distance(true: Any, generated: Any, *, sigma: float = 20.0,
     ValueError
         Different lengths or channel counts, missing samples (NaN), or a negative ``sigma``.
     """
-    xt = _gap_free(as_trials(true, "true"), "true")
-    xg = _gap_free(as_trials(generated, "generated"), "generated")
+    xt = _gap_free(_equal_trials(true, "true"), "true")
+    xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
     sigma = _non_negative(sigma, "sigma")
     pt, flat_t = normalized_power_spectrum(xt, sigma=sigma)
@@ -118,7 +118,7 @@ def power_spectrum(x: Any, *, sigma: float = 20.0) -> np.ndarray:
         Each column sums to 1 (all zeros for a constant channel). Bin k is the frequency
         ``k / (time · dt)``.
     """
-    arr = _gap_free(as_trials(x, "x"), "x")
+    arr = _gap_free(_equal_trials(x, "x"), "x")
     spectrum, _ = normalized_power_spectrum(arr, sigma=_non_negative(sigma, "sigma"))
     return spectrum[:, 0] if np.ndim(getattr(x, "values", x)) == 1 else spectrum
 
@@ -168,8 +168,8 @@ def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: fl
     -------
     SpectrumMSE
     """
-    xt = _gap_free(as_trials(true, "true"), "true")
-    xg = _gap_free(as_trials(generated, "generated"), "generated")
+    xt = _gap_free(_equal_trials(true, "true"), "true")
+    xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
     fs = _positive(fs, "fs")
     sigma = _non_negative(sigma, "sigma")
@@ -210,6 +210,17 @@ def _amplitude_spectrum(x: np.ndarray, sigma: float, zscore: bool) -> np.ndarray
     if sigma > 0:
         amp = gaussian_filter1d(amp, sigma, axis=0, mode="reflect", truncate=4.0)
     return amp
+
+
+def _equal_trials(data: Any, argname: str) -> np.ndarray:
+    """:func:`as_trials`, refusing a list of trials of unequal length (padding would read as gaps)."""
+    if isinstance(data, (list, tuple)):
+        lengths = [np.shape(t)[0] for t in data if np.ndim(t) > 0]
+        if len(set(lengths)) > 1:
+            raise ValueError(f"the trials of `{argname}` differ in length ({', '.join(map(str, lengths[:10]))}"
+                             f"{' ...' if len(lengths) > 10 else ''} time steps); spectra need trials of equal "
+                             "length. Cut them to a common length.")
+    return as_trials(data, argname)
 
 
 def _gap_free(x: np.ndarray, argname: str) -> np.ndarray:

@@ -168,8 +168,8 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     out = np.full(flat.shape[0], np.nan)
     out[finite] = covered
     shaped = out.reshape(trials.shape[:2])
-    ndim = 3 if hasattr(true, "data_vars") else getattr(true, "ndim", np.ndim(true))
-    return shaped if ndim == 3 else shaped[0]
+    several = hasattr(true, "data_vars") or isinstance(true, (list, tuple)) or np.ndim(true) == 3
+    return shaped if several else shaped[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,15 +351,21 @@ def _mixture_log_density(x: np.ndarray, centres: np.ndarray, scaling: float) -> 
 def as_trials(data: Any, argname: str) -> np.ndarray:
     """Observations as a float64 array of shape (trial, time, channel).
 
-    Accepts an ``xarray.Dataset`` (its ``x``), a ``DataArray``, a torch tensor or an array of
-    shape (time,), (time, channel) or (trial, time, channel).
+    Accepts an ``xarray.Dataset`` (its ``x``), a ``DataArray`` (dims named ``trial``/``time``/
+    ``channel`` are used by name), a torch tensor, an array of shape (time,), (time, channel) or
+    (trial, time, channel), or a list/tuple of trials, each (time,) or (time, channel), as
+    :func:`dsident.as_dataset` reads one: trials of unequal length are padded with NaN (missing).
     """
     if hasattr(data, "data_vars"):
         if "x" not in data:
             raise ValueError(f"`{argname}` Dataset must contain a variable 'x'; got {list(data.data_vars)}.")
         data = data["x"]
+    if isinstance(data, (list, tuple)) and not all(np.ndim(item) == 0 for item in data):
+        return _padded_trials(data, argname)
     if hasattr(data, "dims") and hasattr(data, "values"):
-        data = data.values
+        from ..data.container import _canonical_order
+
+        data = _canonical_order(data).values
     elif hasattr(data, "detach"):
         data = data.detach().cpu().numpy()
     try:
@@ -375,6 +381,21 @@ def as_trials(data: Any, argname: str) -> np.ndarray:
         return arr
     raise ValueError(f"`{argname}` must have shape (time,), (time, channel) or (trial, time, channel); "
                      f"got shape {arr.shape}.")
+
+
+def _padded_trials(data: list | tuple, argname: str) -> np.ndarray:
+    """A list of trials, each (time,) or (time, channel), as (trial, time, channel), NaN-padded."""
+    from ..data.container import _as_trials
+
+    trials = _as_trials(list(data), argname)
+    n_channels = {t.shape[1] for t in trials}
+    if len(n_channels) > 1:
+        raise ValueError(f"all trials of `{argname}` must have the same number of channels; got "
+                         f"{[t.shape[1] for t in trials]}.")
+    out = np.full((len(trials), max(t.shape[0] for t in trials), trials[0].shape[1]), np.nan)
+    for i, t in enumerate(trials):
+        out[i, : t.shape[0]] = t
+    return out
 
 
 def _check_pair(xt: np.ndarray, xg: np.ndarray, what: str) -> None:
