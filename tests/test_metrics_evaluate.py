@@ -284,3 +284,14 @@ def test_test_data_at_another_step_than_the_models_are_refused_unless_dt_says_wh
     same = float(evaluate(model, dsident.as_dataset(orbit, dt=0.1), pe_steps=2).state_space_divergence)
     assert float(evaluate(model, dsident.as_dataset(orbit, dt=0.1005), pe_steps=2).state_space_divergence) == same
     assert float(evaluate(model, orbit, pe_steps=2).state_space_divergence) == same      # a plain array: no step
+
+
+@pytest.mark.parametrize("setting", [{"n_bins": 0}, {"stsp_method": "bogus"}, {"sigma": -1.0}, {"direction": "up"},
+                                     {"smoothing_alpha": -1e-5}, {"gmm_points": 0}, {"mc_samples": 2.5},
+                                     {"gmm_scaling": "1"}, {"seed": 1.7}])
+def test_invalid_metric_settings_are_refused_even_when_the_run_diverges(setting):
+    # a diverged run computes no D_stsp/D_H, so its settings were recorded unchecked (or seed 1.7 run as 1)
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 400), dt=0.1)
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=f"`{name if name != 'stsp_method' else 'method'}`"):
+        evaluate(_model(np.eye(2) * 1.8), test, pe_steps=2, **setting)

@@ -269,3 +269,12 @@ def test_a_dataarray_is_read_by_its_dim_names():
     y = x * [1.0, 2.0]
     da = xr.DataArray(y.T, dims=("channel", "time"))
     assert state_space_divergence(x, da) == pytest.approx(state_space_divergence(x, y), rel=1e-12)
+
+
+@pytest.mark.parametrize("setting, value", [("smoothing_alpha", "a"), ("gmm_scaling", "1"), ("gmm_points", 0),
+                                            ("mc_samples", 1.5), ("gmm_scaling", np.nan), ("smoothing_alpha", True)])
+def test_every_setting_is_checked_whichever_estimator_runs(setting, value):
+    # gmm settings were passed over by the binned route; non-numbers raised numpy's own TypeError
+    x = np.random.default_rng(7).normal(size=(200, 2))
+    with pytest.raises(ValueError, match=f"`{setting}` must be .*; got {value!r}"):
+        state_space_divergence(x, x, **{setting: value})

@@ -26,8 +26,8 @@ import xarray as xr
 
 from .._version import __version__
 from .prediction import prediction_error
-from .spectrum import power_spectrum_distance
-from .state_space import as_trials, state_space_coverage, state_space_divergence
+from .spectrum import _non_negative, power_spectrum_distance
+from .state_space import as_trials, check_settings, state_space_coverage, state_space_divergence
 
 __all__ = ["evaluate", "summarize", "floor", "SCALAR_METRICS"]
 
@@ -117,6 +117,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         raise ValueError(f"`burn_in_fraction` must be a fraction of the test length in [0, 10); got {burn_in_fraction!r}.")
     if not np.isfinite(divergence_threshold) or divergence_threshold <= 0:
         raise ValueError(f"`divergence_threshold` must be a positive number of standard deviations; got {divergence_threshold!r}.")
+    # every metric setting up front: a diverged run computes no D_stsp/D_H, and its result must not
+    # record a setting that the metrics would have refused
+    check_settings(stsp_method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
+    _non_negative(sigma, "sigma")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"`seed` must be an integer; got {seed!r}.")
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values

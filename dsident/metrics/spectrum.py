@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
 
-from .state_space import as_trials
+from .state_space import as_trials, positive_number
 
 __all__ = ["power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
            "normalized_power_spectrum"]
@@ -245,14 +245,11 @@ def _check_same_shape(xt: np.ndarray, xg: np.ndarray) -> None:
 
 
 def _positive(value: Any, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v <= 0:
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    return v
+    return positive_number(value, name)
 
 
 def _non_negative(value: Any, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v < 0:
-        raise ValueError(f"`{name}` must be a non-negative finite number; got {value!r}.")
-    return v
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value == 0:
+        return 0.0
+    return positive_number(value, name, "a non-negative finite number")
+

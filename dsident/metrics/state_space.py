@@ -85,22 +85,17 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
     >>> round(state_space_divergence(x, x), 12)
     0.0
     """
-    if method not in _METHODS:
-        raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
-    check_direction(direction)
+    n_bins, alpha, gmm_scaling, gmm_points, mc_samples = check_settings(
+        method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
     _check_pair(xt, xg, "D_stsp")
     if method == "auto":
         method = "bins" if xt.shape[1] < 6 else "gmm"
     if method == "bins":
-        n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
         return binned_divergence(xt, xg, n_bins=n_bins, alpha=alpha, direction=direction)
-    if not np.isfinite(gmm_scaling) or gmm_scaling <= 0:
-        raise ValueError(f"`gmm_scaling` must be a positive variance; got {gmm_scaling!r}.")
-    return gmm_divergence(xt, xg, scaling=float(gmm_scaling), n_points=_positive_int(gmm_points, "gmm_points"),
-                          mc_samples=_positive_int(mc_samples, "mc_samples"), direction=direction,
-                          rng=np.random.default_rng(seed))
+    return gmm_divergence(xt, xg, scaling=gmm_scaling, n_points=gmm_points, mc_samples=mc_samples,
+                          direction=direction, rng=np.random.default_rng(seed))
 
 
 def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
@@ -415,16 +410,36 @@ def _finite_rows(x: np.ndarray) -> np.ndarray:
 
 def check_direction(direction: Any) -> None:
     """Refuse a ``direction`` that is not one of "forward", "reverse", "symmetric"."""
-    if direction not in _DIRECTIONS:
+    if not isinstance(direction, str) or direction not in _DIRECTIONS:
         raise ValueError(f"`direction` must be one of {_DIRECTIONS}; got {direction!r}.")
 
 
 def binned_settings(n_bins: Any, smoothing_alpha: Any) -> tuple[int, float]:
     """The binned estimator's ``n_bins`` and ``smoothing_alpha``, checked: (int, float)."""
-    n_bins = _positive_int(n_bins, "n_bins")
-    if not np.isfinite(smoothing_alpha) or smoothing_alpha <= 0:
-        raise ValueError(f"`smoothing_alpha` must be a positive number; got {smoothing_alpha!r}.")
-    return n_bins, float(smoothing_alpha)
+    return _positive_int(n_bins, "n_bins"), positive_number(smoothing_alpha, "smoothing_alpha", "a positive number")
+
+
+def check_settings(method: Any, n_bins: Any, smoothing_alpha: Any, direction: Any, gmm_scaling: Any,
+                   gmm_points: Any, mc_samples: Any) -> tuple[int, float, float, int, int]:
+    """Every D_stsp setting checked, whichever estimator runs (an invalid one is never passed over):
+    ``(n_bins, smoothing_alpha, gmm_scaling, gmm_points, mc_samples)``."""
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
+    check_direction(direction)
+    n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
+    return (n_bins, alpha, positive_number(gmm_scaling, "gmm_scaling", "a positive variance"),
+            _positive_int(gmm_points, "gmm_points"), _positive_int(mc_samples, "mc_samples"))
+
+
+def positive_number(value: Any, name: str, what: str = "a positive finite number") -> float:
+    """``value`` as a positive finite float, or a ValueError naming ``name`` and the value."""
+    try:
+        v = float(value) if not isinstance(value, (str, bool, np.bool_)) else float("nan")
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"`{name}` must be {what}; got {value!r}.")
+    return v
 
 
 def _positive_int(value: Any, name: str) -> int:
