@@ -295,3 +295,33 @@ def test_invalid_metric_settings_are_refused_even_when_the_run_diverges(setting)
     name = next(iter(setting))
     with pytest.raises(ValueError, match=f"`{name if name != 'stsp_method' else 'method'}`"):
         evaluate(_model(np.eye(2) * 1.8), test, pe_steps=2, **setting)
+
+
+class _FixedRun:
+    """A duck-typed model whose free run is a given array (trial, step, channel); PE uses identities."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def generate(self, n_steps, **kwargs):
+        return xr.Dataset({"x": (("trial", "time", "channel"), self.x[:, :n_steps])})
+
+    def encode(self, x):
+        return x
+
+    def step(self, z, u, dt):
+        return z
+
+    def decode(self, z):
+        return z
+
+
+def test_a_run_of_the_wrong_shape_is_refused_by_name():
+    # a run of too few steps or channels hit numpy's "could not broadcast" inside evaluate
+    x = np.random.default_rng(0).normal(size=(400, 2))
+    good = np.concatenate([np.zeros((100, 2)), x])[None]         # burn-in 0.25·400 = 100 steps, then the data
+    assert float(evaluate(_FixedRun(good), x, pe_steps=1).state_space_divergence) == 0.0
+    for bad, got in [(good[:, :450], r"\(1, 450, 2\)"), (np.concatenate([good, good], axis=2), r"\(1, 500, 4\)")]:
+        expected = r"_FixedRun.generate\(500, n_trials=1, .*\(1, 500, 2\).*got x of shape "
+        with pytest.raises(ValueError, match=expected + got):
+            evaluate(_FixedRun(bad), x, pe_steps=1)

@@ -156,7 +156,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if u is not None:
         gen_kwargs["u"] = _input_window(u, starts, n_generate)
     run = fitted.generate(n_generate, **gen_kwargs)
-    xg_full = np.asarray(run["x"].values, dtype=float)
+    xg_full = _generated_x(run, fitted, (n_trials, n_generate, n_channels))
 
     # the compared window: T_i steps after the burn-in, laid out like the test data
     generated = _compared_window(xg_full, starts, windows, burn_in, n_time)
@@ -408,6 +408,19 @@ def _first_observed(x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     if np.any(lengths - starts < 2):
         raise ValueError("every test trial needs at least 2 samples after its first fully observed one.")
     return starts
+
+
+def _generated_x(run: Any, fitted: Any, expected: tuple[int, int, int]) -> np.ndarray:
+    """The free run's ``x`` (trial, step, channel) as float64, refused unless it has the requested
+    trials and channels and at least the requested steps (the protocol's contract with generate())."""
+    x = run["x"] if hasattr(run, "data_vars") and "x" in run else None
+    shape = None if x is None else np.shape(x)
+    if shape is None or len(shape) != 3 or shape[0] != expected[0] or shape[1] < expected[1] or shape[2] != expected[2]:
+        got = f"x of shape {shape}" if x is not None else f"a {type(run).__name__} without a variable 'x'"
+        raise ValueError(f"{type(fitted).__name__}.generate({expected[1]}, n_trials={expected[0]}, ...) must return a "
+                         f"Dataset with x(trial, time, channel) of shape {expected} (one trial per test trial, the "
+                         f"test's channels); got {got}.")
+    return np.asarray(x.values, dtype=float)
 
 
 def _input_window(u: np.ndarray, starts: np.ndarray, n_steps: int) -> np.ndarray:
