@@ -278,3 +278,13 @@ def test_every_setting_is_checked_whichever_estimator_runs(setting, value):
     x = np.random.default_rng(7).normal(size=(200, 2))
     with pytest.raises(ValueError, match=f"`{setting}` must be .*; got {value!r}"):
         state_space_divergence(x, x, **{setting: value})
+
+
+def test_gmm_divergence_does_not_depend_on_where_the_data_lie():
+    # far from the origin, |x|² − 2x·c + |c|² cancelled: 1 % off at an offset of 1e7 (unit-variance data)
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=(1000, 6)), 1.2 * rng.normal(size=(1000, 6)) + 0.3
+    near = state_space_divergence(x, y, mc_samples=300)
+    assert near > 0.1
+    for offset in (1e7, -3e8):
+        assert state_space_divergence(x + offset, y + offset, mc_samples=300) == pytest.approx(near, rel=1e-6)
