@@ -325,3 +325,11 @@ def test_a_run_of_the_wrong_shape_is_refused_by_name():
         expected = r"_FixedRun.generate\(500, n_trials=1, .*\(1, 500, 2\).*got x of shape "
         with pytest.raises(ValueError, match=expected + got):
             evaluate(_FixedRun(bad), x, pe_steps=1)
+
+
+@pytest.mark.parametrize("n_pairs", [0, -2, 2.7])
+def test_floor_refuses_a_bad_number_of_pairs(n_pairs):
+    # max(1, int(n_pairs)) ran 0 or -2 as one pair and 2.7 as two
+    x = np.random.default_rng(0).normal(size=(3000, 2))
+    with pytest.raises(ValueError, match=f"`n_pairs` must be a positive integer; got {n_pairs!r}"):
+        floor(x, length=500, n_pairs=n_pairs)

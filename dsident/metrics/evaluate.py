@@ -330,6 +330,9 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     ValueError
         When no two stretches of ``length`` samples are available.
     """
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
+        raise ValueError(f"`n_pairs` must be a positive integer; got {n_pairs!r}.")
+    n_pairs = int(n_pairs)
     name = None
     if isinstance(dataset, str):
         from .. import datasets
@@ -358,9 +361,9 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     if pairing not in ("consecutive", "first"):
         raise ValueError(f"`pairing` must be 'consecutive' or 'first'; got {pairing!r}.")
     if pairing == "first":
-        pairs = [(stretches[0], s) for s in stretches[1:]][: max(1, int(n_pairs))]
+        pairs = [(stretches[0], s) for s in stretches[1:]][:n_pairs]
     else:
-        pairs = list(zip(stretches[:-1], stretches[1:]))[: max(1, int(n_pairs))]
+        pairs = list(zip(stretches[:-1], stretches[1:]))[:n_pairs]
     d_stsp, d_h, labels = [], [], []
     for (label_a, a), (label_b, b) in pairs:
         d_stsp.append(state_space_divergence(a, b, method=stsp_method, n_bins=n_bins, smoothing_alpha=smoothing_alpha,
