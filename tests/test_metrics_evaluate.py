@@ -333,3 +333,13 @@ def test_floor_refuses_a_bad_number_of_pairs(n_pairs):
     x = np.random.default_rng(0).normal(size=(3000, 2))
     with pytest.raises(ValueError, match=f"`n_pairs` must be a positive integer; got {n_pairs!r}"):
         floor(x, length=500, n_pairs=n_pairs)
+
+
+def test_the_recorded_step_is_the_one_the_run_was_generated_at():
+    # a plain array carries no step: the result said dt=1.0 (as_dataset's default) for a run at 0.1
+    x = _orbit(_rotation(ANGLE), 400)
+    res, run = evaluate(_model(_rotation(ANGLE)), x, pe_steps=1, return_run=True)
+    assert res.attrs["dt"] == run.attrs["dt"] == 0.1
+    assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), x, pe_steps=1).attrs["dt"] == 1.0
+    on_data = dsident.as_dataset(x, dt=0.1005)          # within the 1 % a step may differ by
+    assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), on_data, pe_steps=1).attrs["dt"] == 0.1005

@@ -197,7 +197,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         **settings, "stsp_method_used": stsp_used,
         "generated_steps": n_generate, "burn_in_steps": json.dumps(burn_in.tolist()),
         "data_name": str(ds.attrs.get("name", "data")), "data_length": json.dumps(windows.tolist()),
-        "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": float(ds.attrs.get("dt", 1.0)),
+        "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": _run_step(dt, run, test, fitted),
         "power_spectrum_samples": int(d_h_length),
         "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
         "dsident_version": __version__,
@@ -484,6 +484,18 @@ def observed_spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.
         warnings.warn(f"test trials differ in length; D_H compares the first {common} samples of each.",
                       RuntimeWarning, stacklevel=3)
     return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True)), common
+
+
+def _run_step(dt: float | None, run: Any, test: Any, fitted: Any) -> float:
+    """The step the free run was generated at: ``dt`` if given, else the run's own record, else the
+    test Dataset's step, else the model's (a plain array carries none: as_dataset's 1.0 is no record)."""
+    if dt is not None:
+        return float(dt)
+    if "dt" in getattr(run, "attrs", {}):
+        return float(run.attrs["dt"])
+    if isinstance(test, xr.Dataset) and "dt" in test.attrs:
+        return float(test.attrs["dt"])
+    return float(getattr(fitted, "dt", 1.0))
 
 
 def _check_step(test: Any, fitted: Any, dt: float | None) -> None:
