@@ -343,3 +343,13 @@ def test_the_recorded_step_is_the_one_the_run_was_generated_at():
     assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), x, pe_steps=1).attrs["dt"] == 1.0
     on_data = dsident.as_dataset(x, dt=0.1005)          # within the 1 % a step may differ by
     assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), on_data, pe_steps=1).attrs["dt"] == 0.1005
+
+
+def test_summarize_refuses_results_of_different_settings():
+    # the summary's attrs said n_bins=30 for results half of which were binned with 50
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 400), dt=0.1)
+    model = _model(_rotation(ANGLE))
+    runs = [evaluate(model, test, pe_steps=1, seed=s) for s in range(2)]
+    assert summarize(runs).attrs["n_bins"] == 30
+    with pytest.raises(ValueError, match=r"different settings: n_bins=30 in result 0, 50 in result 2"):
+        summarize(runs + [evaluate(model, test, pe_steps=1, seed=2, n_bins=50)])

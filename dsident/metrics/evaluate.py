@@ -250,6 +250,12 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         error of the mean over the finite values (diverged runs are NaN and are left out of
         these but counted); ``fraction_diverged`` and ``n_runs``. attrs carry the first
         result's settings and the list of seeds.
+
+    Raises
+    ------
+    ValueError
+        An empty ``results``, or results whose metric settings (``n_bins``, ``sigma``,
+        ``burn_in_fraction``, ...) differ: the summary records one setting.
     """
     if isinstance(results, xr.Dataset):
         if dim not in results.dims:
@@ -259,6 +265,7 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         runs = list(results)
     if not runs:
         raise ValueError("`results` is empty; pass at least one evaluation result.")
+    _check_same_settings(runs)
     stats = ("median", "mad", "mean", "sem", "n_finite")
     out = xr.Dataset(coords={"statistic": list(stats)})
     for name in SCALAR_METRICS:
@@ -272,6 +279,29 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
     out.attrs = {k: v for k, v in runs[0].attrs.items() if k != "seed"}
     out.attrs["seeds"] = json.dumps([r.attrs.get("seed") for r in runs])
     return out
+
+
+#: the metric settings every result of one summary must share (its attrs record them once)
+_SUMMARY_SETTINGS = ("burn_in_fraction", "n_bins", "smoothing_alpha", "stsp_method", "direction", "gmm_scaling",
+                     "gmm_points", "mc_samples", "sigma", "pe_steps", "divergence_threshold", "noise",
+                     "observation_noise")
+
+
+def _check_same_settings(runs: list[xr.Dataset]) -> None:
+    """Refuse results computed with different metric settings: one summary records one setting."""
+    first = runs[0].attrs
+    for k, run in enumerate(runs[1:], start=1):
+        for key in _SUMMARY_SETTINGS:
+            if key in first and key in run.attrs and not _same(first[key], run.attrs[key]):
+                raise ValueError(f"`results` were computed with different settings: {key}={first[key]!r} in result 0, "
+                                 f"{run.attrs[key]!r} in result {k}. Summarise results of one setting at a time.")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.all(np.asarray(a) == np.asarray(b)))
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _robust_stats(values: np.ndarray) -> np.ndarray:
