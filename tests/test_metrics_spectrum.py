@@ -147,3 +147,19 @@ def test_a_list_of_trials_is_read_as_trials():
     assert power_spectrum_distance([a, b], list(g)) == pytest.approx(as_array, rel=1e-12)
     with pytest.raises(ValueError, match=r"trials of `true` differ in length \(1024, 1000 time steps\)"):
         power_spectrum_distance([a, b[:1000]], [a, b[:1000]])
+
+
+
+def test_identical_spectra_give_exactly_zero():
+    # sqrt(1 − Σ sqrt(p·q)) gave 1.5e-8 for identical spectra: the round-off of the overlap, square-rooted
+    rng = np.random.default_rng(4)
+    t = np.arange(4096)
+    x = np.stack([np.sin(0.05 * t), np.sin(0.3 * t) + 0.1 * rng.normal(size=t.size)], axis=1)
+    assert power_spectrum_distance(x, x) == 0.0
+    # a circular shift leaves |rfft|² as it is, up to the FFT's round-off
+    assert power_spectrum_distance(x, np.roll(x, 700, axis=0)) == pytest.approx(0.0, abs=1e-12)
+    # distances away from 0 are the SPEC's sqrt(1 − Σ sqrt(p·q)) of the compared spectra
+    y = x + rng.normal(size=x.shape)
+    p, q = power_spectrum(x), power_spectrum(y)
+    np.testing.assert_allclose(power_spectrum_distance(x, y, per_channel=True),
+                               np.sqrt(1 - np.sum(np.sqrt(p * q), axis=0)), rtol=1e-9)
