@@ -353,3 +353,15 @@ def test_summarize_refuses_results_of_different_settings():
     assert summarize(runs).attrs["n_bins"] == 30
     with pytest.raises(ValueError, match=r"different settings: n_bins=30 in result 0, 50 in result 2"):
         summarize(runs + [evaluate(model, test, pe_steps=1, seed=2, n_bins=50)])
+
+
+def test_a_constant_test_channel_does_not_make_every_run_diverge():
+    # a constant 0.1 has a round-off std of 1e-17, so 1e3 of them flagged a run off by 1e-6 as diverged
+    x = np.column_stack([_orbit(_rotation(ANGLE), 400)[:, 0], np.full(400, 0.1)])
+    run = np.concatenate([x[:100], x])[None].copy()
+    run[..., 1] += 1e-6
+    res = evaluate(_FixedRun(run), x, pe_steps=1)
+    assert not bool(res.diverged) and float(res.state_space_divergence) == 0.0
+    run[0, 50, 1] = 0.1 + 1.01e3                          # beyond 1e3 × the unit scale of a constant channel
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        assert bool(evaluate(_FixedRun(run), x, pe_steps=1).diverged)

@@ -163,3 +163,14 @@ def test_identical_spectra_give_exactly_zero():
     p, q = power_spectrum(x), power_spectrum(y)
     np.testing.assert_allclose(power_spectrum_distance(x, y, per_channel=True),
                                np.sqrt(1 - np.sum(np.sqrt(p * q), axis=0)), rtol=1e-9)
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 7.3])
+def test_a_constant_channel_scores_one_whatever_its_value(value):
+    # z-scored by its round-off std (1e-17) a constant 0.1 became a spectrum all in the DC bin: against a
+    # slow sine it scored 0.14, not the documented 1
+    n = 1000
+    const, sine = np.full(n, value), np.sin(0.1 * np.arange(n))
+    assert power_spectrum_distance(sine, const) == 1.0
+    assert power_spectrum_distance(const, const) == 0.0
+    assert np.all(power_spectrum(const) == 0.0)

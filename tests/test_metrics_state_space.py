@@ -288,3 +288,16 @@ def test_gmm_divergence_does_not_depend_on_where_the_data_lie():
     assert near > 0.1
     for offset in (1e7, -3e8):
         assert state_space_divergence(x + offset, y + offset, mc_samples=300) == pytest.approx(near, rel=1e-6)
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 1e5 + 0.1])
+def test_a_constant_channel_is_constant_whatever_its_value(value):
+    # a constant 0.1 has a round-off std of 1e-17: its grid had zero width and D_stsp(x, x) was NaN
+    rng = np.random.default_rng(9)
+    x, g = rng.normal(size=(3000, 2)), 1.2 * rng.normal(size=(3000, 2))
+    x[:, 1] = g[:, 1] = value
+    x0, g0 = x.copy(), g.copy()
+    x0[:, 1] = g0[:, 1] = 0.0                              # the same data with the constant at 0 (std exactly 0)
+    assert state_space_divergence(x, x) == 0.0
+    assert state_space_divergence(x, g) == pytest.approx(state_space_divergence(x0, g0), rel=1e-12)
+    assert state_space_coverage(x, g) == state_space_coverage(x0, g0)

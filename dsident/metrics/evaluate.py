@@ -472,7 +472,8 @@ def _is_diverged(run: xr.Dataset, xg: np.ndarray, n_used: np.ndarray, x: np.ndar
     if int(run.attrs.get("diverged", 0)):
         return True
     mean, std = np.nanmean(x, axis=(0, 1)), np.nanstd(x, axis=(0, 1))
-    std = np.where(std > 0, std, 1.0)
+    # a constant channel (max = min; its std may be a round-off 1e-17) is given a unit scale
+    std = np.where(np.nanmax(x, axis=(0, 1)) > np.nanmin(x, axis=(0, 1)), std, 1.0)
     for i in range(xg.shape[0]):
         seg = xg[i, : n_used[i]]
         if not np.all(np.isfinite(seg)) or np.any(np.abs(seg - mean) > threshold * std):

@@ -89,7 +89,9 @@ def normalized_power_spectrum(x: np.ndarray, *, sigma: float = 20.0) -> tuple[np
     xc = np.array(np.moveaxis(x, 2, 0), dtype=float, order="C", copy=True)
     flat_x = xc.reshape(xc.shape[0], -1)
     mean, std = flat_x.mean(axis=1), flat_x.std(axis=1)
-    flat = ~(std > 0)
+    # constant means max = min: a constant 0.1 has a round-off std of 1e-17, and z-scored by it, a
+    # spectrum all in the DC bin
+    flat = ~(flat_x.max(axis=1) > flat_x.min(axis=1))
     xc -= mean[:, None, None]
     xc /= np.where(flat, 1.0, std)[:, None, None]
     power = np.abs(np.fft.rfft(xc, axis=2)) ** 2                  # (channel, trial, F)

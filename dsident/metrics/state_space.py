@@ -199,11 +199,12 @@ def binned_divergence(xt: np.ndarray, xg: np.ndarray, *, n_bins: int, alpha: flo
 def bin_edges(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Grid range per channel from the true data (S, N): ``[min − 0.1·std, max + 0.1·std]``.
 
-    A constant channel (std 0) gets the range ``[value − 0.5, value + 0.5]`` so that its one
-    value falls inside a bin.
+    A constant channel (max = min) gets the range ``[value − 0.5, value + 0.5]`` so that its one
+    value falls inside a bin. (Its std need not be 0: a constant 0.1 has a round-off std of 1e-17,
+    which made a grid of zero width.)
     """
     mn, mx, sd = xt.min(axis=0), xt.max(axis=0), xt.std(axis=0)
-    pad = np.where(sd > 0, 0.1 * sd, 0.5)
+    pad = np.where(mx > mn, 0.1 * sd, 0.5)
     return mn - pad, mx + pad
 
 
