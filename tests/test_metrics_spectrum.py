@@ -174,3 +174,10 @@ def test_a_constant_channel_scores_one_whatever_its_value(value):
     assert power_spectrum_distance(sine, const) == 1.0
     assert power_spectrum_distance(const, const) == 0.0
     assert np.all(power_spectrum(const) == 0.0)
+
+
+def test_z_scored_spectrum_mse_of_two_constants_is_zero():
+    # divided by its round-off std (1e-17), a constant 0.1 became a DC amplitude of 1
+    a, b = np.full(2000, 0.1), np.zeros(2000)
+    assert power_spectrum_mse(a, b, zscore=True).total == pytest.approx(0.0, abs=1e-25)
+    assert power_spectrum_mse(a, b).total == pytest.approx(0.1 ** 2 / 1001)     # raw: the DC amplitudes differ by 0.1

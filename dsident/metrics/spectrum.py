@@ -205,7 +205,8 @@ def _amplitude_spectrum(x: np.ndarray, sigma: float, zscore: bool) -> np.ndarray
     if zscore:
         flat = x.reshape(-1, x.shape[-1])
         std = flat.std(axis=0)
-        x = (x - flat.mean(axis=0)) / np.where(std > 0, std, 1.0)
+        # a constant channel (max = min) is only centred: its std may be a round-off 1e-17
+        x = (x - flat.mean(axis=0)) / np.where(flat.max(axis=0) > flat.min(axis=0), std, 1.0)
     n_time = x.shape[1]
     amp = np.abs(np.fft.rfft(x, axis=1)) / n_time
     amp[:, 1:-1] *= 2.0
