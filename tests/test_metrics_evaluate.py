@@ -313,3 +313,84 @@ def test_test_data_at_another_step_than_the_models_are_refused_unless_dt_says_wh
     same = float(evaluate(model, dsident.as_dataset(orbit, dt=0.1), pe_steps=2).state_space_divergence)
     assert float(evaluate(model, dsident.as_dataset(orbit, dt=0.1005), pe_steps=2).state_space_divergence) == same
     assert float(evaluate(model, orbit, pe_steps=2).state_space_divergence) == same      # a plain array: no step
+
+
+@pytest.mark.parametrize("setting", [{"n_bins": 0}, {"stsp_method": "bogus"}, {"sigma": -1.0}, {"direction": "up"},
+                                     {"smoothing_alpha": -1e-5}, {"gmm_points": 0}, {"mc_samples": 2.5},
+                                     {"gmm_scaling": "1"}, {"seed": 1.7}])
+def test_invalid_metric_settings_are_refused_even_when_the_run_diverges(setting):
+    # a diverged run computes no D_stsp/D_H, so its settings were recorded unchecked (or seed 1.7 run as 1)
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 400), dt=0.1)
+    name = next(iter(setting))
+    with pytest.raises(ValueError, match=f"`{name if name != 'stsp_method' else 'method'}`"):
+        evaluate(_model(np.eye(2) * 1.8), test, pe_steps=2, **setting)
+
+
+class _FixedRun:
+    """A duck-typed model whose free run is a given array (trial, step, channel); PE uses identities."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def generate(self, n_steps, **kwargs):
+        return xr.Dataset({"x": (("trial", "time", "channel"), self.x[:, :n_steps])})
+
+    def encode(self, x):
+        return x
+
+    def step(self, z, u, dt):
+        return z
+
+    def decode(self, z):
+        return z
+
+
+def test_a_run_of_the_wrong_shape_is_refused_by_name():
+    # a run of too few steps or channels hit numpy's "could not broadcast" inside evaluate
+    x = np.random.default_rng(0).normal(size=(400, 2))
+    good = np.concatenate([np.zeros((100, 2)), x])[None]         # burn-in 0.25·400 = 100 steps, then the data
+    assert float(evaluate(_FixedRun(good), x, pe_steps=1).state_space_divergence) == 0.0
+    for bad, got in [(good[:, :450], r"\(1, 450, 2\)"), (np.concatenate([good, good], axis=2), r"\(1, 500, 4\)")]:
+        expected = r"_FixedRun.generate\(500, n_trials=1, .*\(1, 500, 2\).*got x of shape "
+        with pytest.raises(ValueError, match=expected + got):
+            evaluate(_FixedRun(bad), x, pe_steps=1)
+
+
+@pytest.mark.parametrize("n_pairs", [0, -2, 2.7])
+def test_floor_refuses_a_bad_number_of_pairs(n_pairs):
+    # max(1, int(n_pairs)) ran 0 or -2 as one pair and 2.7 as two
+    x = np.random.default_rng(0).normal(size=(3000, 2))
+    with pytest.raises(ValueError, match=f"`n_pairs` must be a positive integer; got {n_pairs!r}"):
+        floor(x, length=500, n_pairs=n_pairs)
+
+
+def test_the_recorded_step_is_the_one_the_run_was_generated_at():
+    # a plain array carries no step: the result said dt=1.0 (as_dataset's default) for a run at 0.1
+    x = _orbit(_rotation(ANGLE), 400)
+    res, run = evaluate(_model(_rotation(ANGLE)), x, pe_steps=1, return_run=True)
+    assert res.attrs["dt"] == run.attrs["dt"] == 0.1
+    assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), x, pe_steps=1).attrs["dt"] == 1.0
+    on_data = dsident.as_dataset(x, dt=0.1005)          # within the 1 % a step may differ by
+    assert evaluate(_FixedRun(np.concatenate([x[:100], x])[None]), on_data, pe_steps=1).attrs["dt"] == 0.1005
+
+
+def test_summarize_refuses_results_of_different_settings():
+    # the summary's attrs said n_bins=30 for results half of which were binned with 50
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 400), dt=0.1)
+    model = _model(_rotation(ANGLE))
+    runs = [evaluate(model, test, pe_steps=1, seed=s) for s in range(2)]
+    assert summarize(runs).attrs["n_bins"] == 30
+    with pytest.raises(ValueError, match=r"different settings: n_bins=30 in result 0, 50 in result 2"):
+        summarize(runs + [evaluate(model, test, pe_steps=1, seed=2, n_bins=50)])
+
+
+def test_a_constant_test_channel_does_not_make_every_run_diverge():
+    # a constant 0.1 has a round-off std of 1e-17, so 1e3 of them flagged a run off by 1e-6 as diverged
+    x = np.column_stack([_orbit(_rotation(ANGLE), 400)[:, 0], np.full(400, 0.1)])
+    run = np.concatenate([x[:100], x])[None].copy()
+    run[..., 1] += 1e-6
+    res = evaluate(_FixedRun(run), x, pe_steps=1)
+    assert not bool(res.diverged) and float(res.state_space_divergence) == 0.0
+    run[0, 50, 1] = 0.1 + 1.01e3                          # beyond 1e3 × the unit scale of a constant channel
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        assert bool(evaluate(_FixedRun(run), x, pe_steps=1).diverged)

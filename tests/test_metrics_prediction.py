@@ -134,3 +134,34 @@ def test_irregular_samples_are_predicted_over_their_actual_gaps():
     np.testing.assert_allclose(prediction_error(model, ds, n=n, curve=True), expected, rtol=1e-10)
     # an explicit dt is still used as given
     assert not np.isclose(prediction_error(model, ds, n=1, dt=0.1), expected[0])
+
+
+class _OffsetIdentity:
+    """Predicts x(t) for x(t + k) plus a constant offset per channel: PE of channel c is known."""
+
+    def __init__(self, offset):
+        self.offset = np.asarray(offset, dtype=float)
+
+    def encode(self, x):
+        return x
+
+    def step(self, z, u, dt):
+        return z
+
+    def decode(self, z):
+        return z + self.offset
+
+
+def test_channels_as_a_boolean_mask_select_channels():
+    # [True, False] was read as the positions [1, 0], so both channels counted
+    x = np.zeros((50, 2))
+    model = _OffsetIdentity([0.0, 1.0])      # channel 0 exact, channel 1 off by 1
+    assert prediction_error(model, x, n=1, channels=[True, False]) == 0.0
+    assert prediction_error(model, x, n=1, channels=np.array([False, True])) == 1.0
+    assert prediction_error(model, x, n=1, channels=[1]) == 1.0
+    with pytest.raises(ValueError, match=r"integer positions in 0\.\.1 or a boolean mask; got \[0\.7\]"):
+        prediction_error(model, x, n=1, channels=[0.7])
+    with pytest.raises(ValueError, match=r"one entry per channel \(2\); got 3"):
+        prediction_error(model, x, n=1, channels=[True, False, True])
+    with pytest.raises(ValueError, match=r"`batch_size` must be a positive integer; got 0"):
+        prediction_error(model, x, n=1, batch_size=0)

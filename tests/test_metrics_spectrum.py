@@ -136,3 +136,48 @@ def test_a_dataset_is_left_untouched_by_the_power_spectrum_distance():
     kept = ds["x"].values.copy()
     power_spectrum_distance(ds, ds["x"].values[0] * 2.0)
     np.testing.assert_array_equal(ds["x"].values, kept)
+
+
+def test_a_list_of_trials_is_read_as_trials():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(2, 1024)).cumsum(axis=1)
+    g = rng.normal(size=(2, 1024))
+    as_array = power_spectrum_distance(np.stack([a, b])[..., None], g[..., None])
+    assert as_array > 0.1
+    assert power_spectrum_distance([a, b], list(g)) == pytest.approx(as_array, rel=1e-12)
+    with pytest.raises(ValueError, match=r"trials of `true` differ in length \(1024, 1000 time steps\)"):
+        power_spectrum_distance([a, b[:1000]], [a, b[:1000]])
+
+
+
+def test_identical_spectra_give_exactly_zero():
+    # sqrt(1 − Σ sqrt(p·q)) gave 1.5e-8 for identical spectra: the round-off of the overlap, square-rooted
+    rng = np.random.default_rng(4)
+    t = np.arange(4096)
+    x = np.stack([np.sin(0.05 * t), np.sin(0.3 * t) + 0.1 * rng.normal(size=t.size)], axis=1)
+    assert power_spectrum_distance(x, x) == 0.0
+    # a circular shift leaves |rfft|² as it is, up to the FFT's round-off
+    assert power_spectrum_distance(x, np.roll(x, 700, axis=0)) == pytest.approx(0.0, abs=1e-12)
+    # distances away from 0 are the SPEC's sqrt(1 − Σ sqrt(p·q)) of the compared spectra
+    y = x + rng.normal(size=x.shape)
+    p, q = power_spectrum(x), power_spectrum(y)
+    np.testing.assert_allclose(power_spectrum_distance(x, y, per_channel=True),
+                               np.sqrt(1 - np.sum(np.sqrt(p * q), axis=0)), rtol=1e-9)
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 7.3])
+def test_a_constant_channel_scores_one_whatever_its_value(value):
+    # z-scored by its round-off std (1e-17) a constant 0.1 became a spectrum all in the DC bin: against a
+    # slow sine it scored 0.14, not the documented 1
+    n = 1000
+    const, sine = np.full(n, value), np.sin(0.1 * np.arange(n))
+    assert power_spectrum_distance(sine, const) == 1.0
+    assert power_spectrum_distance(const, const) == 0.0
+    assert np.all(power_spectrum(const) == 0.0)
+
+
+def test_z_scored_spectrum_mse_of_two_constants_is_zero():
+    # divided by its round-off std (1e-17), a constant 0.1 became a DC amplitude of 1
+    a, b = np.full(2000, 0.1), np.zeros(2000)
+    assert power_spectrum_mse(a, b, zscore=True).total == pytest.approx(0.0, abs=1e-25)
+    assert power_spectrum_mse(a, b).total == pytest.approx(0.1 ** 2 / 1001)     # raw: the DC amplitudes differ by 0.1

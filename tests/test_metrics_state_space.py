@@ -244,3 +244,60 @@ def test_coverage_clear_errors():
         state_space_coverage(np.full((5, 2), np.nan), x)
     with pytest.raises(ValueError, match="n_bins"):
         state_space_coverage(x, x, n_bins=0)
+
+
+def test_a_list_is_a_list_of_trials_as_as_dataset_reads_it():
+    # two 1-D trials were read as one series of 2 samples with 3000 channels (the GMM route)
+    rng = np.random.default_rng(5)
+    a, b, c = rng.normal(size=3000), rng.normal(size=3000), 1.3 * rng.normal(size=2000) + 0.2
+    stacked = np.stack([a, b])[..., None]
+    assert state_space_divergence([a, b], c) == pytest.approx(state_space_divergence(stacked, c), rel=1e-12)
+    assert state_space_divergence([a, b], c) == pytest.approx(
+        _dense_binned_kl(np.concatenate([a, b])[:, None], c[:, None], 30, 1e-5), rel=1e-10)
+    # trials of unequal length are pooled (padding is missing, never data)
+    x = rng.normal(size=(3000, 2))
+    ragged = state_space_divergence([x[:500], x[500:2600]], x[:, ::-1])
+    assert ragged == pytest.approx(_dense_binned_kl(x[:2600], x[:, ::-1], 30, 1e-5), rel=1e-10)
+    covered = state_space_coverage([x[:500], x[500:2600]], x[:1000], per_sample=True)
+    assert covered.shape == (2, 2100) and np.isnan(covered[0, 500:]).all() and not np.isnan(covered[1]).any()
+    with pytest.raises(ValueError, match=r"same number of channels; got \[2, 1\]"):
+        state_space_divergence([x[:500], x[:500, :1]], x)
+
+
+def test_a_dataarray_is_read_by_its_dim_names():
+    x = np.random.default_rng(6).normal(size=(2000, 2))
+    y = x * [1.0, 2.0]
+    da = xr.DataArray(y.T, dims=("channel", "time"))
+    assert state_space_divergence(x, da) == pytest.approx(state_space_divergence(x, y), rel=1e-12)
+
+
+@pytest.mark.parametrize("setting, value", [("smoothing_alpha", "a"), ("gmm_scaling", "1"), ("gmm_points", 0),
+                                            ("mc_samples", 1.5), ("gmm_scaling", np.nan), ("smoothing_alpha", True)])
+def test_every_setting_is_checked_whichever_estimator_runs(setting, value):
+    # gmm settings were passed over by the binned route; non-numbers raised numpy's own TypeError
+    x = np.random.default_rng(7).normal(size=(200, 2))
+    with pytest.raises(ValueError, match=f"`{setting}` must be .*; got {value!r}"):
+        state_space_divergence(x, x, **{setting: value})
+
+
+def test_gmm_divergence_does_not_depend_on_where_the_data_lie():
+    # far from the origin, |x|² − 2x·c + |c|² cancelled: 1 % off at an offset of 1e7 (unit-variance data)
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=(1000, 6)), 1.2 * rng.normal(size=(1000, 6)) + 0.3
+    near = state_space_divergence(x, y, mc_samples=300)
+    assert near > 0.1
+    for offset in (1e7, -3e8):
+        assert state_space_divergence(x + offset, y + offset, mc_samples=300) == pytest.approx(near, rel=1e-6)
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, 1e5 + 0.1])
+def test_a_constant_channel_is_constant_whatever_its_value(value):
+    # a constant 0.1 has a round-off std of 1e-17: its grid had zero width and D_stsp(x, x) was NaN
+    rng = np.random.default_rng(9)
+    x, g = rng.normal(size=(3000, 2)), 1.2 * rng.normal(size=(3000, 2))
+    x[:, 1] = g[:, 1] = value
+    x0, g0 = x.copy(), g.copy()
+    x0[:, 1] = g0[:, 1] = 0.0                              # the same data with the constant at 0 (std exactly 0)
+    assert state_space_divergence(x, x) == 0.0
+    assert state_space_divergence(x, g) == pytest.approx(state_space_divergence(x0, g0), rel=1e-12)
+    assert state_space_coverage(x, g) == state_space_coverage(x0, g0)

@@ -26,8 +26,8 @@ import xarray as xr
 
 from .._version import __version__
 from .prediction import prediction_error
-from .spectrum import power_spectrum_distance
-from .state_space import as_trials, state_space_coverage, state_space_divergence
+from .spectrum import _non_negative, power_spectrum_distance
+from .state_space import as_trials, check_settings, state_space_coverage, state_space_divergence
 
 __all__ = ["evaluate", "summarize", "floor", "SCALAR_METRICS"]
 
@@ -117,6 +117,12 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         raise ValueError(f"`burn_in_fraction` must be a fraction of the test length in [0, 10); got {burn_in_fraction!r}.")
     if not np.isfinite(divergence_threshold) or divergence_threshold <= 0:
         raise ValueError(f"`divergence_threshold` must be a positive number of standard deviations; got {divergence_threshold!r}.")
+    # every metric setting up front: a diverged run computes no D_stsp/D_H, and its result must not
+    # record a setting that the metrics would have refused
+    check_settings(stsp_method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
+    _non_negative(sigma, "sigma")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"`seed` must be an integer; got {seed!r}.")
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values
@@ -156,7 +162,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if u is not None:
         gen_kwargs["u"] = _input_window(u, starts, lengths, n_generate)
     run = fitted.generate(n_generate, **gen_kwargs)
-    xg_full = np.asarray(run["x"].values, dtype=float)
+    xg_full = _generated_x(run, fitted, (n_trials, n_generate, n_channels))
 
     # the compared window: T_i steps after the burn-in, laid out like the test data
     generated = _compared_window(xg_full, starts, windows, burn_in, n_time)
@@ -197,7 +203,7 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
         **settings, "stsp_method_used": stsp_used,
         "generated_steps": n_generate, "burn_in_steps": json.dumps(burn_in.tolist()),
         "data_name": str(ds.attrs.get("name", "data")), "data_length": json.dumps(windows.tolist()),
-        "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": float(ds.attrs.get("dt", 1.0)),
+        "n_trials": int(n_trials), "n_channels": int(keep.size), "dt": _run_step(dt, run, test, fitted),
         "power_spectrum_samples": int(d_h_length),
         "model": type(fitted).__name__, "model_config": json.dumps(_model_config(model), default=repr),
         "dsident_version": __version__,
@@ -250,6 +256,12 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         error of the mean over the finite values (diverged runs are NaN and are left out of
         these but counted); ``fraction_diverged`` and ``n_runs``. attrs carry the first
         result's settings and the list of seeds.
+
+    Raises
+    ------
+    ValueError
+        An empty ``results``, or results whose metric settings (``n_bins``, ``sigma``,
+        ``burn_in_fraction``, ...) differ: the summary records one setting.
     """
     if isinstance(results, xr.Dataset):
         if dim not in results.dims:
@@ -259,6 +271,7 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         runs = list(results)
     if not runs:
         raise ValueError("`results` is empty; pass at least one evaluation result.")
+    _check_same_settings(runs)
     stats = ("median", "mad", "mean", "sem", "n_finite")
     out = xr.Dataset(coords={"statistic": list(stats)})
     for name in SCALAR_METRICS:
@@ -272,6 +285,29 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
     out.attrs = {k: v for k, v in runs[0].attrs.items() if k != "seed"}
     out.attrs["seeds"] = json.dumps([r.attrs.get("seed") for r in runs])
     return out
+
+
+#: the metric settings every result of one summary must share (its attrs record them once)
+_SUMMARY_SETTINGS = ("burn_in_fraction", "n_bins", "smoothing_alpha", "stsp_method", "direction", "gmm_scaling",
+                     "gmm_points", "mc_samples", "sigma", "pe_steps", "divergence_threshold", "noise",
+                     "observation_noise")
+
+
+def _check_same_settings(runs: list[xr.Dataset]) -> None:
+    """Refuse results computed with different metric settings: one summary records one setting."""
+    first = runs[0].attrs
+    for k, run in enumerate(runs[1:], start=1):
+        for key in _SUMMARY_SETTINGS:
+            if key in first and key in run.attrs and not _same(first[key], run.attrs[key]):
+                raise ValueError(f"`results` were computed with different settings: {key}={first[key]!r} in result 0, "
+                                 f"{run.attrs[key]!r} in result {k}. Summarise results of one setting at a time.")
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.all(np.asarray(a) == np.asarray(b)))
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _robust_stats(values: np.ndarray) -> np.ndarray:
@@ -330,6 +366,9 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     ValueError
         When no two stretches of ``length`` samples are available.
     """
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, (int, np.integer)) or n_pairs < 1:
+        raise ValueError(f"`n_pairs` must be a positive integer; got {n_pairs!r}.")
+    n_pairs = int(n_pairs)
     name = None
     if isinstance(dataset, str):
         from .. import datasets
@@ -358,9 +397,9 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
     if pairing not in ("consecutive", "first"):
         raise ValueError(f"`pairing` must be 'consecutive' or 'first'; got {pairing!r}.")
     if pairing == "first":
-        pairs = [(stretches[0], s) for s in stretches[1:]][: max(1, int(n_pairs))]
+        pairs = [(stretches[0], s) for s in stretches[1:]][:n_pairs]
     else:
-        pairs = list(zip(stretches[:-1], stretches[1:]))[: max(1, int(n_pairs))]
+        pairs = list(zip(stretches[:-1], stretches[1:]))[:n_pairs]
     d_stsp, d_h, labels = [], [], []
     for (label_a, a), (label_b, b) in pairs:
         d_stsp.append(state_space_divergence(a, b, method=stsp_method, n_bins=n_bins, smoothing_alpha=smoothing_alpha,
@@ -410,6 +449,19 @@ def _first_observed(x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return starts
 
 
+def _generated_x(run: Any, fitted: Any, expected: tuple[int, int, int]) -> np.ndarray:
+    """The free run's ``x`` (trial, step, channel) as float64, refused unless it has the requested
+    trials and channels and at least the requested steps (the protocol's contract with generate())."""
+    x = run["x"] if hasattr(run, "data_vars") and "x" in run else None
+    shape = None if x is None else np.shape(x)
+    if shape is None or len(shape) != 3 or shape[0] != expected[0] or shape[1] < expected[1] or shape[2] != expected[2]:
+        got = f"x of shape {shape}" if x is not None else f"a {type(run).__name__} without a variable 'x'"
+        raise ValueError(f"{type(fitted).__name__}.generate({expected[1]}, n_trials={expected[0]}, ...) must return a "
+                         f"Dataset with x(trial, time, channel) of shape {expected} (one trial per test trial, the "
+                         f"test's channels); got {got}.")
+    return np.asarray(x.values, dtype=float)
+
+
 def _input_window(u: np.ndarray, starts: np.ndarray, lengths: np.ndarray, n_steps: int) -> np.ndarray:
     """Inputs aligned with each trial's free run (trial, n_steps, input).
 
@@ -431,7 +483,8 @@ def _is_diverged(run: xr.Dataset, xg: np.ndarray, n_used: np.ndarray, x: np.ndar
     if int(run.attrs.get("diverged", 0)):
         return True
     mean, std = np.nanmean(x, axis=(0, 1)), np.nanstd(x, axis=(0, 1))
-    std = np.where(std > 0, std, 1.0)
+    # a constant channel (max = min; its std may be a round-off 1e-17) is given a unit scale
+    std = np.where(np.nanmax(x, axis=(0, 1)) > np.nanmin(x, axis=(0, 1)), std, 1.0)
     for i in range(xg.shape[0]):
         seg = xg[i, : n_used[i]]
         if not np.all(np.isfinite(seg)) or np.any(np.abs(seg - mean) > threshold * std):
@@ -473,6 +526,18 @@ def observed_spectrum_distance(x: np.ndarray, generated: np.ndarray, starts: np.
         warnings.warn(f"test trials differ in length; D_H compares the first {common} samples of each.",
                       RuntimeWarning, stacklevel=3)
     return np.asarray(power_spectrum_distance(xt, xg, sigma=sigma, per_channel=True)), common
+
+
+def _run_step(dt: float | None, run: Any, test: Any, fitted: Any) -> float:
+    """The step the free run was generated at: ``dt`` if given, else the run's own record, else the
+    test Dataset's step, else the model's (a plain array carries none: as_dataset's 1.0 is no record)."""
+    if dt is not None:
+        return float(dt)
+    if "dt" in getattr(run, "attrs", {}):
+        return float(run.attrs["dt"])
+    if isinstance(test, xr.Dataset) and "dt" in test.attrs:
+        return float(test.attrs["dt"])
+    return float(getattr(fitted, "dt", 1.0))
 
 
 def _check_step(test: Any, fitted: Any, dt: float | None) -> None:

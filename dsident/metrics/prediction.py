@@ -55,8 +55,8 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         dynamics, step k integrates over the actual gap from sample ``t+k-1`` to ``t+k``.
     batch_size : int
         Start times advanced together (bounds memory).
-    channels : sequence of int, optional
-        Positions of the channels whose errors count (default: all). The model still starts
+    channels : sequence of int or of bool, optional
+        Positions of the channels whose errors count, or a boolean mask over them (default: all). The model still starts
         from, and predicts, every channel; :func:`~dsident.metrics.evaluate` passes the data's
         own channels here, leaving out auxiliary ones (:mod:`dsident.data.slow_channels`).
 
@@ -90,9 +90,10 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         raise ValueError(f"`u` must cover the same (trial, time) as the data {x.shape[:2]}; got {uu.shape[:2]}.")
     if x.shape[1] <= n:
         raise ValueError(f"`data` has {x.shape[1]} time steps; PE({n}) needs at least {n + 1}.")
-    keep = np.arange(x.shape[2]) if channels is None else np.asarray(channels, dtype=int).reshape(-1)
-    if keep.size == 0 or keep.min() < 0 or keep.max() >= x.shape[2]:
-        raise ValueError(f"`channels` must be positions in 0..{x.shape[2] - 1}; got {channels!r}.")
+    keep = np.arange(x.shape[2]) if channels is None else _channel_positions(channels, x.shape[2])
+    if batch_size is None or isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer; got {batch_size!r}.")
     zz = None
     if latent is not None:
         zz = as_trials(latent, "latent")
@@ -130,6 +131,22 @@ def _sample_gaps(model: Any, data: Any) -> np.ndarray | None:
         return None
     gaps = np.diff(np.asarray(data["sample_time"].values, dtype=float), axis=1)
     return np.where(np.isfinite(gaps) & (gaps > 0), gaps, float(model.dt))
+
+
+def _channel_positions(channels: Any, n_channels: int) -> np.ndarray:
+    """Integer positions of ``channels`` (positions, or a boolean mask over all channels), checked."""
+    arr = np.asarray(channels).reshape(-1)
+    if arr.dtype == bool:
+        if arr.size != n_channels:
+            raise ValueError(f"`channels` as a boolean mask must have one entry per channel ({n_channels}); "
+                             f"got {arr.size}.")
+        arr = np.flatnonzero(arr)
+    elif arr.dtype.kind not in "iu":
+        raise ValueError(f"`channels` must be integer positions in 0..{n_channels - 1} or a boolean mask; "
+                         f"got {channels!r}.")
+    if arr.size == 0 or arr.min() < 0 or arr.max() >= n_channels:
+        raise ValueError(f"`channels` must be positions in 0..{n_channels - 1}; got {channels!r}.")
+    return arr.astype(int)
 
 
 class _Backend:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
 
-from .state_space import as_trials
+from .state_space import as_trials, positive_number
 
 __all__ = ["power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
            "normalized_power_spectrum"]
@@ -52,14 +52,15 @@ def power_spectrum_distance(true: Any, generated: Any, *, sigma: float = 20.0,
     ValueError
         Different lengths or channel counts, missing samples (NaN), or a negative ``sigma``.
     """
-    xt = _gap_free(as_trials(true, "true"), "true")
-    xg = _gap_free(as_trials(generated, "generated"), "generated")
+    xt = _gap_free(_equal_trials(true, "true"), "true")
+    xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
     sigma = _non_negative(sigma, "sigma")
     pt, flat_t = normalized_power_spectrum(xt, sigma=sigma)
     pg, flat_g = normalized_power_spectrum(xg, sigma=sigma)
-    overlap = np.sum(np.sqrt(pt * pg), axis=0)
-    dist = np.sqrt(np.clip(1.0 - overlap, 0.0, 1.0))
+    # 1 − Σ sqrt(p·q) written as ½ Σ (sqrt p − sqrt q)² (equal for spectra summing to 1): no cancellation,
+    # so identical spectra give exactly 0 (1.5e-8 before) and small distances keep their digits
+    dist = np.sqrt(np.clip(0.5 * np.sum((np.sqrt(pt) - np.sqrt(pg)) ** 2, axis=0), 0.0, 1.0))
     # flat channels: no spectrum; equal if both are flat, disjoint otherwise
     dist = np.where(flat_t | flat_g, np.where(flat_t & flat_g, 0.0, 1.0), dist)
     return dist if per_channel else float(np.mean(dist))
@@ -88,7 +89,9 @@ def normalized_power_spectrum(x: np.ndarray, *, sigma: float = 20.0) -> tuple[np
     xc = np.array(np.moveaxis(x, 2, 0), dtype=float, order="C", copy=True)
     flat_x = xc.reshape(xc.shape[0], -1)
     mean, std = flat_x.mean(axis=1), flat_x.std(axis=1)
-    flat = ~(std > 0)
+    # constant means max = min: a constant 0.1 has a round-off std of 1e-17, and z-scored by it, a
+    # spectrum all in the DC bin
+    flat = ~(flat_x.max(axis=1) > flat_x.min(axis=1))
     xc -= mean[:, None, None]
     xc /= np.where(flat, 1.0, std)[:, None, None]
     power = np.abs(np.fft.rfft(xc, axis=2)) ** 2                  # (channel, trial, F)
@@ -118,7 +121,7 @@ def power_spectrum(x: Any, *, sigma: float = 20.0) -> np.ndarray:
         Each column sums to 1 (all zeros for a constant channel). Bin k is the frequency
         ``k / (time · dt)``.
     """
-    arr = _gap_free(as_trials(x, "x"), "x")
+    arr = _gap_free(_equal_trials(x, "x"), "x")
     spectrum, _ = normalized_power_spectrum(arr, sigma=_non_negative(sigma, "sigma"))
     return spectrum[:, 0] if np.ndim(getattr(x, "values", x)) == 1 else spectrum
 
@@ -168,8 +171,8 @@ def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: fl
     -------
     SpectrumMSE
     """
-    xt = _gap_free(as_trials(true, "true"), "true")
-    xg = _gap_free(as_trials(generated, "generated"), "generated")
+    xt = _gap_free(_equal_trials(true, "true"), "true")
+    xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
     fs = _positive(fs, "fs")
     sigma = _non_negative(sigma, "sigma")
@@ -202,7 +205,8 @@ def _amplitude_spectrum(x: np.ndarray, sigma: float, zscore: bool) -> np.ndarray
     if zscore:
         flat = x.reshape(-1, x.shape[-1])
         std = flat.std(axis=0)
-        x = (x - flat.mean(axis=0)) / np.where(std > 0, std, 1.0)
+        # a constant channel (max = min) is only centred: its std may be a round-off 1e-17
+        x = (x - flat.mean(axis=0)) / np.where(flat.max(axis=0) > flat.min(axis=0), std, 1.0)
     n_time = x.shape[1]
     amp = np.abs(np.fft.rfft(x, axis=1)) / n_time
     amp[:, 1:-1] *= 2.0
@@ -210,6 +214,17 @@ def _amplitude_spectrum(x: np.ndarray, sigma: float, zscore: bool) -> np.ndarray
     if sigma > 0:
         amp = gaussian_filter1d(amp, sigma, axis=0, mode="reflect", truncate=4.0)
     return amp
+
+
+def _equal_trials(data: Any, argname: str) -> np.ndarray:
+    """:func:`as_trials`, refusing a list of trials of unequal length (padding would read as gaps)."""
+    if isinstance(data, (list, tuple)):
+        lengths = [np.shape(t)[0] for t in data if np.ndim(t) > 0]
+        if len(set(lengths)) > 1:
+            raise ValueError(f"the trials of `{argname}` differ in length ({', '.join(map(str, lengths[:10]))}"
+                             f"{' ...' if len(lengths) > 10 else ''} time steps); spectra need trials of equal "
+                             "length. Cut them to a common length.")
+    return as_trials(data, argname)
 
 
 def _gap_free(x: np.ndarray, argname: str) -> np.ndarray:
@@ -234,14 +249,11 @@ def _check_same_shape(xt: np.ndarray, xg: np.ndarray) -> None:
 
 
 def _positive(value: Any, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v <= 0:
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    return v
+    return positive_number(value, name)
 
 
 def _non_negative(value: Any, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v < 0:
-        raise ValueError(f"`{name}` must be a non-negative finite number; got {value!r}.")
-    return v
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value == 0:
+        return 0.0
+    return positive_number(value, name, "a non-negative finite number")
+

@@ -85,22 +85,17 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
     >>> round(state_space_divergence(x, x), 12)
     0.0
     """
-    if method not in _METHODS:
-        raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
-    check_direction(direction)
+    n_bins, alpha, gmm_scaling, gmm_points, mc_samples = check_settings(
+        method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
     _check_pair(xt, xg, "D_stsp")
     if method == "auto":
         method = "bins" if xt.shape[1] < 6 else "gmm"
     if method == "bins":
-        n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
         return binned_divergence(xt, xg, n_bins=n_bins, alpha=alpha, direction=direction)
-    if not np.isfinite(gmm_scaling) or gmm_scaling <= 0:
-        raise ValueError(f"`gmm_scaling` must be a positive variance; got {gmm_scaling!r}.")
-    return gmm_divergence(xt, xg, scaling=float(gmm_scaling), n_points=_positive_int(gmm_points, "gmm_points"),
-                          mc_samples=_positive_int(mc_samples, "mc_samples"), direction=direction,
-                          rng=np.random.default_rng(seed))
+    return gmm_divergence(xt, xg, scaling=gmm_scaling, n_points=gmm_points, mc_samples=mc_samples,
+                          direction=direction, rng=np.random.default_rng(seed))
 
 
 def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
@@ -168,8 +163,8 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     out = np.full(flat.shape[0], np.nan)
     out[finite] = covered
     shaped = out.reshape(trials.shape[:2])
-    ndim = 3 if hasattr(true, "data_vars") else getattr(true, "ndim", np.ndim(true))
-    return shaped if ndim == 3 else shaped[0]
+    several = hasattr(true, "data_vars") or isinstance(true, (list, tuple)) or np.ndim(true) == 3
+    return shaped if several else shaped[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,11 +199,12 @@ def binned_divergence(xt: np.ndarray, xg: np.ndarray, *, n_bins: int, alpha: flo
 def bin_edges(xt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Grid range per channel from the true data (S, N): ``[min − 0.1·std, max + 0.1·std]``.
 
-    A constant channel (std 0) gets the range ``[value − 0.5, value + 0.5]`` so that its one
-    value falls inside a bin.
+    A constant channel (max = min) gets the range ``[value − 0.5, value + 0.5]`` so that its one
+    value falls inside a bin. (Its std need not be 0: a constant 0.1 has a round-off std of 1e-17,
+    which made a grid of zero width.)
     """
     mn, mx, sd = xt.min(axis=0), xt.max(axis=0), xt.std(axis=0)
-    pad = np.where(sd > 0, 0.1 * sd, 0.5)
+    pad = np.where(mx > mn, 0.1 * sd, 0.5)
     return mn - pad, mx + pad
 
 
@@ -315,7 +311,10 @@ def gmm_divergence(xt: np.ndarray, xg: np.ndarray, *, scaling: float, n_points: 
     """
     if xg.shape[0] == 0:
         return float("nan")
-    ct, cg = xt[:n_points], xg[:n_points]
+    # the KL does not change under a common shift; centring on the true centres keeps the expanded
+    # squared distances |x|² − 2x·c + |c|² free of cancellation for data far from the origin
+    shift = xt[:n_points].mean(axis=0)
+    ct, cg = xt[:n_points] - shift, xg[:n_points] - shift
     values = []
     if direction in ("forward", "symmetric"):
         values.append(_mc_kl(ct, cg, scaling, mc_samples, rng))
@@ -351,15 +350,21 @@ def _mixture_log_density(x: np.ndarray, centres: np.ndarray, scaling: float) -> 
 def as_trials(data: Any, argname: str) -> np.ndarray:
     """Observations as a float64 array of shape (trial, time, channel).
 
-    Accepts an ``xarray.Dataset`` (its ``x``), a ``DataArray``, a torch tensor or an array of
-    shape (time,), (time, channel) or (trial, time, channel).
+    Accepts an ``xarray.Dataset`` (its ``x``), a ``DataArray`` (dims named ``trial``/``time``/
+    ``channel`` are used by name), a torch tensor, an array of shape (time,), (time, channel) or
+    (trial, time, channel), or a list/tuple of trials, each (time,) or (time, channel), as
+    :func:`dsident.as_dataset` reads one: trials of unequal length are padded with NaN (missing).
     """
     if hasattr(data, "data_vars"):
         if "x" not in data:
             raise ValueError(f"`{argname}` Dataset must contain a variable 'x'; got {list(data.data_vars)}.")
         data = data["x"]
+    if isinstance(data, (list, tuple)) and not all(np.ndim(item) == 0 for item in data):
+        return _padded_trials(data, argname)
     if hasattr(data, "dims") and hasattr(data, "values"):
-        data = data.values
+        from ..data.container import _canonical_order
+
+        data = _canonical_order(data).values
     elif hasattr(data, "detach"):
         data = data.detach().cpu().numpy()
     try:
@@ -375,6 +380,21 @@ def as_trials(data: Any, argname: str) -> np.ndarray:
         return arr
     raise ValueError(f"`{argname}` must have shape (time,), (time, channel) or (trial, time, channel); "
                      f"got shape {arr.shape}.")
+
+
+def _padded_trials(data: list | tuple, argname: str) -> np.ndarray:
+    """A list of trials, each (time,) or (time, channel), as (trial, time, channel), NaN-padded."""
+    from ..data.container import _as_trials
+
+    trials = _as_trials(list(data), argname)
+    n_channels = {t.shape[1] for t in trials}
+    if len(n_channels) > 1:
+        raise ValueError(f"all trials of `{argname}` must have the same number of channels; got "
+                         f"{[t.shape[1] for t in trials]}.")
+    out = np.full((len(trials), max(t.shape[0] for t in trials), trials[0].shape[1]), np.nan)
+    for i, t in enumerate(trials):
+        out[i, : t.shape[0]] = t
+    return out
 
 
 def _check_pair(xt: np.ndarray, xg: np.ndarray, what: str) -> None:
@@ -394,16 +414,36 @@ def _finite_rows(x: np.ndarray) -> np.ndarray:
 
 def check_direction(direction: Any) -> None:
     """Refuse a ``direction`` that is not one of "forward", "reverse", "symmetric"."""
-    if direction not in _DIRECTIONS:
+    if not isinstance(direction, str) or direction not in _DIRECTIONS:
         raise ValueError(f"`direction` must be one of {_DIRECTIONS}; got {direction!r}.")
 
 
 def binned_settings(n_bins: Any, smoothing_alpha: Any) -> tuple[int, float]:
     """The binned estimator's ``n_bins`` and ``smoothing_alpha``, checked: (int, float)."""
-    n_bins = _positive_int(n_bins, "n_bins")
-    if not np.isfinite(smoothing_alpha) or smoothing_alpha <= 0:
-        raise ValueError(f"`smoothing_alpha` must be a positive number; got {smoothing_alpha!r}.")
-    return n_bins, float(smoothing_alpha)
+    return _positive_int(n_bins, "n_bins"), positive_number(smoothing_alpha, "smoothing_alpha", "a positive number")
+
+
+def check_settings(method: Any, n_bins: Any, smoothing_alpha: Any, direction: Any, gmm_scaling: Any,
+                   gmm_points: Any, mc_samples: Any) -> tuple[int, float, float, int, int]:
+    """Every D_stsp setting checked, whichever estimator runs (an invalid one is never passed over):
+    ``(n_bins, smoothing_alpha, gmm_scaling, gmm_points, mc_samples)``."""
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"`method` must be one of {_METHODS}; got {method!r}.")
+    check_direction(direction)
+    n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
+    return (n_bins, alpha, positive_number(gmm_scaling, "gmm_scaling", "a positive variance"),
+            _positive_int(gmm_points, "gmm_points"), _positive_int(mc_samples, "mc_samples"))
+
+
+def positive_number(value: Any, name: str, what: str = "a positive finite number") -> float:
+    """``value`` as a positive finite float, or a ValueError naming ``name`` and the value."""
+    try:
+        v = float(value) if not isinstance(value, (str, bool, np.bool_)) else float("nan")
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"`{name}` must be {what}; got {value!r}.")
+    return v
 
 
 def _positive_int(value: Any, name: str) -> int:
