@@ -348,3 +348,16 @@ def test_fit_md_lists_every_candidate_and_the_one_kept():
     (line,) = _best_of_lines({**history, "best_of_processes": 2})
     assert line.startswith("- best of 3 fits, trained 2 at a time, chosen by")
     assert _best_of_lines({"seed_used": 3}) == []
+
+
+def test_a_constant_reference_channel_gets_a_unit_scale_not_its_round_off_std():
+    # a constant 0.3 has a std of 5.6e-17, not 0: as the scale of the divergence check, any run
+    # off by 1e-12 in that channel would have read as diverged (score inf)
+    ref = np.column_stack([circle(400)[:, 0], np.full(400, 0.3)])
+    assert 0 < ref[:200, 1].std() < 1e-15
+    scorer = _FreeRunScorer(as_dataset(ref, dt=0.1), eval_steps=200, burn_in=50)
+    assert scorer.std[1] == 1.0 and scorer.std[0] == pytest.approx(ref[:200, 0].std())
+    n = scorer.burn_in + 200
+    run = np.column_stack([circle(n + 7)[7:, 0], np.full(n, 0.3 + 1e-9)])
+    d_stsp, d_h = scorer.score(None, seed=0, run=run_of(run))
+    assert np.isfinite(d_stsp) and np.isfinite(d_h)

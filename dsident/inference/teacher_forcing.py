@@ -267,7 +267,10 @@ class _FreeRunScorer:
                              f"is scored against the stretch its inputs come from; got eval_starts={n_starts} "
                              f"with inputs.")
         ref = self.reference[np.isfinite(self.reference).all(-1)]
-        self.mean, self.std = ref.mean(0), np.where(ref.std(0) > 0, ref.std(0), 1.0)
+        # a constant channel (max = min; its std may be a round-off 1e-17) gets a unit scale, as in
+        # metrics.evaluate's divergence check, or any run off by 1e-14 would read as diverged
+        self.mean = ref.mean(0)
+        self.std = np.where(ref.max(0) > ref.min(0), ref.std(0), 1.0) if ref.size else np.ones(ref.shape[1])
         self.scored = scored_channels(ds)
 
     def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
