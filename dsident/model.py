@@ -310,8 +310,11 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`n_trials` must be an integer >= 1; got n_trials={n_trials!r}.")
         if z0 is not None and x0 is not None:
             raise ValueError("pass either `z0` (a latent start state) or `x0` (an observation to encode), not both.")
-        if dt is not None and (not math.isfinite(float(dt)) or float(dt) <= 0):
-            raise ValueError(f"`dt` must be a positive finite sampling step; got dt={dt!r}.")
+        number = (int, float, np.integer, np.floating)
+        if dt is not None and (isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number)
+                               or not math.isfinite(float(dt)) or float(dt) <= 0):
+            # a string such as "0.1" would otherwise pass float() and hide a config read as text
+            raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
         if dt is not None and not self._continuous_time() and abs(float(dt) - self.dt) > 1e-9 * self.dt:
             # a map takes one step per sample whatever dt says: the run would be labelled with a time
             # axis it does not have

@@ -139,6 +139,9 @@ def test_generate_argument_errors():
         model.generate(0)
     with pytest.raises(ValueError, match="not both"):
         model.generate(5, z0=np.zeros(3), x0=np.zeros(2))
+    for bad in ("0.1", True, 0.0, np.nan):        # a step read as text from a config file is not a step
+        with pytest.raises(ValueError, match=r"`dt` must be a positive finite number \(the sampling step\)"):
+            model.generate(5, dt=bad)
     with pytest.raises(ValueError, match="z0"):
         model.generate(5, z0=np.zeros(4))
     with pytest.raises(ValueError, match="n_trials=3"):
