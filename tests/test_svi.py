@@ -342,6 +342,24 @@ def test_resume_trains_at_the_learning_rate_it_is_given(small_data, tmp_path):
     assert hist["lr"][:8][0] == 1e-2                                     # the history before the resume is kept
 
 
+def test_a_resumed_fit_keeps_its_kl_ramp_when_given_more_steps(small_data, tmp_path):
+    # the default ramp (n_steps // 10) was recomputed from the resumed call's n_steps: 8 steps ramp
+    # over 0 steps (β = 1 from the start), but a resume to 400 steps put β back on a 40-step ramp
+    first = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, **{**SMALL, "n_steps": 8})
+    assert first["settings"]["kl_anneal"] == 0
+    hist = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path, resume=True,
+                   **{**SMALL, "n_steps": 400, "patience": None}, callback=lambda step, rec, m: step >= 11)
+    assert hist["resumed_from"] == 8 and hist["settings"]["kl_anneal"] == 0
+    assert hist["kl_scale"][8:] == [1.0] * (len(hist["kl_scale"]) - 8)
+    # a ramp given to the resumed call is used as given
+    given = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path / "b", **{**SMALL, "n_steps": 8})
+    assert given["settings"]["kl_anneal"] == 0
+    hist = fit_svi(_small_model(), small_data, seed=0, checkpoint=tmp_path / "b", resume=True, kl_anneal=40,
+                   **{**SMALL, "n_steps": 400, "patience": None}, callback=lambda step, rec, m: step >= 11)
+    np.testing.assert_allclose(hist["kl_scale"][8:], [_kl_scale(s, 40, SMALL.get("kl_start", 0.1))
+                                                      for s in range(8, len(hist["kl_scale"]))])
+
+
 def test_same_seed_same_fit_other_seed_other_fit(small_data):
     a = fit_svi(_small_model(), small_data, seed=3, **SMALL)
     b = fit_svi(_small_model(), small_data, seed=3, **SMALL)

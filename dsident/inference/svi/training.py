@@ -229,7 +229,8 @@ def fit_svi(
         Final learning rate; default ``lr / 10``.
     kl_anneal : int, optional
         Steps over which the KL weight β rises linearly from ``kl_start`` to 1; default
-        ``n_steps // 10``; 0 disables annealing.
+        ``n_steps // 10`` (a resumed fit: its checkpoint's, whatever ``n_steps`` says now);
+        0 disables annealing.
     kl_start : float
         β at step 0, in (0, 1].
     clip_norm : float or None
@@ -324,7 +325,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     lr = _check_float("lr", lr, 0.0)
     lr_final = lr / 10.0 if lr_final is None else _check_float("lr_final", lr_final, 0.0)
     kl_start = _check_float("kl_start", kl_start, 0.0, 1.0)
-    kl_anneal = n_steps // 10 if kl_anneal is None else _check_int("kl_anneal", kl_anneal, 0)
+    kl_anneal = None if kl_anneal is None else _check_int("kl_anneal", kl_anneal, 0)    # default: in _train
     if clip_norm is not None:
         clip_norm = _check_float("clip_norm", clip_norm, 0.0)
     if patience is not None:
@@ -384,11 +385,15 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
 
 def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *,
            dev: torch.device, dtype: torch.dtype, seed: int, progress: bool, guide: str, window: int,
-           batch_size: int, n_steps: int, lr: float, lr_schedule: str, lr_final: float, kl_anneal: int,
+           batch_size: int, n_steps: int, lr: float, lr_schedule: str, lr_final: float, kl_anneal: int | None,
            kl_start: float, clip_norm: float | None, n_particles: int, validation: Any, eval_every: int,
            patience: int | None, checkpoint: Any, checkpoint_every: int, resume: bool, learn_model: bool,
            smoother_samples: int, callback: FitCallback | None) -> dict[str, Any]:
     """The optimisation loop of :func:`fit_svi`, on the fitting device (arguments already checked)."""
+    # the default ramp is a tenth of the fit; a resumed fit keeps its checkpoint's ramp (below),
+    # or a larger n_steps would lower β again in the middle of the fit
+    kl_default = kl_anneal is None
+    kl_anneal = n_steps // 10 if kl_anneal is None else kl_anneal
     seeds = np.random.SeedSequence(seed).generate_state(4)
     val_windows = tiling_windows(val, window, MAX_VALIDATION_WINDOWS)
     params = [p for p in q.parameters() if p.requires_grad]
@@ -435,6 +440,8 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
         for group in optimizer.param_groups:
             group["initial_lr"] = lr
             group["lr"] = lr * LR_SCHEDULES[lr_schedule](int(state["step"]), n_steps, ratio)
+        if kl_default:
+            kl_anneal = settings["kl_anneal"] = int(state["settings"].get("kl_anneal", kl_anneal))
         window_gen.set_state(state["window_rng"])
         noise_gen.set_state(state["noise_rng"])
         history = state["history"]
