@@ -461,6 +461,10 @@ class StateSpaceModel(nn.Module):
         """
         from .data import as_dataset, to_arrays
 
+        from .data.container import check_model_step
+
+        if not (isinstance(data, xr.Dataset) and "sample_time" in data):     # per-sample times set each step
+            check_model_step(data, self.dt, argname="data")
         ds = as_dataset(data)
         arrays = to_arrays(ds)
         n_trials, n_time, n_ch = arrays.x.shape

@@ -165,3 +165,20 @@ def test_channels_as_a_boolean_mask_select_channels():
         prediction_error(model, x, n=1, channels=[True, False, True])
     with pytest.raises(ValueError, match=r"`batch_size` must be a positive integer; got 0"):
         prediction_error(model, x, n=1, batch_size=0)
+
+
+def test_data_at_another_step_than_the_models_are_refused_by_pe_and_predict():
+    # a Dataset sampled every 2 was predicted as if at the model's step 1, without a word
+    from dsident.data import as_dataset
+
+    model = _model()
+    assert model.dt == 1.0
+    x = np.random.default_rng(1).normal(size=(100, 2))
+    exact = np.mean((x[:97] @ np.linalg.matrix_power(A, 3).T - x[3:]) ** 2)
+    assert prediction_error(model, as_dataset(x, dt=1.0), n=3) == pytest.approx(exact, rel=1e-12)
+    other = as_dataset(x, dt=2.0)
+    for call in (lambda d: prediction_error(model, d, n=3), lambda d: model.predict(d, n=3)):
+        with pytest.raises(ValueError, match=r"`data` is sampled every 2 \(attrs\['dt'\]\) but the model steps by 1:"):
+            call(other)
+    assert prediction_error(model, other, n=3, dt=1.0) == pytest.approx(exact, rel=1e-12)   # an explicit dt says which
+    assert prediction_error(model, x, n=3) == pytest.approx(exact, rel=1e-12)              # plain arrays: the model's

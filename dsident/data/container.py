@@ -363,6 +363,20 @@ def steps_agree(step: float, reference: float) -> bool:
     return abs(float(step) - float(reference)) <= STEP_RTOL * abs(float(reference))
 
 
+def check_model_step(data: Any, model_dt: float | None, *, argname: str) -> None:
+    """Refuse a Dataset whose own sampling step (``attrs["dt"]``) disagrees with a model's (beyond
+    :data:`STEP_RTOL`): a model run against it, freely or a few steps ahead, would be compared
+    with data on another time axis. Plain arrays carry no step and are taken at the model's; so
+    is anything when ``model_dt`` is None."""
+    if model_dt is None or not isinstance(data, xr.Dataset) or "dt" not in data.attrs:
+        return
+    given = float(data.attrs["dt"])
+    if not steps_agree(given, float(model_dt)):
+        raise ValueError(f"`{argname}` is sampled every {given:g} (attrs['dt']) but the model steps by "
+                         f"{float(model_dt):g}: use data at the model's step, or pass `dt` to run the model at the "
+                         "data's (continuous-time models only).")
+
+
 def _check_dt(dt: Any, sample_time: np.ndarray | None) -> float:
     if dt is None:
         if sample_time is None:

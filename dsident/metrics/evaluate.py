@@ -184,7 +184,10 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
                                         mc_samples=mc_samples, seed=seed)
         d_h, d_h_length = observed_spectrum_distance(x[..., keep], generated[..., keep], starts, lengths, sigma)
         coverage = state_space_coverage(x[..., keep], generated[..., keep], n_bins=n_bins)
-    pe_curve = prediction_error(fitted, ds, n=int(pe_steps), curve=True, dt=dt, channels=keep)
+    # plain arrays carry no step of their own: they are at the model's (as_dataset wrote 1.0)
+    model_dt = getattr(fitted, "dt", None)
+    pe_data = ds if isinstance(test, xr.Dataset) or model_dt is None else ds.assign_attrs(dt=float(model_dt))
+    pe_curve = prediction_error(fitted, pe_data, n=int(pe_steps), curve=True, dt=dt, channels=keep)
 
     out = xr.Dataset(
         {"state_space_divergence": ((), float(d_stsp)),
@@ -541,22 +544,13 @@ def _run_step(dt: float | None, run: Any, test: Any, fitted: Any) -> float:
 
 
 def _check_step(test: Any, fitted: Any, dt: float | None) -> None:
-    """Refuse test data whose own sampling step disagrees with the model's (beyond 1 %, as
-    :func:`dsident.as_dataset` allows against sample times) when no ``dt`` says which to use: the
-    free run would be compared with data on another time axis, and D_H's spectra with it. Plain
-    arrays carry no step and are taken at the model's."""
-    if dt is not None or not isinstance(test, xr.Dataset) or "dt" not in test.attrs:
-        return
-    model_dt = getattr(fitted, "dt", None)
-    if model_dt is None:
-        return
-    from ..data.container import steps_agree
+    """Refuse test data whose own sampling step disagrees with the model's when no ``dt`` says
+    which to use (:func:`dsident.data.container.check_model_step`): the free run would be
+    compared with data on another time axis, and D_H's spectra with it."""
+    if dt is None:
+        from ..data.container import check_model_step
 
-    given = float(test.attrs["dt"])
-    if not steps_agree(given, float(model_dt)):
-        raise ValueError(f"`test` is sampled every {given:g} (attrs['dt']) but the model steps by {float(model_dt):g}: "
-                         "score it on data at the model's step, or pass `dt` to run the model at the data's "
-                         "(continuous-time models only).")
+        check_model_step(test, getattr(fitted, "dt", None), argname="test")
 
 
 def min_spectrum_length(sigma: float) -> int:

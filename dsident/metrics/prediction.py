@@ -23,7 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
+from ..data.container import check_model_step
 from .state_space import as_trials
 
 __all__ = ["prediction_error"]
@@ -82,6 +84,10 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"`n` must be a positive integer number of steps; got {n!r}.")
     n = int(n)
+    if dt is None and not (isinstance(data, xr.Dataset) and "sample_time" in data):
+        # per-sample times set each step themselves (continuous-time models); otherwise a step of
+        # its own that disagrees would be predicted at the model's
+        check_model_step(data, getattr(model, "dt", None), argname="data")
     x = as_trials(data, "data")
     if u is None and hasattr(data, "data_vars") and "u" in data:
         u = data["u"].values
