@@ -66,7 +66,8 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     -------
     float, or ndarray of shape (n,) with ``curve=True``
         Mean over all start times and observed channels of ``(x̂(t+k) − x(t+k))²``. NaN where
-        no start time has an observed target (or the model produced non-finite values).
+        no start time has an observed target or a prediction was NaN; inf where a prediction
+        overflowed to ±inf (an error without bound, which a mean cannot soften).
 
     Raises
     ------
