@@ -54,6 +54,22 @@ def test_zscore_with_given_constants_and_unzscore_round_trip():
     np.testing.assert_allclose(pp.unzscore(out, np.zeros((5, 3)))[0], [1.0, 2.0, 3.0])
 
 
+def test_unzscore_maps_each_embedded_channel_back_with_its_own_source_constants():
+    # three channels of very different scales; embedding only "c" (or all) after the z-score
+    rng = np.random.default_rng(3)
+    raw = rng.normal(size=(300, 3)) * [1.0, 10.0, 100.0] + [0.0, 50.0, -7.0]
+    scored = pp.zscore(as_dataset(raw, channel_names=["a", "b", "c"]))
+    only_c = pp.delay_embed(scored, [0, 2, 5], channels=["c"])          # 3 channels, as many as were z-scored
+    back = pp.unzscore(only_c)["x"].values[0]
+    for k, d in enumerate([0, 2, 5]):
+        np.testing.assert_allclose(back[:, k], raw[d:d + 295, 2])
+    np.testing.assert_allclose(pp.unzscore(only_c, only_c["x"].values[0]), back)
+    every = pp.delay_embed(scored, [0, 4])                             # 6 channels: a, a, b, b, c, c
+    np.testing.assert_allclose(pp.unzscore(every)["x"].values[0][:, [1, 3, 5]], raw[4:, :])
+    with pytest.raises(ValueError, match="one column per channel"):
+        pp.unzscore(every, np.zeros((5, 4)))
+
+
 def test_zscore_constants_are_the_last_step_and_map_a_new_series_the_same_way():
     rng = np.random.default_rng(2)
     raw = rng.normal(3.0, 2.0, size=(50, 2))

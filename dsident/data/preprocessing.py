@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import re
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -124,8 +125,13 @@ def unzscore(data: Any, values: Any = None) -> Any:
     data : canonical dataset
         A dataset whose ``attrs["preprocessing"]`` holds a ``zscore`` step.
     values : array-like of shape (..., channel), optional
-        Values in z-units to map back (e.g. a model's generated trajectory). Default: ``data``'s
-        own ``x``; then a dataset is returned with the step removed from its attrs.
+        Values in z-units to map back (e.g. a model's generated trajectory), one column per
+        channel of ``data`` (or per channel the z-score saw). Default: ``data``'s own ``x``; then
+        a dataset is returned with the step removed from its attrs.
+
+    Each channel gets the constants of the z-scored channel it comes from, found by name, so
+    data delay-embedded after the z-score (``"<channel>(t+<delay>)"``, any subset of channels)
+    map back; auxiliary slow channels are left in their own scale.
 
     Returns
     -------
@@ -134,13 +140,52 @@ def unzscore(data: Any, values: Any = None) -> Any:
     ds = as_dataset(data)
     steps = preprocessing_steps(ds)
     where = _last_zscore(steps)
-    mean, std = np.asarray(steps[where]["mean"]), np.asarray(steps[where]["std"])
+    mean, std = np.asarray(steps[where]["mean"], dtype=float), np.asarray(steps[where]["std"], dtype=float)
+    scored = [str(c) for c in steps[where].get("channel", [])]
     if values is not None:
-        return np.asarray(values, dtype=float) * std + mean
+        values = np.asarray(values, dtype=float)
+        if values.ndim and values.shape[-1] == ds.sizes["channel"]:
+            mean, std = _constants_per_channel(ds, scored, mean, std)        # e.g. a model's run of embedded data
+        elif not values.ndim or values.shape[-1] != mean.size:
+            raise ValueError(f"`values` must have one column per channel of `data` ({ds.sizes['channel']}) or of its "
+                             f"z-scored channels ({mean.size}); got shape {values.shape}.")
+        return values * std + mean
+    mean, std = _constants_per_channel(ds, scored, mean, std)
     out = ds.copy()
     out["x"] = ds["x"].copy(data=ds["x"].values * std + mean)
     out.attrs = {**ds.attrs, "preprocessing": json.dumps(steps[:where] + steps[where + 1:])}
     return out
+
+
+def _constants_per_channel(ds: xr.Dataset, scored: list[str], mean: np.ndarray,
+                           std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The z-score constants of each channel of ``ds``, found by name: a channel the z-score saw, or a
+    delay-embedded copy of one (``"<channel>(t+<delay>)"``); auxiliary channels (slow channels, in
+    their own scale) keep mean 0 and std 1. Channels renamed since fall back to position."""
+    names = [str(c) for c in ds["channel"].values]
+    auxiliary = set(json.loads(ds.attrs.get("auxiliary_channels", "[]")))
+    mean_out, std_out, unknown = np.zeros(len(names)), np.ones(len(names)), []
+    for k, name in enumerate(names):
+        base = name
+        while base not in scored and _DELAYED.match(base):
+            base = _DELAYED.match(base).group(1)
+        if base in scored:
+            mean_out[k], std_out[k] = mean[scored.index(base)], std[scored.index(base)]
+        elif name not in auxiliary:
+            unknown.append(name)
+    if not unknown:
+        return mean_out, std_out
+    if len(names) == mean.size and not auxiliary:
+        return mean, std
+    if mean.size == 1:                                     # one z-scored series under other names
+        aux = np.isin(names, list(auxiliary))
+        return np.where(aux, 0.0, mean[0]), np.where(aux, 1.0, std[0])
+    raise ValueError(f"channels {unknown} of `data` were not z-scored (the zscore step saw {scored}), so they cannot "
+                     "be mapped back.")
+
+
+#: a delay-embedded channel's name, ``"<channel>(t+<delay>)"`` (:func:`delay_embed`)
+_DELAYED = re.compile(r"^(.*)\(t\+\d+\)$")
 
 
 def zscore_constants(data: Any) -> tuple[np.ndarray, np.ndarray]:
