@@ -180,6 +180,30 @@ def test_resample_polyphase_refuses_missing_samples():
         pp.resample(as_dataset(x), 0.5)
 
 
+def test_irregular_sample_times_are_resampled_at_those_times_and_kept_by_every_step():
+    rng = np.random.default_rng(4)
+    t = 3.0 + np.cumsum(rng.uniform(0.02, 0.18, 400))                 # irregular sampling from t = 3
+    ds = as_dataset(np.sin(1.3 * t), time=t)
+    out = pp.resample(ds, 0.05, method="linear")
+    new_t = out["sample_time"].values[0]
+    np.testing.assert_allclose(np.diff(new_t), 0.05)
+    assert new_t[0] == t[0] and new_t[-1] <= t[-1] < new_t[-1] + 0.05
+    np.testing.assert_allclose(out["x"].values[0, :, 0], np.sin(1.3 * new_t), atol=0.01)   # not the index grid
+    with pytest.raises(ValueError, match="irregularly"):
+        pp.resample(ds, 0.05)
+    np.testing.assert_array_equal(pp.gaussian_smooth(ds, 2.0)["sample_time"].values, ds["sample_time"].values)
+    np.testing.assert_array_equal(pp.delay_embed(ds, [0, 3])["sample_time"].values[0], t[:-3])
+
+
+def test_smoothing_resampling_and_embedding_keep_per_trial_variables():
+    from dsident.data import bin_spikes
+    spikes = bin_spikes([[0.1, 0.5, 1.2, 3.3], [0.7]], 0.1, 0.0, 4.0,
+                        trials={"start_time": [0.0, 2.0], "stop_time": [2.0, 4.0], "condition": ["go", "stop"]})
+    for out in (pp.gaussian_smooth(spikes, 1.0), pp.delay_embed(spikes, [0, 2]), pp.resample(spikes, 0.2)):
+        np.testing.assert_array_equal(out["trial_start"].values, [0.0, 2.0])
+        assert out["condition"].values.tolist() == ["go", "stop"]
+
+
 # ----------------------------------------------------------------------------- delay embedding
 
 

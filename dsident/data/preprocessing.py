@@ -30,7 +30,7 @@ from scipy.ndimage import gaussian_filter1d
 from scipy.signal import resample_poly
 from scipy.spatial import cKDTree
 
-from .container import as_dataset, to_arrays
+from .container import STEP_RTOL, as_dataset, to_arrays
 
 __all__ = [
     "zscore", "unzscore", "zscore_constants", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
@@ -51,16 +51,30 @@ def _with_step(ds: xr.Dataset, step: dict) -> xr.Dataset:
 
 
 def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, channel_names: Sequence[str],
-             u_trials: list[np.ndarray] | None = None) -> xr.Dataset:
-    """A canonical dataset with new x (and u) but the template's input names and attrs.
+             u_trials: list[np.ndarray] | None = None, times: list[np.ndarray] | None = None,
+             same_time: bool = False) -> xr.Dataset:
+    """A canonical dataset with new x (and u, and sample times) but the template's input names,
+    trial labels and attrs.
 
-    Extra variables of the template (e.g. ``z_true``) are not carried: their time axis no
-    longer matches after resampling or embedding."""
+    Extra variables of the template without a time axis (``trial_start``, a trial's condition)
+    are carried; those with one (e.g. ``z_true``) only when ``same_time`` (the time axis is
+    unchanged, as in smoothing), since resampling or embedding shifts it."""
     names = [str(c) for c in template["input"].values] if u_trials is not None and "input" in template else None
     ds = as_dataset(trials, dt=dt, u=u_trials, channel_names=list(channel_names), input_names=names,
-                    name=template.attrs.get("name"), min_length=1)
+                    name=template.attrs.get("name"), min_length=1, time=times)
+    ds = ds.assign_coords(trial=template["trial"].values)
+    for key, var in template.data_vars.items():
+        if key not in ("x", "u", "length", "sample_time") and (same_time or "time" not in var.dims):
+            ds[key] = var.drop_vars([c for c in var.coords if c == "time"])
     ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
     return ds
+
+
+def _times(arrays: Any, cut: int = 0) -> list[np.ndarray] | None:
+    """Each trial's sample times (irregular data), its last ``cut`` samples dropped; None for regular data."""
+    if arrays.time is None:
+        return None
+    return [arrays.time[i, :n - cut] for i, n in enumerate(arrays.length)]
 
 
 # ----------------------------------------------------------------------------- z-score
@@ -292,7 +306,8 @@ def gaussian_smooth(data: Any, sigma: float, *, truncate: float = 4.0) -> xr.Dat
         with np.errstate(invalid="ignore", divide="ignore"):
             trials.append(np.where(m, num / den, np.nan))
     out = _rebuild(ds, trials, arrays.dt, channel_names=ds["channel"].values,
-                   u_trials=None if arrays.u is None else [arrays.u[i, :n] for i, n in enumerate(arrays.length)])
+                   u_trials=None if arrays.u is None else [arrays.u[i, :n] for i, n in enumerate(arrays.length)],
+                   times=_times(arrays), same_time=True)
     return _with_step(out, {"step": "gaussian_smooth", "sigma_samples": sigma, "truncate": truncate})
 
 
@@ -323,7 +338,9 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
     -------
     xarray.Dataset
         Resampled copy with ``attrs["dt"] = dt``; trial ``i`` keeps the time span
-        ``[0, (length_i − 1) · old dt]``.
+        ``[0, (length_i − 1) · old dt]``. Irregularly sampled data (``sample_time``) are
+        interpolated at their sample times (``"linear"``; ``"polyphase"`` refuses them) over
+        their span, and keep evenly spaced ``sample_time`` from the trial's first time.
     """
     ds = as_dataset(data)
     new_dt = _positive(dt, "dt")
@@ -336,10 +353,24 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
     if method == "polyphase" and not arrays.mask[np.arange(arrays.x.shape[1])[None, :] < arrays.length[:, None]].all():
         raise ValueError("`data` has missing samples (NaN); method='polyphase' cannot filter across them. "
                          "Use method='linear'.")
+    if method == "polyphase" and arrays.time is not None:
+        steps = np.diff(arrays.time, axis=1)
+        steps = steps[np.isfinite(steps)]
+        if steps.size and not np.all(np.abs(steps - old_dt) <= STEP_RTOL * old_dt):
+            raise ValueError(f"`data` is sampled irregularly (sample steps from {steps.min():.6g} to {steps.max():.6g},"
+                             " its `sample_time`); method='polyphase' needs evenly spaced samples. Use method='linear',"
+                             " which interpolates at the sample times.")
     trials, u_trials = [], [] if arrays.u is not None else None
+    times = None if arrays.time is None else []
     for i, n in enumerate(arrays.length):
-        n_new = int(np.floor((n - 1) * old_dt / new_dt + 1e-9)) + 1
-        t_old, t_new = np.arange(n) * old_dt, np.arange(n_new) * new_dt
+        if arrays.time is None or method == "polyphase":
+            t_old = np.arange(n) * old_dt
+        else:
+            t_old = arrays.time[i, :n] - arrays.time[i, 0]         # interpolate at the actual sample times
+        n_new = int(np.floor(t_old[-1] / new_dt + 1e-9)) + 1
+        t_new = np.arange(n_new) * new_dt
+        if times is not None:
+            times.append(arrays.time[i, 0] + t_new)
         x = arrays.x[i, :n]
         if method == "polyphase":
             y = resample_poly(x, up, down, axis=0, padtype="line")[:n_new]
@@ -351,7 +382,7 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
         if u_trials is not None:
             u = arrays.u[i, :n]
             u_trials.append(np.stack([np.interp(t_new, t_old, u[:, c]) for c in range(u.shape[1])], axis=1))
-    out = _rebuild(ds, trials, new_dt, channel_names=ds["channel"].values, u_trials=u_trials)
+    out = _rebuild(ds, trials, new_dt, channel_names=ds["channel"].values, u_trials=u_trials, times=times)
     return _with_step(out, {"step": "resample", "method": method, "dt_old": old_dt, "dt_new": new_dt,
                             "up": up, "down": down})
 
@@ -411,7 +442,7 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
         if u_trials is not None:
             u_trials.append(arrays.u[i, : n - span])
     names = [f"{c}(t+{d})" for c in channels for d in delays]
-    out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials)
+    out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials, times=_times(arrays, span))
     return _with_step(out, {"step": "delay_embed", "channels": list(channels), "delays": list(delays)})
 
 
