@@ -265,6 +265,16 @@ def test_sine_needs_two_dimensions():
     assert dim == 2 and fnn[0] > 0.3
 
 
+def test_false_neighbours_do_not_join_the_series_across_a_gap():
+    # a missing stretch must not splice samples 13 apart into one delay vector
+    s = np.sin(2 * np.pi * np.arange(3000) / 40.3)
+    s[1000:1013] = np.nan
+    dim, fnn = pp.choose_dimension(s, 10, max_dim=4)
+    assert dim == 2 and fnn[1] == 0.0
+    with pytest.raises(ValueError, match="complete delay vectors"):
+        pp.false_nearest_neighbors(np.where(np.arange(200) % 4 == 0, np.nan, 1.0 * np.arange(200)), 1, 3)
+
+
 def test_auto_embed_records_its_choice(lorenz_x):
     out = pp.auto_embed(as_dataset(lorenz_x, dt=0.01, channel_names=["x"]), max_lag=60, max_dim=6)
     auto, embed = _steps(out)[-2:]

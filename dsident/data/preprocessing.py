@@ -523,6 +523,7 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
     Parameters
     ----------
     series : array-like of shape (time,)
+        NaN marks a missing sample: delay vectors that reach one are left out.
     delay : int
         Uniform embedding delay (samples).
     max_dim : int
@@ -537,17 +538,24 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
         Entry m − 1 is the fraction for dimension m.
     """
     s = np.asarray(series, dtype=float).ravel()
-    s = s[np.isfinite(s)]
-    n = s.size - max_dim * delay
+    # a delay vector that reaches a missing sample is left out; the series is never joined across a
+    # gap (that would make vectors of samples that were never that far apart)
+    n_all = s.size - max_dim * delay
+    complete = np.ones(max(n_all, 0), dtype=bool)
+    for k in range(max_dim + 1):
+        complete &= np.isfinite(s[k * delay: k * delay + n_all])
+    start = np.flatnonzero(complete)
+    n = start.size
     if n < 10:
-        raise ValueError(f"series of {s.size} samples is too short for delay {delay} and max_dim {max_dim}.")
-    scale = s.std()
+        raise ValueError(f"series of {s.size} samples ({int(np.isfinite(s).sum())} observed) is too short for delay "
+                         f"{delay} and max_dim {max_dim}: {n} complete delay vectors, expected at least 10.")
+    scale = np.nanstd(s)
     rng = np.random.default_rng(seed)
     refs = rng.choice(n, size=min(max_points, n), replace=False)
     out = np.empty(max_dim)
     for m in range(1, max_dim + 1):
-        emb = np.stack([s[k * delay: k * delay + n] for k in range(m)], axis=1)
-        nxt = s[m * delay: m * delay + n]
+        emb = np.stack([s[start + k * delay] for k in range(m)], axis=1)
+        nxt = s[start + m * delay]
         # A neighbour that coincides with the point in all m+1 coordinates up to round-off is an
         # exact recurrence (e.g. a sampled periodic signal), not a neighbour: skip to the nearest
         # point that differs. A distance-0 neighbour that differs in coordinate m+1 is false.
