@@ -85,6 +85,14 @@ def test_zscore_constants_are_the_last_step_and_map_a_new_series_the_same_way():
         pp.zscore_constants(as_dataset(raw))
 
 
+def test_zscore_with_only_the_mean_given_divides_by_the_datas_own_std():
+    rng = np.random.default_rng(5)
+    raw = rng.normal(5.0, 2.0, size=(400, 1))
+    out = pp.zscore(as_dataset(raw), mean=[0.0])
+    assert _steps(out)[-1]["std"] == pytest.approx([raw.std()])
+    np.testing.assert_allclose(out["x"].values[0, :, 0], raw[:, 0] / raw.std())
+
+
 def test_zscore_constant_channel_error_and_center_option():
     data = np.stack([np.arange(10.0), np.full(10, 7.0)], axis=1)
     with pytest.raises(ValueError, match=r"\['x1'\] are constant"):

@@ -114,8 +114,9 @@ def zscore(data: Any, *, mean: Sequence[float] | None = None, std: Sequence[floa
     else:
         mean_arr = _constants(mean, n_channel, "mean")
     if std is None:
-        std_arr = np.sqrt(np.nanmean((x - mean_arr) ** 2, axis=(0, 1)))
-        flat = std_arr <= 1e-12 * np.maximum(np.abs(mean_arr), 1.0)
+        own_mean = np.nanmean(x, axis=(0, 1))           # the data's spread about their own mean, even if `mean` is given
+        std_arr = np.sqrt(np.nanmean((x - own_mean) ** 2, axis=(0, 1)))
+        flat = std_arr <= 1e-12 * np.maximum(np.abs(own_mean), 1.0)
         if flat.any():
             if constant == "error":
                 raise ValueError(f"channel(s) {[channels[i] for i in np.flatnonzero(flat)]} are constant (std 0), so "
