@@ -283,6 +283,20 @@ def test_false_neighbours_do_not_join_the_series_across_a_gap():
         pp.false_nearest_neighbors(np.where(np.arange(200) % 4 == 0, np.nan, 1.0 * np.arange(200)), 1, 3)
 
 
+def test_bad_preprocessing_options_are_refused_by_name():
+    ds = as_dataset(np.sin(np.arange(200) / 5.0)[:, None].repeat(2, axis=1))
+    with pytest.raises(ValueError, match="`truncate`"):
+        pp.gaussian_smooth(ds, 2.0, truncate=-1.0)
+    with pytest.raises(TypeError, match=r"\['x0'\]"):
+        pp.delay_embed(ds, [0, 3], channels="x0")
+    with pytest.raises(ValueError, match="`max_lag` must be an integer"):
+        pp.average_mutual_information(np.arange(100.0), 5.5)
+    with pytest.raises(ValueError, match="`n_bins`"):
+        pp.average_mutual_information(np.arange(100.0), 5, n_bins=1)
+    with pytest.raises(ValueError, match="0 observed"):
+        pp.average_mutual_information(np.full(100, np.nan), 5)
+
+
 def test_auto_embed_records_its_choice(lorenz_x):
     out = pp.auto_embed(as_dataset(lorenz_x, dt=0.01, channel_names=["x"]), max_lag=60, max_dim=6)
     auto, embed = _steps(out)[-2:]

@@ -76,6 +76,15 @@ def test_gaps_flat_channels_and_a_second_application_are_refused():
         add_slow_channels(once, 0.5)
 
 
+def test_numpy_scalars_are_accepted_as_cutoff_and_scale():
+    # a cutoff read from a numpy array or a float32 file is a number like any other
+    x, _ = _two_tone(5_000)
+    ref, ref_settings = add_slow_channels(as_dataset(x, dt=DT), 0.5, scale=0.25)
+    out, settings = add_slow_channels(as_dataset(x, dt=DT), np.float32(0.5), scale=np.float32(0.25))
+    assert settings == ref_settings
+    np.testing.assert_allclose(out["x"].values, ref["x"].values)
+
+
 def _small_model(n_channels: int, seed: int = 0):
     from dsident.models import ShallowPLRNN
 

@@ -298,6 +298,7 @@ def gaussian_smooth(data: Any, sigma: float, *, truncate: float = 4.0) -> xr.Dat
     """
     ds = as_dataset(data)
     sigma = _positive(sigma, "sigma")
+    truncate = _positive(truncate, "truncate")
     arrays = to_arrays(ds)
     trials = []
     for i, n in enumerate(arrays.length):
@@ -428,6 +429,9 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
     all_channels = [str(c) for c in ds["channel"].values]
     if channels is None:
         channels = all_channels
+    elif isinstance(channels, str):
+        raise TypeError(f"`channels` must be a sequence of channel names, not one string; got {channels!r} "
+                        f"(write [{channels!r}]).")
     missing = [c for c in channels if c not in all_channels]
     if missing or len(channels) == 0:
         raise ValueError(f"`channels` must name channels of `data`; unknown {missing}, available {all_channels}.")
@@ -473,9 +477,15 @@ def average_mutual_information(series: Any, max_lag: int, *, n_bins: int = 32) -
     ndarray of shape (max_lag + 1,)
     """
     s = np.asarray(series, dtype=float).ravel()
-    if max_lag < 1 or max_lag >= s.size - 1:
-        raise ValueError(f"`max_lag` must be in [1, {s.size - 2}] for a series of {s.size} samples; got {max_lag}.")
+    if isinstance(max_lag, bool) or not isinstance(max_lag, numbers.Integral) or max_lag < 1 or max_lag >= s.size - 1:
+        raise ValueError(f"`max_lag` must be an integer in [1, {s.size - 2}] for a series of {s.size} samples; "
+                         f"got {max_lag!r}.")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 2:
+        raise ValueError(f"`n_bins` must be an integer >= 2; got n_bins={n_bins!r}.")
     finite = s[np.isfinite(s)]
+    if finite.size < 2:
+        raise ValueError(f"`series` has {finite.size} observed (finite) samples of {s.size}; the average mutual "
+                         "information needs at least 2.")
     edges = np.linspace(finite.min(), finite.max(), n_bins + 1)
     codes = np.clip(np.digitize(s, edges[1:-1]), 0, n_bins - 1)
     ok = np.isfinite(s)
