@@ -261,7 +261,9 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     (xarray.Dataset, dict)
         The data with channels ``slow(name)`` and ``slow_q(name)`` appended (NaN beyond each
         trial's length) and ``attrs["auxiliary_channels"]`` naming them, and the settings to
-        reuse on other data: ``{"cutoff", "channel", "scale", "order", "edges"}``.
+        reuse on other data: ``{"cutoff", "channel", "scale", "order", "edges"}``. The settings,
+        the new channels and the samples of ``before`` per trial are appended to
+        ``attrs["preprocessing"]`` as an ``"add_slow_channels"`` step.
 
     Raises
     ------
@@ -335,4 +337,8 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     out.attrs["auxiliary_channels"] = json.dumps(auxiliary_channels(ds) + new_names)
     settings = {"cutoff": float(cutoff), "channel": names[index], "scale": float(scale), "order": int(order),
                 "edges": edges}
+    steps = json.loads(ds.attrs.get("preprocessing", "[]"))
+    step = {"step": "add_slow_channels", **settings, "channels": new_names,
+            "before_samples": prefix_lengths.tolist()}
+    out.attrs["preprocessing"] = json.dumps([*steps, step])
     return out, settings
