@@ -109,6 +109,24 @@ def test_zscore_bad_constants_are_refused():
         pp.zscore(as_dataset(np.random.default_rng(0).normal(size=(5, 2))), mean=[0.0])
 
 
+def test_split_in_time_keeps_auxiliary_channels_and_per_trial_windows():
+    from dsident.data import add_slow_channels, bin_spikes
+    from dsident.data.slow_channels import auxiliary_channels
+
+    t = np.arange(3000) * 0.01
+    slow, _ = add_slow_channels(as_dataset(np.sin(2 * np.pi * 0.3 * t) + np.sin(2 * np.pi * 7 * t), dt=0.01), 1.0)
+    for part in pp.split_in_time(slow, 0.3):
+        assert auxiliary_channels(part) == ["slow(x0)", "slow_q(x0)"]        # never scored as data channels
+    spikes = bin_spikes([[0.1, 0.5, 1.2, 3.3], [0.7]], 0.1, 0.0, 4.0,
+                        trials={"start_time": [0.0, 2.0], "stop_time": [2.0, 3.0], "condition": ["go", "stop"]})
+    lead, tail = pp.split_in_time(spikes, 0.5)
+    # 20 and 10 bins: the leads hold 10 and 5; each part's window is where its bins lie
+    np.testing.assert_allclose(lead["trial_stop"].values, [1.0, 2.5])
+    np.testing.assert_allclose(tail["trial_start"].values, [1.0, 2.5])
+    np.testing.assert_allclose(tail["trial_stop"].values, [2.0, 3.0])
+    assert tail["condition"].values.tolist() == ["go", "stop"] and tail.attrs["bin_size"] == 0.1
+
+
 # ----------------------------------------------------------------------------- smoothing
 
 

@@ -240,6 +240,9 @@ def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> t
     -------
     (xarray.Dataset, xarray.Dataset)
         The leading parts (trials cut short) and the held-out tails, as trials of their own.
+        Both keep the attrs (``auxiliary_channels`` included) and per-trial variables;
+        ``trial_start`` / ``trial_stop`` (from :func:`~dsident.data.bin_spikes`) become each
+        part's window.
 
     Raises
     ------
@@ -257,14 +260,23 @@ def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> t
                          f"trial (trial lengths {arr.length.tolist()}); choose another fraction.")
     names = [str(c) for c in ds["channel"].values] if "channel" in ds.coords else None
     parts = []
-    for lo, hi in ((np.zeros_like(n_lead), n_lead), (n_lead, arr.length)):
+    for held, (lo, hi) in enumerate(((np.zeros_like(n_lead), n_lead), (n_lead, arr.length))):
         xs = [arr.x[i, lo[i]:hi[i]] for i in range(len(lo))]
         us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
         ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
         part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
-        for key in ("provenance", "preprocessing"):            # where the data came from stays with both parts
-            if key in ds.attrs:
-                part.attrs[key] = ds.attrs[key]
+        part = part.assign_coords(trial=ds["trial"].values)
+        # where the data came from, which channels are auxiliary, units: all stay with both parts (not
+        # the bounds of an earlier split, which no longer describe them)
+        part.attrs.update({k: v for k, v in ds.attrs.items() if k not in ("dt", "name", "split")})
+        for key, var in ds.data_vars.items():              # per-trial variables (a condition, a window)
+            if key not in ("x", "u", "length", "sample_time") and "time" not in var.dims:
+                part[key] = var
+        if "trial_start" in part and "trial_stop" in part and arr.time is None:   # bin_spikes' windows
+            if held:
+                part["trial_start"] = ds["trial_start"] + n_lead * arr.dt
+            else:
+                part["trial_stop"] = ds["trial_start"] + n_lead * arr.dt
         parts.append(part)
     return parts[0], parts[1]
 
