@@ -225,9 +225,11 @@ def test_smoothing_resampling_and_embedding_keep_per_trial_variables():
     from dsident.data import bin_spikes
     spikes = bin_spikes([[0.1, 0.5, 1.2, 3.3], [0.7]], 0.1, 0.0, 4.0,
                         trials={"start_time": [0.0, 2.0], "stop_time": [2.0, 4.0], "condition": ["go", "stop"]})
-    for out in (pp.gaussian_smooth(spikes, 1.0), pp.delay_embed(spikes, [0, 2]), pp.resample(spikes, 0.2)):
+    for out, n_bins in ((pp.gaussian_smooth(spikes, 1.0), 20), (pp.delay_embed(spikes, [0, 2]), 18)):
         np.testing.assert_array_equal(out["trial_start"].values, [0.0, 2.0])
+        np.testing.assert_allclose(out["trial_stop"].values, [0.0, 2.0] + np.full(2, n_bins * 0.1))
         assert out["condition"].values.tolist() == ["go", "stop"]
+    assert pp.resample(spikes, 0.2)["condition"].values.tolist() == ["go", "stop"]
 
 
 # ----------------------------------------------------------------------------- delay embedding

@@ -66,6 +66,8 @@ def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, chann
     for key, var in template.data_vars.items():
         if key not in ("x", "u", "length", "sample_time") and (same_time or "time" not in var.dims):
             ds[key] = var.drop_vars([c for c in var.coords if c == "time"])
+    if "trial_start" in ds and "trial_stop" in ds and times is None:    # bin_spikes' windows: end of the last bin
+        ds["trial_stop"] = ds["trial_start"] + ds["length"] * dt
     ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
     return ds
 
