@@ -191,6 +191,16 @@ def test_resample_polyphase_reproduces_a_slow_sine():
     assert (step["up"], step["down"]) == (5, 2)
 
 
+def test_resample_polyphase_refuses_a_step_ratio_it_would_approximate_with_drift():
+    # 360 Hz -> 700.3 Hz with max_denominator=10 becomes 19/10: a 700 s trial drifts by thousands of samples
+    t = np.arange(20_000) / 360
+    ds = as_dataset(np.sin(2 * np.pi * 1.1 * t), dt=1 / 360)
+    with pytest.raises(ValueError, match="19/10.*drifts"):
+        pp.resample(ds, 1 / 700.3, max_denominator=10)
+    y = pp.resample(ds, 1 / 700.3)["x"].values[0, :, 0]                     # default denominator: exact enough
+    np.testing.assert_allclose(y[100:-100], np.sin(2 * np.pi * 1.1 * np.arange(len(y)) / 700.3)[100:-100], atol=0.01)
+
+
 def test_resample_linear_marks_neighbours_of_missing_samples():
     x = np.arange(10.0)
     x[4] = np.nan

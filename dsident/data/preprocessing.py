@@ -366,6 +366,14 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
     old_dt = arrays.dt
     ratio = Fraction(old_dt / new_dt).limit_denominator(max_denominator)
     up, down = ratio.numerator, ratio.denominator
+    if method == "polyphase":
+        # the filter's step is old_dt * down / up; one that strays from dt drifts over a long trial
+        drift = abs(float(ratio) * new_dt / old_dt - 1.0) * (int(arrays.length.max()) - 1) * old_dt / new_dt
+        if drift > 0.5:
+            raise ValueError(f"`dt`={new_dt!r}: the ratio of the steps, {old_dt / new_dt!r}, is approximated by "
+                             f"{up}/{down} (max_denominator={max_denominator}), whose step {old_dt * down / up!r} "
+                             f"drifts {drift:.3g} samples from dt over the longest trial; raise `max_denominator` or "
+                             "use method='linear'.")
     if method == "polyphase" and not arrays.mask[np.arange(arrays.x.shape[1])[None, :] < arrays.length[:, None]].all():
         raise ValueError("`data` has missing samples (NaN); method='polyphase' cannot filter across them. "
                          "Use method='linear'.")
