@@ -116,7 +116,7 @@ def zscore(data: Any, *, mean: Sequence[float] | None = None, std: Sequence[floa
     else:
         mean_arr = _constants(mean, n_channel, "mean")
     if std is None:
-        own_mean = np.nanmean(x, axis=(0, 1))           # the data's spread about their own mean, even if `mean` is given
+        own_mean = np.nanmean(x, axis=(0, 1))           # the spread about the data's own mean, given `mean` or not
         std_arr = np.sqrt(np.nanmean((x - own_mean) ** 2, axis=(0, 1)))
         flat = std_arr <= 1e-12 * np.maximum(np.abs(own_mean), 1.0)
         if flat.any():
