@@ -301,6 +301,16 @@ def test_time_slice_of_a_ragged_dataset_keeps_valid_lengths():
     np.testing.assert_array_equal(arrays.x[0], ds["x"].values[0, 20:45])
 
 
+def test_time_slice_of_irregularly_sampled_ragged_trials_keeps_valid_lengths():
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.uniform(0.5, 1.5, 50))
+    ds = as_dataset([rng.normal(size=50), rng.normal(size=30)], time=[t, t[:30]])
+    sub = ds.isel(time=slice(10, None))
+    assert to_arrays(sub).length.tolist() == [40, 20]
+    again = as_dataset(sub)
+    np.testing.assert_array_equal(again["sample_time"].values[1, :20], t[10:30])
+
+
 def test_steps_agree_within_one_percent_of_the_reference():
     from dsident.data.container import steps_agree
 

@@ -140,6 +140,17 @@ def test_csv_channel_named_like_time_but_not_increasing_stays_data(tmp_path):
             load_array(path, dt=0.1)
 
 
+def test_csv_time_column_with_an_empty_cell_is_refused_not_read_as_data(tmp_path):
+    # a missing timestamp once made the time column a data channel (with fs) or a "no sampling rate" error
+    path = tmp_path / "rec.csv"
+    path.write_text("time,v\n0.0,1\n,2\n0.2,3\n0.3,4\n0.4,5\n")
+    for kwargs in ({}, {"fs": 10.0}):
+        with pytest.raises(ValueError, match=r"'time' of 'rec.csv' holds the sample times but has no time on 1 "):
+            load_array(path, **kwargs)
+    kept = load_array(path, time_column=False, fs=10.0)
+    assert list(kept["channel"].values) == ["time", "v"]
+
+
 def test_dt_that_contradicts_the_sample_times_is_refused(tmp_path):
     path = tmp_path / "rec.csv"
     _uniform_table(path, "time,a,b,c", ramp_col=0)

@@ -54,6 +54,22 @@ def test_zscore_with_given_constants_and_unzscore_round_trip():
     np.testing.assert_allclose(pp.unzscore(out, np.zeros((5, 3)))[0], [1.0, 2.0, 3.0])
 
 
+def test_unzscore_maps_each_embedded_channel_back_with_its_own_source_constants():
+    # three channels of very different scales; embedding only "c" (or all) after the z-score
+    rng = np.random.default_rng(3)
+    raw = rng.normal(size=(300, 3)) * [1.0, 10.0, 100.0] + [0.0, 50.0, -7.0]
+    scored = pp.zscore(as_dataset(raw, channel_names=["a", "b", "c"]))
+    only_c = pp.delay_embed(scored, [0, 2, 5], channels=["c"])          # 3 channels, as many as were z-scored
+    back = pp.unzscore(only_c)["x"].values[0]
+    for k, d in enumerate([0, 2, 5]):
+        np.testing.assert_allclose(back[:, k], raw[d:d + 295, 2])
+    np.testing.assert_allclose(pp.unzscore(only_c, only_c["x"].values[0]), back)
+    every = pp.delay_embed(scored, [0, 4])                             # 6 channels: a, a, b, b, c, c
+    np.testing.assert_allclose(pp.unzscore(every)["x"].values[0][:, [1, 3, 5]], raw[4:, :])
+    with pytest.raises(ValueError, match="one column per channel"):
+        pp.unzscore(every, np.zeros((5, 4)))
+
+
 def test_zscore_constants_are_the_last_step_and_map_a_new_series_the_same_way():
     rng = np.random.default_rng(2)
     raw = rng.normal(3.0, 2.0, size=(50, 2))
@@ -67,6 +83,14 @@ def test_zscore_constants_are_the_last_step_and_map_a_new_series_the_same_way():
     np.testing.assert_allclose(pp.zscore(as_dataset(other), mean=mean, std=std)["x"].values[0], (other - mean) / std)
     with pytest.raises(ValueError, match="no zscore step"):
         pp.zscore_constants(as_dataset(raw))
+
+
+def test_zscore_with_only_the_mean_given_divides_by_the_datas_own_std():
+    rng = np.random.default_rng(5)
+    raw = rng.normal(5.0, 2.0, size=(400, 1))
+    out = pp.zscore(as_dataset(raw), mean=[0.0])
+    assert _steps(out)[-1]["std"] == pytest.approx([raw.std()])
+    np.testing.assert_allclose(out["x"].values[0, :, 0], raw[:, 0] / raw.std())
 
 
 def test_zscore_constant_channel_error_and_center_option():
@@ -83,6 +107,24 @@ def test_zscore_bad_constants_are_refused():
         pp.zscore(as_dataset(np.zeros((5, 1)) + np.arange(5)[:, None]), mean=[0.0], std=[0.0])
     with pytest.raises(ValueError, match="`mean` must be 2 finite numbers"):
         pp.zscore(as_dataset(np.random.default_rng(0).normal(size=(5, 2))), mean=[0.0])
+
+
+def test_split_in_time_keeps_auxiliary_channels_and_per_trial_windows():
+    from dsident.data import add_slow_channels, bin_spikes
+    from dsident.data.slow_channels import auxiliary_channels
+
+    t = np.arange(3000) * 0.01
+    slow, _ = add_slow_channels(as_dataset(np.sin(2 * np.pi * 0.3 * t) + np.sin(2 * np.pi * 7 * t), dt=0.01), 1.0)
+    for part in pp.split_in_time(slow, 0.3):
+        assert auxiliary_channels(part) == ["slow(x0)", "slow_q(x0)"]        # never scored as data channels
+    spikes = bin_spikes([[0.1, 0.5, 1.2, 3.3], [0.7]], 0.1, 0.0, 4.0,
+                        trials={"start_time": [0.0, 2.0], "stop_time": [2.0, 3.0], "condition": ["go", "stop"]})
+    lead, tail = pp.split_in_time(spikes, 0.5)
+    # 20 and 10 bins: the leads hold 10 and 5; each part's window is where its bins lie
+    np.testing.assert_allclose(lead["trial_stop"].values, [1.0, 2.5])
+    np.testing.assert_allclose(tail["trial_start"].values, [1.0, 2.5])
+    np.testing.assert_allclose(tail["trial_stop"].values, [2.0, 3.0])
+    assert tail["condition"].values.tolist() == ["go", "stop"] and tail.attrs["bin_size"] == 0.1
 
 
 # ----------------------------------------------------------------------------- smoothing
@@ -149,6 +191,16 @@ def test_resample_polyphase_reproduces_a_slow_sine():
     assert (step["up"], step["down"]) == (5, 2)
 
 
+def test_resample_polyphase_refuses_a_step_ratio_it_would_approximate_with_drift():
+    # 360 Hz -> 700.3 Hz with max_denominator=10 becomes 19/10: a 700 s trial drifts by thousands of samples
+    t = np.arange(20_000) / 360
+    ds = as_dataset(np.sin(2 * np.pi * 1.1 * t), dt=1 / 360)
+    with pytest.raises(ValueError, match="19/10.*drifts"):
+        pp.resample(ds, 1 / 700.3, max_denominator=10)
+    y = pp.resample(ds, 1 / 700.3)["x"].values[0, :, 0]                     # default denominator: exact enough
+    np.testing.assert_allclose(y[100:-100], np.sin(2 * np.pi * 1.1 * np.arange(len(y)) / 700.3)[100:-100], atol=0.01)
+
+
 def test_resample_linear_marks_neighbours_of_missing_samples():
     x = np.arange(10.0)
     x[4] = np.nan
@@ -162,6 +214,32 @@ def test_resample_polyphase_refuses_missing_samples():
     x[3] = np.nan
     with pytest.raises(ValueError, match="method='linear'"):
         pp.resample(as_dataset(x), 0.5)
+
+
+def test_irregular_sample_times_are_resampled_at_those_times_and_kept_by_every_step():
+    rng = np.random.default_rng(4)
+    t = 3.0 + np.cumsum(rng.uniform(0.02, 0.18, 400))                 # irregular sampling from t = 3
+    ds = as_dataset(np.sin(1.3 * t), time=t)
+    out = pp.resample(ds, 0.05, method="linear")
+    new_t = out["sample_time"].values[0]
+    np.testing.assert_allclose(np.diff(new_t), 0.05)
+    assert new_t[0] == t[0] and new_t[-1] <= t[-1] < new_t[-1] + 0.05
+    np.testing.assert_allclose(out["x"].values[0, :, 0], np.sin(1.3 * new_t), atol=0.01)   # not the index grid
+    with pytest.raises(ValueError, match="irregularly"):
+        pp.resample(ds, 0.05)
+    np.testing.assert_array_equal(pp.gaussian_smooth(ds, 2.0)["sample_time"].values, ds["sample_time"].values)
+    np.testing.assert_array_equal(pp.delay_embed(ds, [0, 3])["sample_time"].values[0], t[:-3])
+
+
+def test_smoothing_resampling_and_embedding_keep_per_trial_variables():
+    from dsident.data import bin_spikes
+    spikes = bin_spikes([[0.1, 0.5, 1.2, 3.3], [0.7]], 0.1, 0.0, 4.0,
+                        trials={"start_time": [0.0, 2.0], "stop_time": [2.0, 4.0], "condition": ["go", "stop"]})
+    for out, n_bins in ((pp.gaussian_smooth(spikes, 1.0), 20), (pp.delay_embed(spikes, [0, 2]), 18)):
+        np.testing.assert_array_equal(out["trial_start"].values, [0.0, 2.0])
+        np.testing.assert_allclose(out["trial_stop"].values, [0.0, 2.0] + np.full(2, n_bins * 0.1))
+        assert out["condition"].values.tolist() == ["go", "stop"]
+    assert pp.resample(spikes, 0.2)["condition"].values.tolist() == ["go", "stop"]
 
 
 # ----------------------------------------------------------------------------- delay embedding
@@ -223,6 +301,30 @@ def test_sine_needs_two_dimensions():
     t = np.arange(4000)
     dim, fnn = pp.choose_dimension(np.sin(2 * np.pi * t / 100), 25, max_dim=4)
     assert dim == 2 and fnn[0] > 0.3
+
+
+def test_false_neighbours_do_not_join_the_series_across_a_gap():
+    # a missing stretch must not splice samples 13 apart into one delay vector
+    s = np.sin(2 * np.pi * np.arange(3000) / 40.3)
+    s[1000:1013] = np.nan
+    dim, fnn = pp.choose_dimension(s, 10, max_dim=4)
+    assert dim == 2 and fnn[1] == 0.0
+    with pytest.raises(ValueError, match="complete delay vectors"):
+        pp.false_nearest_neighbors(np.where(np.arange(200) % 4 == 0, np.nan, 1.0 * np.arange(200)), 1, 3)
+
+
+def test_bad_preprocessing_options_are_refused_by_name():
+    ds = as_dataset(np.sin(np.arange(200) / 5.0)[:, None].repeat(2, axis=1))
+    with pytest.raises(ValueError, match="`truncate`"):
+        pp.gaussian_smooth(ds, 2.0, truncate=-1.0)
+    with pytest.raises(TypeError, match=r"\['x0'\]"):
+        pp.delay_embed(ds, [0, 3], channels="x0")
+    with pytest.raises(ValueError, match="`max_lag` must be an integer"):
+        pp.average_mutual_information(np.arange(100.0), 5.5)
+    with pytest.raises(ValueError, match="`n_bins`"):
+        pp.average_mutual_information(np.arange(100.0), 5, n_bins=1)
+    with pytest.raises(ValueError, match="0 observed"):
+        pp.average_mutual_information(np.full(100, np.nan), 5)
 
 
 def test_auto_embed_records_its_choice(lorenz_x):

@@ -76,6 +76,29 @@ def test_gaps_flat_channels_and_a_second_application_are_refused():
         add_slow_channels(once, 0.5)
 
 
+def test_numpy_scalars_are_accepted_as_cutoff_and_scale():
+    # a cutoff read from a numpy array or a float32 file is a number like any other
+    x, _ = _two_tone(5_000)
+    ref, ref_settings = add_slow_channels(as_dataset(x, dt=DT), 0.5, scale=0.25)
+    out, settings = add_slow_channels(as_dataset(x, dt=DT), np.float32(0.5), scale=np.float32(0.25))
+    assert settings == ref_settings
+    np.testing.assert_allclose(out["x"].values, ref["x"].values)
+
+
+def test_the_step_is_recorded_and_unzscore_leaves_the_slow_channels_in_their_scale():
+    from dsident.data import preprocessing as pp
+
+    x, _ = _two_tone(5_000)
+    scored = pp.zscore(as_dataset(x * [3.0, 1.0] + [10.0, 0.0], dt=DT))
+    out, settings = add_slow_channels(scored, 0.5)
+    steps = pp.preprocessing_steps(out)
+    assert [s["step"] for s in steps] == ["zscore", "add_slow_channels"]
+    assert steps[-1]["scale"] == settings["scale"] and steps[-1]["channels"] == ["slow(x0)", "slow_q(x0)"]
+    back = pp.unzscore(out)["x"].values[0]
+    np.testing.assert_allclose(back[:, :2], x * [3.0, 1.0] + [10.0, 0.0])
+    np.testing.assert_array_equal(back[:, 2:], out["x"].values[0, :, 2:])
+
+
 def _small_model(n_channels: int, seed: int = 0):
     from dsident.models import ShallowPLRNN
 

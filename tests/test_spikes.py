@@ -94,6 +94,9 @@ def test_ragged_trials_with_table_columns_and_overlap():
     ({"trials": {"start_time": [0.0]}}, ValueError, "stop_time"),
     ({"unit_names": ["a", "b"]}, ValueError, "unit_names"),
     ({"obs_intervals": [[[0.3, 0.1]]]}, ValueError, "obs_intervals"),
+    ({"obs_intervals": 5}, TypeError, r"`obs_intervals` must be a sequence"),
+    ({"obs_intervals": [["a", "b"]]}, TypeError, r"`obs_intervals\[0\]` must be rows of two numbers"),
+    ({"trials": np.array([[0.5, 0.55]])}, ValueError, r"trial 0 \[0.5, 0.55\) is shorter"),
 ])
 def test_errors_name_the_argument(kwargs, error, match):
     args = {"spike_times": [[0.1]], "bin_size": 0.1, "t_start": 0.0, "t_stop": 1.0, **kwargs}

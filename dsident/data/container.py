@@ -303,12 +303,17 @@ def _valid_lengths(ds: xr.Dataset, dt: Any) -> np.ndarray:
 
     ``length`` counts from the first sample of the original trials; after ``ds.isel(time=slice(a, b))``
     xarray keeps it unchanged, so the offset ``a`` is recovered from the regular time coordinate
-    (``time[0] / dt``) and the count is clipped to the sliced window.
+    (``time[0] / dt``) and the count is clipped to the sliced window. Irregular data count their
+    finite sample times (NaN only in the padding).
     """
     length = np.asarray(ds["length"].values, dtype=np.int64)
     n_time = ds.sizes.get("time", 0)
+    if "sample_time" in ds and ds["sample_time"].dims == ("trial", "time"):
+        # the sample times are finite exactly on a trial's samples, wherever the window starts
+        observed = np.isfinite(np.asarray(ds["sample_time"].values, dtype=np.float64)).sum(axis=1)
+        return np.minimum(observed, np.clip(length, 0, n_time))
     offset = 0
-    if "time" in ds.coords and n_time and dt and "sample_time" not in ds:
+    if "time" in ds.coords and n_time and dt:
         t0 = float(ds["time"].values[0])
         if np.isfinite(t0) and float(dt) > 0:
             offset = max(int(round(t0 / float(dt))), 0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import re
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -29,7 +30,7 @@ from scipy.ndimage import gaussian_filter1d
 from scipy.signal import resample_poly
 from scipy.spatial import cKDTree
 
-from .container import as_dataset, to_arrays
+from .container import STEP_RTOL, as_dataset, to_arrays
 
 __all__ = [
     "zscore", "unzscore", "zscore_constants", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
@@ -50,16 +51,32 @@ def _with_step(ds: xr.Dataset, step: dict) -> xr.Dataset:
 
 
 def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, channel_names: Sequence[str],
-             u_trials: list[np.ndarray] | None = None) -> xr.Dataset:
-    """A canonical dataset with new x (and u) but the template's input names and attrs.
+             u_trials: list[np.ndarray] | None = None, times: list[np.ndarray] | None = None,
+             same_time: bool = False) -> xr.Dataset:
+    """A canonical dataset with new x (and u, and sample times) but the template's input names,
+    trial labels and attrs.
 
-    Extra variables of the template (e.g. ``z_true``) are not carried: their time axis no
-    longer matches after resampling or embedding."""
+    Extra variables of the template without a time axis (``trial_start``, a trial's condition)
+    are carried; those with one (e.g. ``z_true``) only when ``same_time`` (the time axis is
+    unchanged, as in smoothing), since resampling or embedding shifts it."""
     names = [str(c) for c in template["input"].values] if u_trials is not None and "input" in template else None
     ds = as_dataset(trials, dt=dt, u=u_trials, channel_names=list(channel_names), input_names=names,
-                    name=template.attrs.get("name"), min_length=1)
+                    name=template.attrs.get("name"), min_length=1, time=times)
+    ds = ds.assign_coords(trial=template["trial"].values)
+    for key, var in template.data_vars.items():
+        if key not in ("x", "u", "length", "sample_time") and (same_time or "time" not in var.dims):
+            ds[key] = var.drop_vars([c for c in var.coords if c == "time"])
+    if "trial_start" in ds and "trial_stop" in ds and times is None:    # bin_spikes' windows: end of the last bin
+        ds["trial_stop"] = ds["trial_start"] + ds["length"] * dt
     ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
     return ds
+
+
+def _times(arrays: Any, cut: int = 0) -> list[np.ndarray] | None:
+    """Each trial's sample times (irregular data), its last ``cut`` samples dropped; None for regular data."""
+    if arrays.time is None:
+        return None
+    return [arrays.time[i, :n - cut] for i, n in enumerate(arrays.length)]
 
 
 # ----------------------------------------------------------------------------- z-score
@@ -99,8 +116,9 @@ def zscore(data: Any, *, mean: Sequence[float] | None = None, std: Sequence[floa
     else:
         mean_arr = _constants(mean, n_channel, "mean")
     if std is None:
-        std_arr = np.sqrt(np.nanmean((x - mean_arr) ** 2, axis=(0, 1)))
-        flat = std_arr <= 1e-12 * np.maximum(np.abs(mean_arr), 1.0)
+        own_mean = np.nanmean(x, axis=(0, 1))           # the spread about the data's own mean, given `mean` or not
+        std_arr = np.sqrt(np.nanmean((x - own_mean) ** 2, axis=(0, 1)))
+        flat = std_arr <= 1e-12 * np.maximum(np.abs(own_mean), 1.0)
         if flat.any():
             if constant == "error":
                 raise ValueError(f"channel(s) {[channels[i] for i in np.flatnonzero(flat)]} are constant (std 0), so "
@@ -124,8 +142,13 @@ def unzscore(data: Any, values: Any = None) -> Any:
     data : canonical dataset
         A dataset whose ``attrs["preprocessing"]`` holds a ``zscore`` step.
     values : array-like of shape (..., channel), optional
-        Values in z-units to map back (e.g. a model's generated trajectory). Default: ``data``'s
-        own ``x``; then a dataset is returned with the step removed from its attrs.
+        Values in z-units to map back (e.g. a model's generated trajectory), one column per
+        channel of ``data`` (or per channel the z-score saw). Default: ``data``'s own ``x``; then
+        a dataset is returned with the step removed from its attrs.
+
+    Each channel gets the constants of the z-scored channel it comes from, found by name, so
+    data delay-embedded after the z-score (``"<channel>(t+<delay>)"``, any subset of channels)
+    map back; auxiliary slow channels are left in their own scale.
 
     Returns
     -------
@@ -134,13 +157,52 @@ def unzscore(data: Any, values: Any = None) -> Any:
     ds = as_dataset(data)
     steps = preprocessing_steps(ds)
     where = _last_zscore(steps)
-    mean, std = np.asarray(steps[where]["mean"]), np.asarray(steps[where]["std"])
+    mean, std = np.asarray(steps[where]["mean"], dtype=float), np.asarray(steps[where]["std"], dtype=float)
+    scored = [str(c) for c in steps[where].get("channel", [])]
     if values is not None:
-        return np.asarray(values, dtype=float) * std + mean
+        values = np.asarray(values, dtype=float)
+        if values.ndim and values.shape[-1] == ds.sizes["channel"]:
+            mean, std = _constants_per_channel(ds, scored, mean, std)        # e.g. a model's run of embedded data
+        elif not values.ndim or values.shape[-1] != mean.size:
+            raise ValueError(f"`values` must have one column per channel of `data` ({ds.sizes['channel']}) or of its "
+                             f"z-scored channels ({mean.size}); got shape {values.shape}.")
+        return values * std + mean
+    mean, std = _constants_per_channel(ds, scored, mean, std)
     out = ds.copy()
     out["x"] = ds["x"].copy(data=ds["x"].values * std + mean)
     out.attrs = {**ds.attrs, "preprocessing": json.dumps(steps[:where] + steps[where + 1:])}
     return out
+
+
+def _constants_per_channel(ds: xr.Dataset, scored: list[str], mean: np.ndarray,
+                           std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The z-score constants of each channel of ``ds``, found by name: a channel the z-score saw, or a
+    delay-embedded copy of one (``"<channel>(t+<delay>)"``); auxiliary channels (slow channels, in
+    their own scale) keep mean 0 and std 1. Channels renamed since fall back to position."""
+    names = [str(c) for c in ds["channel"].values]
+    auxiliary = set(json.loads(ds.attrs.get("auxiliary_channels", "[]")))
+    mean_out, std_out, unknown = np.zeros(len(names)), np.ones(len(names)), []
+    for k, name in enumerate(names):
+        base = name
+        while base not in scored and _DELAYED.match(base):
+            base = _DELAYED.match(base).group(1)
+        if base in scored:
+            mean_out[k], std_out[k] = mean[scored.index(base)], std[scored.index(base)]
+        elif name not in auxiliary:
+            unknown.append(name)
+    if not unknown:
+        return mean_out, std_out
+    if len(names) == mean.size and not auxiliary:
+        return mean, std
+    if mean.size == 1:                                     # one z-scored series under other names
+        aux = np.isin(names, list(auxiliary))
+        return np.where(aux, 0.0, mean[0]), np.where(aux, 1.0, std[0])
+    raise ValueError(f"channels {unknown} of `data` were not z-scored (the zscore step saw {scored}), so they cannot "
+                     "be mapped back.")
+
+
+#: a delay-embedded channel's name, ``"<channel>(t+<delay>)"`` (:func:`delay_embed`)
+_DELAYED = re.compile(r"^(.*)\(t\+\d+\)$")
 
 
 def zscore_constants(data: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -180,6 +242,9 @@ def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> t
     -------
     (xarray.Dataset, xarray.Dataset)
         The leading parts (trials cut short) and the held-out tails, as trials of their own.
+        Both keep the attrs (``auxiliary_channels`` included) and per-trial variables;
+        ``trial_start`` / ``trial_stop`` (from :func:`~dsident.data.bin_spikes`) become each
+        part's window.
 
     Raises
     ------
@@ -197,14 +262,23 @@ def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> t
                          f"trial (trial lengths {arr.length.tolist()}); choose another fraction.")
     names = [str(c) for c in ds["channel"].values] if "channel" in ds.coords else None
     parts = []
-    for lo, hi in ((np.zeros_like(n_lead), n_lead), (n_lead, arr.length)):
+    for held, (lo, hi) in enumerate(((np.zeros_like(n_lead), n_lead), (n_lead, arr.length))):
         xs = [arr.x[i, lo[i]:hi[i]] for i in range(len(lo))]
         us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
         ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
         part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
-        for key in ("provenance", "preprocessing"):            # where the data came from stays with both parts
-            if key in ds.attrs:
-                part.attrs[key] = ds.attrs[key]
+        part = part.assign_coords(trial=ds["trial"].values)
+        # where the data came from, which channels are auxiliary, units: all stay with both parts (not
+        # the bounds of an earlier split, which no longer describe them)
+        part.attrs.update({k: v for k, v in ds.attrs.items() if k not in ("dt", "name", "split")})
+        for key, var in ds.data_vars.items():              # per-trial variables (a condition, a window)
+            if key not in ("x", "u", "length", "sample_time") and "time" not in var.dims:
+                part[key] = var
+        if "trial_start" in part and "trial_stop" in part and arr.time is None:   # bin_spikes' windows
+            if held:
+                part["trial_start"] = ds["trial_start"] + n_lead * arr.dt
+            else:
+                part["trial_stop"] = ds["trial_start"] + n_lead * arr.dt
         parts.append(part)
     return parts[0], parts[1]
 
@@ -238,6 +312,7 @@ def gaussian_smooth(data: Any, sigma: float, *, truncate: float = 4.0) -> xr.Dat
     """
     ds = as_dataset(data)
     sigma = _positive(sigma, "sigma")
+    truncate = _positive(truncate, "truncate")
     arrays = to_arrays(ds)
     trials = []
     for i, n in enumerate(arrays.length):
@@ -247,7 +322,8 @@ def gaussian_smooth(data: Any, sigma: float, *, truncate: float = 4.0) -> xr.Dat
         with np.errstate(invalid="ignore", divide="ignore"):
             trials.append(np.where(m, num / den, np.nan))
     out = _rebuild(ds, trials, arrays.dt, channel_names=ds["channel"].values,
-                   u_trials=None if arrays.u is None else [arrays.u[i, :n] for i, n in enumerate(arrays.length)])
+                   u_trials=None if arrays.u is None else [arrays.u[i, :n] for i, n in enumerate(arrays.length)],
+                   times=_times(arrays), same_time=True)
     return _with_step(out, {"step": "gaussian_smooth", "sigma_samples": sigma, "truncate": truncate})
 
 
@@ -278,7 +354,9 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
     -------
     xarray.Dataset
         Resampled copy with ``attrs["dt"] = dt``; trial ``i`` keeps the time span
-        ``[0, (length_i − 1) · old dt]``.
+        ``[0, (length_i − 1) · old dt]``. Irregularly sampled data (``sample_time``) are
+        interpolated at their sample times (``"linear"``; ``"polyphase"`` refuses them) over
+        their span, and keep evenly spaced ``sample_time`` from the trial's first time.
     """
     ds = as_dataset(data)
     new_dt = _positive(dt, "dt")
@@ -288,13 +366,35 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
     old_dt = arrays.dt
     ratio = Fraction(old_dt / new_dt).limit_denominator(max_denominator)
     up, down = ratio.numerator, ratio.denominator
+    if method == "polyphase":
+        # the filter's step is old_dt * down / up; one that strays from dt drifts over a long trial
+        drift = abs(float(ratio) * new_dt / old_dt - 1.0) * (int(arrays.length.max()) - 1) * old_dt / new_dt
+        if drift > 0.5:
+            raise ValueError(f"`dt`={new_dt!r}: the ratio of the steps, {old_dt / new_dt!r}, is approximated by "
+                             f"{up}/{down} (max_denominator={max_denominator}), whose step {old_dt * down / up!r} "
+                             f"drifts {drift:.3g} samples from dt over the longest trial; raise `max_denominator` or "
+                             "use method='linear'.")
     if method == "polyphase" and not arrays.mask[np.arange(arrays.x.shape[1])[None, :] < arrays.length[:, None]].all():
         raise ValueError("`data` has missing samples (NaN); method='polyphase' cannot filter across them. "
                          "Use method='linear'.")
+    if method == "polyphase" and arrays.time is not None:
+        steps = np.diff(arrays.time, axis=1)
+        steps = steps[np.isfinite(steps)]
+        if steps.size and not np.all(np.abs(steps - old_dt) <= STEP_RTOL * old_dt):
+            raise ValueError(f"`data` is sampled irregularly (sample steps from {steps.min():.6g} to {steps.max():.6g},"
+                             " its `sample_time`); method='polyphase' needs evenly spaced samples. Use method='linear',"
+                             " which interpolates at the sample times.")
     trials, u_trials = [], [] if arrays.u is not None else None
+    times = None if arrays.time is None else []
     for i, n in enumerate(arrays.length):
-        n_new = int(np.floor((n - 1) * old_dt / new_dt + 1e-9)) + 1
-        t_old, t_new = np.arange(n) * old_dt, np.arange(n_new) * new_dt
+        if arrays.time is None or method == "polyphase":
+            t_old = np.arange(n) * old_dt
+        else:
+            t_old = arrays.time[i, :n] - arrays.time[i, 0]         # interpolate at the actual sample times
+        n_new = int(np.floor(t_old[-1] / new_dt + 1e-9)) + 1
+        t_new = np.arange(n_new) * new_dt
+        if times is not None:
+            times.append(arrays.time[i, 0] + t_new)
         x = arrays.x[i, :n]
         if method == "polyphase":
             y = resample_poly(x, up, down, axis=0, padtype="line")[:n_new]
@@ -306,7 +406,7 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
         if u_trials is not None:
             u = arrays.u[i, :n]
             u_trials.append(np.stack([np.interp(t_new, t_old, u[:, c]) for c in range(u.shape[1])], axis=1))
-    out = _rebuild(ds, trials, new_dt, channel_names=ds["channel"].values, u_trials=u_trials)
+    out = _rebuild(ds, trials, new_dt, channel_names=ds["channel"].values, u_trials=u_trials, times=times)
     return _with_step(out, {"step": "resample", "method": method, "dt_old": old_dt, "dt_new": new_dt,
                             "up": up, "down": down})
 
@@ -351,6 +451,9 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
     all_channels = [str(c) for c in ds["channel"].values]
     if channels is None:
         channels = all_channels
+    elif isinstance(channels, str):
+        raise TypeError(f"`channels` must be a sequence of channel names, not one string; got {channels!r} "
+                        f"(write [{channels!r}]).")
     missing = [c for c in channels if c not in all_channels]
     if missing or len(channels) == 0:
         raise ValueError(f"`channels` must name channels of `data`; unknown {missing}, available {all_channels}.")
@@ -366,7 +469,7 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
         if u_trials is not None:
             u_trials.append(arrays.u[i, : n - span])
     names = [f"{c}(t+{d})" for c in channels for d in delays]
-    out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials)
+    out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials, times=_times(arrays, span))
     return _with_step(out, {"step": "delay_embed", "channels": list(channels), "delays": list(delays)})
 
 
@@ -396,9 +499,15 @@ def average_mutual_information(series: Any, max_lag: int, *, n_bins: int = 32) -
     ndarray of shape (max_lag + 1,)
     """
     s = np.asarray(series, dtype=float).ravel()
-    if max_lag < 1 or max_lag >= s.size - 1:
-        raise ValueError(f"`max_lag` must be in [1, {s.size - 2}] for a series of {s.size} samples; got {max_lag}.")
+    if isinstance(max_lag, bool) or not isinstance(max_lag, numbers.Integral) or max_lag < 1 or max_lag >= s.size - 1:
+        raise ValueError(f"`max_lag` must be an integer in [1, {s.size - 2}] for a series of {s.size} samples; "
+                         f"got {max_lag!r}.")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral) or n_bins < 2:
+        raise ValueError(f"`n_bins` must be an integer >= 2; got n_bins={n_bins!r}.")
     finite = s[np.isfinite(s)]
+    if finite.size < 2:
+        raise ValueError(f"`series` has {finite.size} observed (finite) samples of {s.size}; the average mutual "
+                         "information needs at least 2.")
     edges = np.linspace(finite.min(), finite.max(), n_bins + 1)
     codes = np.clip(np.digitize(s, edges[1:-1]), 0, n_bins - 1)
     ok = np.isfinite(s)
@@ -447,6 +556,7 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
     Parameters
     ----------
     series : array-like of shape (time,)
+        NaN marks a missing sample: delay vectors that reach one are left out.
     delay : int
         Uniform embedding delay (samples).
     max_dim : int
@@ -461,17 +571,24 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
         Entry m − 1 is the fraction for dimension m.
     """
     s = np.asarray(series, dtype=float).ravel()
-    s = s[np.isfinite(s)]
-    n = s.size - max_dim * delay
+    # a delay vector that reaches a missing sample is left out; the series is never joined across a
+    # gap (that would make vectors of samples that were never that far apart)
+    n_all = s.size - max_dim * delay
+    complete = np.ones(max(n_all, 0), dtype=bool)
+    for k in range(max_dim + 1):
+        complete &= np.isfinite(s[k * delay: k * delay + n_all])
+    start = np.flatnonzero(complete)
+    n = start.size
     if n < 10:
-        raise ValueError(f"series of {s.size} samples is too short for delay {delay} and max_dim {max_dim}.")
-    scale = s.std()
+        raise ValueError(f"series of {s.size} samples ({int(np.isfinite(s).sum())} observed) is too short for delay "
+                         f"{delay} and max_dim {max_dim}: {n} complete delay vectors, expected at least 10.")
+    scale = np.nanstd(s)
     rng = np.random.default_rng(seed)
     refs = rng.choice(n, size=min(max_points, n), replace=False)
     out = np.empty(max_dim)
     for m in range(1, max_dim + 1):
-        emb = np.stack([s[k * delay: k * delay + n] for k in range(m)], axis=1)
-        nxt = s[m * delay: m * delay + n]
+        emb = np.stack([s[start + k * delay] for k in range(m)], axis=1)
+        nxt = s[start + m * delay]
         # A neighbour that coincides with the point in all m+1 coordinates up to round-off is an
         # exact recurrence (e.g. a sampled periodic signal), not a neighbour: skip to the nearest
         # point that differs. A distance-0 neighbour that differs in coordinate m+1 is false.

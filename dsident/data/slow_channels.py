@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -260,7 +261,9 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     (xarray.Dataset, dict)
         The data with channels ``slow(name)`` and ``slow_q(name)`` appended (NaN beyond each
         trial's length) and ``attrs["auxiliary_channels"]`` naming them, and the settings to
-        reuse on other data: ``{"cutoff", "channel", "scale", "order", "edges"}``.
+        reuse on other data: ``{"cutoff", "channel", "scale", "order", "edges"}``. The settings,
+        the new channels and the samples of ``before`` per trial are appended to
+        ``attrs["preprocessing"]`` as an ``"add_slow_channels"`` step.
 
     Raises
     ------
@@ -280,12 +283,12 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     names = [str(c) for c in ds["channel"].values]
     index = channel_position(names, channel)
     nyquist = 0.5 / dt
-    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not 0 < cutoff < nyquist:
+    if isinstance(cutoff, (bool, np.bool_)) or not isinstance(cutoff, numbers.Real) or not 0 < cutoff < nyquist:
         raise ValueError(f"`cutoff` must be a frequency in (0, {nyquist:g}) cycles per time unit (below Nyquist "
                          f"at dt = {dt:g}); got cutoff={cutoff!r}.")
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
         raise ValueError(f"`order` must be a positive integer; got order={order!r}.")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+    if scale is not None and (isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real)
                               or not math.isfinite(scale) or scale <= 0):
         raise ValueError(f"`scale` must be a positive number (the training data's); got scale={scale!r}.")
     if edges not in EDGE_MODES:
@@ -334,4 +337,8 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     out.attrs["auxiliary_channels"] = json.dumps(auxiliary_channels(ds) + new_names)
     settings = {"cutoff": float(cutoff), "channel": names[index], "scale": float(scale), "order": int(order),
                 "edges": edges}
+    steps = json.loads(ds.attrs.get("preprocessing", "[]"))
+    step = {"step": "add_slow_channels", **settings, "channels": new_names,
+            "before_samples": prefix_lengths.tolist()}
+    out.attrs["preprocessing"] = json.dumps([*steps, step])
     return out, settings

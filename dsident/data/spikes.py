@@ -134,8 +134,9 @@ def bin_spikes(spike_times: Any, bin_size: float, t_start: float, t_stop: float,
     per_trial = [counts[offsets[i]:offsets[i + 1]] for i in range(len(starts))]
     for i, block in enumerate(per_trial):
         if not np.isfinite(block).any():
-            raise ValueError(f"trial {i} [{starts[i]!r}, {stops[i]!r}) has no observed bin: it lies outside the "
-                             f"recording [{t_start!r}, {t_stop!r}] or outside every unit's observation intervals.")
+            raise ValueError(f"trial {i} [{float(starts[i])!r}, {float(stops[i])!r}) has no observed bin: it lies "
+                             f"outside the recording [{t_start!r}, {t_stop!r}] or outside every unit's "
+                             "observation intervals.")
     prov = {"source": "dsident.data.bin_spikes", "bin_size": bin_size, "t_start": t_start, "t_stop": t_stop,
             "bins": "half-open [start + k*bin_size, start + (k+1)*bin_size); trailing partial bin dropped",
             "spikes_at_stop": int(at_stop), "n_trials": int(len(starts)),
@@ -191,7 +192,8 @@ def _bin_count(start: float, stop: float, bin_size: float, i: int) -> int:
     ratio = (stop - start) / bin_size
     n = int(round(ratio)) if abs(ratio - round(ratio)) <= _EDGE_TOLERANCE * max(1.0, abs(ratio)) else int(np.floor(ratio))
     if n < 1:
-        raise ValueError(f"trial {i} [{start!r}, {stop!r}) is shorter than one bin (bin_size={bin_size!r}).")
+        raise ValueError(f"trial {i} [{float(start)!r}, {float(stop)!r}) is shorter than one bin "
+                         f"(bin_size={bin_size!r}).")
     return n
 
 
@@ -276,7 +278,8 @@ def _as_trials(trials: Any, t_start: float, t_stop: float) -> tuple[np.ndarray, 
     bad = np.flatnonzero(stops <= starts)
     if bad.size:
         i = int(bad[0])
-        raise ValueError(f"trial {i} has stop_time {stops[i]!r} <= start_time {starts[i]!r}; each trial is [start, stop).")
+        raise ValueError(f"trial {i} has stop_time {float(stops[i])!r} <= start_time {float(starts[i])!r}; "
+                         "each trial is [start, stop).")
     return starts, stops, columns
 
 
@@ -290,6 +293,9 @@ def _window_column(values: Any, key: str) -> np.ndarray:
 def _as_intervals(obs_intervals: Any, n_units: int, t_start: float, t_stop: float) -> list[np.ndarray | None]:
     if obs_intervals is None:
         return [None] * n_units
+    if isinstance(obs_intervals, (str, bytes)) or not hasattr(obs_intervals, "__len__"):
+        raise TypeError(f"`obs_intervals` must be a sequence with one entry per unit ({n_units}), each None or rows "
+                        f"(start, stop); got {type(obs_intervals).__name__} {obs_intervals!r}.")
     if len(obs_intervals) != n_units:
         raise ValueError(f"`obs_intervals` has {len(obs_intervals)} entries; expected {n_units} (one per unit).")
     out: list[np.ndarray | None] = []
@@ -297,7 +303,10 @@ def _as_intervals(obs_intervals: Any, n_units: int, t_start: float, t_stop: floa
         if iv is None:
             out.append(None)
             continue
-        arr = np.asarray(iv, dtype=np.float64).reshape(-1, 2) if np.size(iv) else np.zeros((0, 2))
+        try:
+            arr = np.asarray(iv, dtype=np.float64).reshape(-1, 2) if np.size(iv) else np.zeros((0, 2))
+        except (TypeError, ValueError):
+            raise TypeError(f"`obs_intervals[{j}]` must be rows of two numbers (start, stop); got {iv!r}.") from None
         if (arr[:, 1] < arr[:, 0]).any() or not np.isfinite(arr).all():
             raise ValueError(f"`obs_intervals[{j}]` must be finite (start, stop) rows with stop >= start; got {arr.tolist()}.")
         out.append(_merge(arr[np.argsort(arr[:, 0])]))

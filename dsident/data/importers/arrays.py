@@ -200,6 +200,7 @@ def _read_text(path: Path, ext: str, time_column: str | int | bool | None
     if time_column is None:
         time_column = _named_time_column(header)
         if time_column is not None and not _increasing(table[:, header.index(time_column)]):
+            _refuse_missing_times(path, table[:, header.index(time_column)], time_column)
             time_column = None  # named like a time axis but not one (a channel called "t"): data
         if time_column is None:
             _refuse_ramps(path, table, header)
@@ -303,6 +304,19 @@ def time_column_of(path: str | os.PathLike) -> str | None:
 def _named_time_column(header: list[str]) -> str | None:
     names = [h for h in header if TIME_COLUMN_NAME.match(h.strip())]
     return names[0] if len(names) == 1 else None
+
+
+def _refuse_missing_times(path: Path, column: np.ndarray, name: str) -> None:
+    """Refuse a time column that increases but has empty cells: read as data it would be fitted
+    as a channel, and a sample without a time cannot be placed."""
+    missing = ~np.isfinite(column)
+    known = column[~missing]
+    if missing.any() and known.size > 1 and (np.diff(known) > 0).all():
+        rows = (np.flatnonzero(missing) + 1).tolist()
+        raise ValueError(f"column {name!r} of {path.name!r} holds the sample times but has no time on {len(rows)} data "
+                         f"row(s) ({rows[:5]}{', ...' if len(rows) > 5 else ''}; 1 = the first row below the header); "
+                         "a sample without a time cannot be placed: drop those rows, or pass time_column=False "
+                         "(and fs or dt) to read the column as data.")
 
 
 def _increasing(column: np.ndarray) -> bool:
