@@ -171,6 +171,27 @@ def test_bad_period_and_method_are_named():
         analysis.plrnn_cycles(ShallowPLRNN(2, 3, seed=0))
 
 
+@pytest.mark.parametrize("option, value", [("tol", -1.0), ("tol", float("nan")), ("max_enumerate", 0),
+                                           ("n_random", -5), ("max_iter", 0), ("init_scale", -1.0),
+                                           ("max_candidates", 0)])
+def test_bad_search_options_are_refused_by_name_not_answered_with_no_fixed_points(option, value):
+    # z' = 0.5 z + h has the fixed point 2 h: a negative tol used to reject it as off its region
+    p = PLRNNParams(np.array([0.5, 0.5]), np.zeros((2, 2)), np.array([0.3, -0.2]), np.zeros((2, 0)))
+    np.testing.assert_allclose(analysis.plrnn_cycles(p).points[0, 0], [0.6, -0.4], atol=1e-12)
+    with pytest.raises(ValueError, match=f"`{option}`"):
+        analysis.plrnn_cycles(p, **{option: value})
+
+
+def test_non_finite_plrnn_parameters_and_newton_options_are_refused_by_name():
+    p = PLRNNParams(np.array([0.5, np.nan]), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 0)))
+    with pytest.raises(ValueError, match="A hold NaN"):
+        analysis.plrnn_cycles(p)
+    f = ShallowPLRNN(2, 3, seed=0)
+    for option, value in (("n_starts", 0), ("max_iter", 0), ("tol", -1.0), ("speed_threshold", 0.0)):
+        with pytest.raises(ValueError, match=f"`{option}`"):
+            analysis.newton_fixed_points(f, **{option: value})
+
+
 def test_constant_input_shifts_the_fixed_point():
     # z = 0.5 z + C u + h with W = 0: z* = 2 (h + C u)
     f = PLRNN(2, input_dim=1, penalty="none")

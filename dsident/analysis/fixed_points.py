@@ -30,7 +30,7 @@ from .._threads import one_blas_thread
 from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
-from ..inference.training import check_number
+from ..inference.training import check_int, check_number
 from ._resolve import resolve_dynamics
 
 __all__ = ["FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points",
@@ -170,11 +170,15 @@ def _as_params(model: Any, u: np.ndarray | None = None) -> PLRNNParams:
             raise TypeError(f"exact fixed points and cycles need a PLRNN; got {type(dyn).__name__}. "
                             "Use newton_fixed_points() for other dynamics.")
         p = dyn.params()
+    bad = [name for name in ("A", "W", "h") if not np.isfinite(getattr(p, name)).all()]
+    if bad:        # every region's solve would fail: "no fixed points" would be a wrong answer
+        raise ValueError(f"the PLRNN's parameters must be finite; {', '.join(bad)} hold NaN or inf "
+                         "(a diverged fit?).")
     if u is None:
         return p
     u = np.asarray(u, dtype=float).reshape(-1)
-    if u.shape != (p.C.shape[1],):
-        raise ValueError(f"`u` must be a constant input of shape ({p.C.shape[1]},); got shape {u.shape}.")
+    if u.shape != (p.C.shape[1],) or not np.isfinite(u).all():
+        raise ValueError(f"`u` must be a finite constant input of shape ({p.C.shape[1]},); got {u!r}.")
     return p._replace(h=p.h + p.C @ u)
 
 
@@ -447,6 +451,13 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
     if method not in ("auto", "enumerate", "search"):
         raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
     time_budget = check_number("time_budget", time_budget, allow_none=True)
+    # a negative tol rejects every solution as off its region: "no fixed points", silently
+    tol = check_number("tol", tol)
+    max_enumerate = check_int("max_enumerate", max_enumerate, 1)
+    n_trajectories, n_steps = check_int("n_trajectories", n_trajectories, 0), check_int("n_steps", n_steps, 1)
+    n_random, max_iter = check_int("n_random", n_random, 0), check_int("max_iter", max_iter, 1)
+    max_candidates = check_int("max_candidates", max_candidates, 1)
+    init_scale = check_number("init_scale", init_scale, positive=True)
     t0 = time.perf_counter()
     deadline = None if time_budget is None else t0 + float(time_budget)
     p = _as_params(model, u)
@@ -543,7 +554,12 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         dyn, step_dt = resolve_dynamics(model, dt)
         m = dyn.latent_dim
         base_step = None
+    max_iter, patience = check_int("max_iter", max_iter, 1), check_int("patience", patience, 1)
+    tol, dedup_tol = check_number("tol", tol), check_number("dedup_tol", dedup_tol)
+    speed_threshold = check_number("speed_threshold", speed_threshold, positive=True)
     if starts is None:
+        n_starts = check_int("n_starts", n_starts, 1)
+        init_scale = check_number("init_scale", init_scale, positive=True)
         starts = np.random.default_rng(seed).normal(0.0, init_scale, size=(int(n_starts), m))
     starts = np.asarray(starts, dtype=float)
     if starts.ndim != 2 or starts.shape[1] != m:
