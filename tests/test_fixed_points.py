@@ -365,3 +365,23 @@ def test_newton_eigenvalues_of_a_flow_are_those_of_its_step_over_dt(name, option
         # independent route: RK4 over a short step is exp(J dt) of the vector field's Jacobian
         flow = scipy.linalg.expm(vector_field_jacobian(f, point[None])[0] * dt)
         np.testing.assert_allclose(np.sort(np.abs(eig)), np.sort(np.abs(np.linalg.eigvals(flow))), atol=1e-5)
+
+
+def test_a_fixed_point_on_a_region_border_is_not_called_stable_when_one_side_repels():
+    # z' = diag(a) z + W relu(z), h = 0: the origin is a fixed point on every border. Off the
+    # positive orthant the map is diag(a) (stable), but the positive orthant is invariant and there
+    # J = diag(a) + W has a Perron eigenvalue 0.4 + sqrt(0.51) > 1: the origin repels. It was
+    # called a "stable node" from the side `z > 0` happened to pick (all off).
+    a, w = np.array([0.5, 0.3]), np.array([[0.0, 1.0], [0.5, 0.0]])
+    p = PLRNNParams(a, w, np.zeros(2), np.zeros((2, 0)))
+    found = analysis.plrnn_cycles(p)
+    assert len(found) == 1 and np.allclose(found.points[0, 0], 0.0)
+    assert not found.stable[0] and found.kind[0] == "border"
+    np.testing.assert_allclose(found.max_abs_eigenvalue[0], np.abs(np.linalg.eigvals(np.diag(a) + w)).max())
+    z = np.array([1e-6, 1e-6])                  # the map itself: a tiny start in that orthant grows
+    for _ in range(100):
+        z = a * z + w @ np.maximum(z, 0.0)
+    assert np.linalg.norm(z) > 1e-2
+    # a border point whose every side contracts keeps its type
+    calm = analysis.plrnn_cycles(PLRNNParams(a, 0.1 * w, np.zeros(2), np.zeros((2, 0))))
+    assert calm.kind == ["stable node"] and bool(calm.stable[0])

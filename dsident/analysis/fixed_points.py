@@ -60,6 +60,9 @@ class FixedPoints:
         "stable node", "stable spiral", "unstable node", "unstable spiral", "saddle" or
         "marginal" (an eigenvalue within 1e-6 of the unit circle and none outside it; a point
         with a growing direction is a saddle or unstable whatever its neutral directions).
+        PLRNN only: "border", a point on a region border (a coordinate within ``tol`` of 0)
+        whose sides' Jacobians disagree about stability. A point on a border gets the
+        eigenvalues of its least stable side, so it is ``stable`` only when every side is.
     regions : bool ndarray of shape (n, k, M) or None
         Sign patterns ``z > 0`` of the points (PLRNN only).
     period : int
@@ -286,8 +289,10 @@ def _canonical_rotation(points: np.ndarray) -> np.ndarray:
     return np.roll(points, -start, axis=0)
 
 
-def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
-    """Drop repeats (other rotations, shorter periods) and return points and F^k eigenvalues."""
+def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int,
+                   tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop repeats (other rotations, shorter periods); return points, F^k eigenvalues and whether
+    a point on a region border has sides that disagree about its stability (:func:`_border_sides`)."""
     kept: list[np.ndarray] = []
     for pts in sol["points"]:
         if period > 1 and _has_smaller_period(pts, 1e-7):
@@ -300,13 +305,47 @@ def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol:
         kept.append(pts)
     m = p.A.shape[0]
     if not kept:
-        return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex)
+        return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex), np.zeros(0, dtype=bool)
     points = np.stack(kept)
     regions = points > 0
     prod = np.broadcast_to(np.eye(m), (len(points), m, m)).copy()
     for i in range(period):
         prod = _region_maps(p, regions[:, i]) @ prod
-    return points, _sorted_eigenvalues(prod)
+    eig = _sorted_eigenvalues(prod)
+    disputed = np.zeros(len(points), dtype=bool)
+    for n in range(len(points)):
+        eig[n], disputed[n] = _border_sides(p, points[n], eig[n], tol)
+    return points, eig, disputed
+
+
+#: the most sides of a region border whose Jacobians are compared at a point on it
+_MAX_SIDES = 64
+
+
+def _border_sides(p: PLRNNParams, points: np.ndarray, eig: np.ndarray, tol: float) -> tuple[np.ndarray, bool]:
+    """Eigenvalues of the least stable side of a cycle (k, M) that lies on region borders, and
+    whether its sides disagree about stability.
+
+    A coordinate within ``tol`` of 0 lies on the border of two regions, and the map's Jacobian
+    differs on either side (``points > 0`` picks one arbitrarily): every combination of sides (at
+    most ``_MAX_SIDES``, the rest drawn with a fixed seed) is compared.
+    """
+    on = np.flatnonzero((np.abs(points) <= tol * (1.0 + np.abs(points))).ravel())
+    if on.size == 0:
+        return eig, False
+    k, m = points.shape
+    combos = ((np.arange(2 ** on.size)[:, None] >> np.arange(on.size)[None]) & 1).astype(bool) \
+        if on.size <= 6 else np.random.default_rng(0).random((_MAX_SIDES, on.size)) < 0.5
+    sides = np.repeat((points > 0).reshape(1, -1), len(combos), axis=0)
+    sides[:, on] = combos
+    sides = sides.reshape(-1, k, m)
+    prod = np.broadcast_to(np.eye(m), (len(sides), m, m)).copy()
+    for i in range(k):
+        prod = _region_maps(p, sides[:, i]) @ prod
+    lam = _sorted_eigenvalues(prod)
+    radius = np.abs(lam).max(axis=1)
+    stable = radius < 1.0 - _MARGINAL_TOL
+    return lam[int(np.argmax(radius))], bool(stable.any() and not stable.all())
 
 
 def _all_regions(m: int) -> np.ndarray:
@@ -479,8 +518,9 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
                 p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
                 max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale, deadline=deadline)
         sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
-        points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
+        points, eig, disputed = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
     stable, kind = classify_eigenvalues(eig)
+    kind = ["border" if d else k for k, d in zip(kind, disputed)]
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,
                        info={"n_candidates": int(n_tried), "n_singular": int(n_singular),
