@@ -385,3 +385,18 @@ def test_a_fixed_point_on_a_region_border_is_not_called_stable_when_one_side_rep
     # a border point whose every side contracts keeps its type
     calm = analysis.plrnn_cycles(PLRNNParams(a, 0.1 * w, np.zeros(2), np.zeros((2, 0))))
     assert calm.kind == ["stable node"] and bool(calm.stable[0])
+
+
+def test_newton_keeps_roots_not_the_slow_points_where_it_stalls():
+    # the Euler map of dz/dt = |z| + eps over dt = 0.01: the flow never stops (speed >= eps), but
+    # Newton stalls at the kink z = 0, where the displacement dt (|z| + eps) < 1e-6 passed
+    # speed_threshold and was reported as a fixed point ("unstable node", |λ| = 1.01)
+    dt, eps = 0.01, 2e-5
+    starts = np.random.default_rng(0).normal(size=(20, 1))
+    assert len(analysis.newton_fixed_points(lambda z: z + dt * (z.abs() + eps), starts=starts)) == 0
+    assert len(analysis.newton_fixed_points(lambda z: z + dt * (z.abs() + eps), starts=starts,
+                                            root_check=False)) == 1
+    # a flow with roots at ±eps keeps both, with the Euler map's multipliers 1 ± dt
+    found = analysis.newton_fixed_points(lambda z: z + dt * (z.abs() - eps), starts=starts)
+    np.testing.assert_allclose(np.sort(found.points[:, 0, 0]), [-eps, eps], atol=1e-12)
+    np.testing.assert_allclose(np.sort(found.max_abs_eigenvalue), [1 - dt, 1 + dt], atol=1e-12)

@@ -553,7 +553,7 @@ def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tenso
 def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
                         init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
                         patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
-                        seed: int | None = None) -> FixedPoints:
+                        seed: int | None = None, root_check: bool = True) -> FixedPoints:
     """Fixed points of any dynamics by damped Newton iteration on ``G(z) = step(z) - z``.
 
     Parameters
@@ -577,6 +577,12 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     dedup_tol : float
         Points closer than this (Euclidean) are merged.
     seed : int, optional
+    root_check : bool
+        Keep a point only if its next Newton step is shorter than ``dedup_tol``, i.e. it is the
+        root it converged to, not a slow point where Newton stalled: ``speed_threshold`` bounds
+        ``step(z) - z``, which for a flow is ``dt`` times its speed, so a small ``dt`` let the
+        stalled points of a gnODE (at a kink of its relu layers, the run passing by and leaving)
+        through as "stable nodes". False keeps every point under ``speed_threshold``.
 
     Returns
     -------
@@ -642,8 +648,18 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
                     break
                 lam[worse] *= 0.5
             z[active] = za + lam * delta
-        speed = (step(z) - z).norm(dim=1)
+        g = step(z) - z
+        speed = g.norm(dim=1)
         keep = torch.isfinite(speed) & (speed < speed_threshold)
+        if root_check and keep.any():
+            # a slow point is not a root: where Newton stalled (at a kink of a relu flow, say) the
+            # displacement can be below speed_threshold (it scales with a flow's dt) while the
+            # linearisation puts the root, if any, far away. Keep a point only when its next
+            # Newton step is shorter than dedup_tol: the root it converged to is this point.
+            zk = z[keep]
+            jac_k = _batched_jacobian(dyn_work if dyn is not None else None, step, zk, step_dt) - eye
+            delta = torch.linalg.lstsq(jac_k, -g[keep][..., None]).solution[..., 0]
+            keep[keep.clone()] = delta.norm(dim=1) < dedup_tol
         cand = z[keep].numpy()
         points: list[np.ndarray] = []
         for c in cand:
