@@ -261,6 +261,24 @@ def test_a_systems_or_step_functions_bad_start_is_named_not_reported_as_divergen
                                                  jacobian_fn=lambda z: 0.5 * np.eye(2)), [np.log(0.5)] * 2)
 
 
+def test_a_models_non_finite_input_is_named_not_reported_as_divergence():
+    import torch
+
+    from dsident.dynamics import PLRNN
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dyn = PLRNN(2, input_dim=1, penalty="none")
+    dyn.set_params(A=np.array([0.5, 0.25]), W=np.zeros((2, 2)), h=np.zeros(2), C=np.ones((2, 1)))
+    model = StateSpaceModel(dyn, Gaussian(2, 2, readout="identity"), dt=1.0).double()
+    u = np.zeros((60, 1))
+    np.testing.assert_allclose(lyapunov_spectrum(model, np.ones(2), n_steps=50, transient=10, u=u), np.log([0.5, 0.25]))
+    u[30] = np.nan
+    with pytest.raises(ValueError, match="`u` must be finite"):
+        lyapunov_spectrum(model, np.ones(2), n_steps=50, transient=10, u=u)
+    assert torch.isfinite(next(model.parameters())).all()
+
+
 def test_rosenstein_refuses_a_non_positive_number_of_reference_points_by_name():
     x = np.sin(0.1 * np.arange(2_000))
     with pytest.raises(ValueError, match="`max_points`"):

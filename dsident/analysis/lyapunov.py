@@ -429,6 +429,8 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
         uu = torch.as_tensor(np.asarray(u, dtype=float), dtype=dtype, device=device)
         if uu.ndim != 2 or uu.shape[0] < n_total:
             raise ValueError(f"`u` must have shape (transient + n_steps, K) = ({n_total}, K); got {tuple(uu.shape)}.")
+        if not bool(torch.isfinite(uu[:n_total]).all()):       # it would read as a diverged run
+            raise ValueError("`u` must be finite over the transient + n_steps steps used; it holds NaN or inf.")
     path = None if given_path is None or uu is not None else _usable_path(model, given_path, z, n_total)
     with torch.no_grad():
         if path is None:
