@@ -429,12 +429,13 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
 
 def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequence[float] | None = None,
                     n_grid: int = 25, fixed_points: Any = None, cycles: Any = None, trajectory: Any = None,
-                    title: str | None = None, save: str | Path | None = None) -> Figure:
+                    title: str | None = None, save: str | Path | None = None, anchor: Any = None) -> Figure:
     """The model's flow on a 2-D slice of latent space with its fixed points and cycles.
 
-    Arrows show ``step(z) − z`` on a grid over latents ``dims`` (the other latents held at the
-    slice point chosen by :func:`dsident.analysis.flow_field`); fixed points are drawn filled
-    when stable and open when unstable; k-cycles as connected markers.
+    Arrows show ``step(z) − z`` on a grid over latents ``dims`` (the other latents held at
+    ``anchor``); fixed points are drawn filled when stable and open when unstable; k-cycles as
+    connected markers. Only the slice's own flow is drawn: a fixed point whose other latents
+    differ from ``anchor`` is not a zero of it.
 
     Parameters
     ----------
@@ -442,7 +443,8 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
     dims : two ints
         Latent units spanning the slice.
     bounds : (xmin, xmax, ymin, ymax), optional
-        Slice extent; default from ``trajectory`` (or ±3).
+        Slice extent; default the range of ``trajectory`` (at least ±1 around a run that stands
+        still), or ±3.
     n_grid : int
         Grid points per axis.
     fixed_points : :class:`dsident.analysis.FixedPoints` or ndarray (n, M), optional
@@ -451,6 +453,9 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
         From :func:`dsident.analysis.cycles`; each cycle is drawn as a closed dashed polygon.
     trajectory : xarray.Dataset with ``z`` or ndarray (time, latent), optional
         A latent trajectory drawn on top (e.g. ``model.generate(...)``).
+    anchor : ndarray of shape (M,), optional
+        Values of the latents off the slice. Default: the mean of ``trajectory`` (a run that
+        settled on a fixed point is sliced through it), or zeros without one.
     """
     from . import analysis
 
@@ -462,11 +467,19 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
         if traj is not None:
             lo, hi = np.nanmin(traj[:, dims], axis=0), np.nanmax(traj[:, dims], axis=0)
             pad = 0.15 * (hi - lo + 1e-9)
+            # a run standing still (a fixed point) would give a window of round-off width
+            still = hi - lo < 1e-3 * (1.0 + np.abs(hi) + np.abs(lo))
+            pad = np.where(still, 1.0 - 0.5 * (hi - lo), pad)
             bounds = (lo[0] - pad[0], hi[0] + pad[0], lo[1] - pad[1], hi[1] + pad[1])
         else:
             bounds = (-3.0, 3.0, -3.0, 3.0)
+    from .analysis._resolve import resolve_dynamics
+
+    if anchor is None and traj is not None and traj.shape[1] == resolve_dynamics(model)[0].latent_dim \
+            and np.isfinite(traj).all(axis=1).any():
+        anchor = np.nanmean(traj[np.isfinite(traj).all(axis=1)], axis=0)
     field = analysis.flow_field(model, dims=tuple(dims), limits=((bounds[0], bounds[1]), (bounds[2], bounds[3])),
-                                n_grid=n_grid)
+                                n_grid=n_grid, anchor=anchor)
     g0, g1 = field["axis0"].values, field["axis1"].values
     # streamplot wants arrays indexed (y, x): transpose the (axis0, axis1) grid
     dx, dy = field["flow"].values[..., 0].T, field["flow"].values[..., 1].T

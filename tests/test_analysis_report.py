@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from dsident.analysis import VERDICTS, analyze_dynamics, kaplan_yorke_dimension
+from dsident.analysis import VERDICTS, analyze_dynamics, free_run_regime, kaplan_yorke_dimension
 from dsident.dynamics import PLRNN
 from dsident.dynamics.base import LatentDynamics
 from dsident.experiments.runner import _write_netcdf
@@ -526,3 +526,21 @@ def test_rhythm_period_names_a_bad_step_or_shape():
     # numpy scalars are steps like any other (a dt read from an array often is one)
     assert rhythm_period(x, np.float32(0.5)) == pytest.approx(rhythm_period(x, 0.5))
     assert find_bursts(x, np.float32(0.5)) is None
+
+
+@pytest.mark.parametrize("a", [1.01, 1.05, -1.05])
+def test_a_finite_but_geometrically_growing_run_is_diverged_not_periodic_or_chaotic(a):
+    # z' = a z, |a| > 1: the run stays finite over 2 200 steps (1.05 ** 2200 ~ 1e46) but grows
+    # without bound; its exponent log|a| per step (0.00995 lies inside the zero tolerance 0.01 and
+    # read "periodic", 0.0488 read "chaotic")
+    dyn = PLRNN(2)
+    with torch.no_grad():
+        dyn.a.copy_(torch.tensor([a, 0.5]))
+        dyn.W.zero_()
+        dyn.h.zero_()
+    regime = free_run_regime(_model(dyn, start=[1.0, 1.0]), n_steps=2_000, transient=200)
+    assert np.isfinite(regime.latent).all()
+    np.testing.assert_allclose(regime.lyapunov, [math.log(abs(a)), math.log(0.5)], rtol=1e-6)
+    assert regime.verdict == "diverged"
+    # a bounded chaotic run is not caught by the growth rule
+    assert free_run_regime(_model(LogisticMap(), start=[0.3]), n_steps=2_000, transient=100).verdict == "chaotic"

@@ -171,6 +171,27 @@ def test_bad_period_and_method_are_named():
         analysis.plrnn_cycles(ShallowPLRNN(2, 3, seed=0))
 
 
+@pytest.mark.parametrize("option, value", [("tol", -1.0), ("tol", float("nan")), ("max_enumerate", 0),
+                                           ("n_random", -5), ("max_iter", 0), ("init_scale", -1.0),
+                                           ("max_candidates", 0)])
+def test_bad_search_options_are_refused_by_name_not_answered_with_no_fixed_points(option, value):
+    # z' = 0.5 z + h has the fixed point 2 h: a negative tol used to reject it as off its region
+    p = PLRNNParams(np.array([0.5, 0.5]), np.zeros((2, 2)), np.array([0.3, -0.2]), np.zeros((2, 0)))
+    np.testing.assert_allclose(analysis.plrnn_cycles(p).points[0, 0], [0.6, -0.4], atol=1e-12)
+    with pytest.raises(ValueError, match=f"`{option}`"):
+        analysis.plrnn_cycles(p, **{option: value})
+
+
+def test_non_finite_plrnn_parameters_and_newton_options_are_refused_by_name():
+    p = PLRNNParams(np.array([0.5, np.nan]), np.zeros((2, 2)), np.zeros(2), np.zeros((2, 0)))
+    with pytest.raises(ValueError, match="A hold NaN"):
+        analysis.plrnn_cycles(p)
+    f = ShallowPLRNN(2, 3, seed=0)
+    for option, value in (("n_starts", 0), ("max_iter", 0), ("tol", -1.0), ("speed_threshold", 0.0)):
+        with pytest.raises(ValueError, match=f"`{option}`"):
+            analysis.newton_fixed_points(f, **{option: value})
+
+
 def test_constant_input_shifts_the_fixed_point():
     # z = 0.5 z + C u + h with W = 0: z* = 2 (h + C u)
     f = PLRNN(2, input_dim=1, penalty="none")
@@ -344,3 +365,38 @@ def test_newton_eigenvalues_of_a_flow_are_those_of_its_step_over_dt(name, option
         # independent route: RK4 over a short step is exp(J dt) of the vector field's Jacobian
         flow = scipy.linalg.expm(vector_field_jacobian(f, point[None])[0] * dt)
         np.testing.assert_allclose(np.sort(np.abs(eig)), np.sort(np.abs(np.linalg.eigvals(flow))), atol=1e-5)
+
+
+def test_a_fixed_point_on_a_region_border_is_not_called_stable_when_one_side_repels():
+    # z' = diag(a) z + W relu(z), h = 0: the origin is a fixed point on every border. Off the
+    # positive orthant the map is diag(a) (stable), but the positive orthant is invariant and there
+    # J = diag(a) + W has a Perron eigenvalue 0.4 + sqrt(0.51) > 1: the origin repels. It was
+    # called a "stable node" from the side `z > 0` happened to pick (all off).
+    a, w = np.array([0.5, 0.3]), np.array([[0.0, 1.0], [0.5, 0.0]])
+    p = PLRNNParams(a, w, np.zeros(2), np.zeros((2, 0)))
+    found = analysis.plrnn_cycles(p)
+    assert len(found) == 1 and np.allclose(found.points[0, 0], 0.0)
+    assert not found.stable[0] and found.kind[0] == "border"
+    np.testing.assert_allclose(found.max_abs_eigenvalue[0], np.abs(np.linalg.eigvals(np.diag(a) + w)).max())
+    z = np.array([1e-6, 1e-6])                  # the map itself: a tiny start in that orthant grows
+    for _ in range(100):
+        z = a * z + w @ np.maximum(z, 0.0)
+    assert np.linalg.norm(z) > 1e-2
+    # a border point whose every side contracts keeps its type
+    calm = analysis.plrnn_cycles(PLRNNParams(a, 0.1 * w, np.zeros(2), np.zeros((2, 0))))
+    assert calm.kind == ["stable node"] and bool(calm.stable[0])
+
+
+def test_newton_keeps_roots_not_the_slow_points_where_it_stalls():
+    # the Euler map of dz/dt = |z| + eps over dt = 0.01: the flow never stops (speed >= eps), but
+    # Newton stalls at the kink z = 0, where the displacement dt (|z| + eps) < 1e-6 passed
+    # speed_threshold and was reported as a fixed point ("unstable node", |λ| = 1.01)
+    dt, eps = 0.01, 2e-5
+    starts = np.random.default_rng(0).normal(size=(20, 1))
+    assert len(analysis.newton_fixed_points(lambda z: z + dt * (z.abs() + eps), starts=starts)) == 0
+    assert len(analysis.newton_fixed_points(lambda z: z + dt * (z.abs() + eps), starts=starts,
+                                            root_check=False)) == 1
+    # a flow with roots at ±eps keeps both, with the Euler map's multipliers 1 ± dt
+    found = analysis.newton_fixed_points(lambda z: z + dt * (z.abs() - eps), starts=starts)
+    np.testing.assert_allclose(np.sort(found.points[:, 0, 0]), [-eps, eps], atol=1e-12)
+    np.testing.assert_allclose(np.sort(found.max_abs_eigenvalue), [1 - dt, 1 + dt], atol=1e-12)

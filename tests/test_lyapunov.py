@@ -241,3 +241,45 @@ def test_a_models_start_state_of_the_wrong_shape_or_not_finite_is_named():
     with pytest.raises(ValueError, match="with non-finite entries"):
         lyapunov_spectrum(model, z0=np.array([np.nan, 0.0]), n_steps=10)
     np.testing.assert_allclose(lyapunov_spectrum(model, z0=np.ones(2), n_steps=10), np.log([0.5, 0.25]) / 0.1)
+
+
+def test_a_systems_or_step_functions_bad_start_is_named_not_reported_as_divergence():
+    lorenz = get_system("lorenz63")
+    # a short start failed inside the vector field ("not enough values to unpack")
+    with pytest.raises(ValueError, match=r"`z0` must be a finite state of shape \(3,\)"):
+        lyapunov_spectrum(lorenz, z0=[1.0, 2.0], n_steps=10, dt=0.01)
+    # a NaN start came back as NaN exponents and a warning that the trajectory diverged
+    with pytest.raises(ValueError, match="`z0` must be a finite state"):
+        lyapunov_spectrum(lorenz, z0=[np.nan, 1.0, 1.0], n_steps=10, dt=0.01)
+    with pytest.raises(ValueError, match="`z0` must be a finite state"):
+        lyapunov_spectrum(lambda z: 0.5 * z, z0=[np.nan, 1.0], n_steps=10)
+    # a Jacobian of the wrong size failed in matmul's words
+    with pytest.raises(ValueError, match=r"`jacobian_fn`\) be \(2, 2\); got \(2,\) and \(3, 3\)"):
+        lyapunov_spectrum(lambda z: 0.5 * z, z0=[1.0, 2.0], n_steps=10, jacobian_fn=lambda z: np.eye(3))
+    # the same map with a right Jacobian: log 0.5 per step, twice
+    np.testing.assert_allclose(lyapunov_spectrum(lambda z: 0.5 * z, z0=[1.0, 2.0], n_steps=10,
+                                                 jacobian_fn=lambda z: 0.5 * np.eye(2)), [np.log(0.5)] * 2)
+
+
+def test_a_models_non_finite_input_is_named_not_reported_as_divergence():
+    import torch
+
+    from dsident.dynamics import PLRNN
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dyn = PLRNN(2, input_dim=1, penalty="none")
+    dyn.set_params(A=np.array([0.5, 0.25]), W=np.zeros((2, 2)), h=np.zeros(2), C=np.ones((2, 1)))
+    model = StateSpaceModel(dyn, Gaussian(2, 2, readout="identity"), dt=1.0).double()
+    u = np.zeros((60, 1))
+    np.testing.assert_allclose(lyapunov_spectrum(model, np.ones(2), n_steps=50, transient=10, u=u), np.log([0.5, 0.25]))
+    u[30] = np.nan
+    with pytest.raises(ValueError, match="`u` must be finite"):
+        lyapunov_spectrum(model, np.ones(2), n_steps=50, transient=10, u=u)
+    assert torch.isfinite(next(model.parameters())).all()
+
+
+def test_rosenstein_refuses_a_non_positive_number_of_reference_points_by_name():
+    x = np.sin(0.1 * np.arange(2_000))
+    with pytest.raises(ValueError, match="`max_points`"):
+        max_lyapunov_rosenstein(x, max_points=0)

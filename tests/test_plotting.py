@@ -188,3 +188,42 @@ def test_reconstruction_page_draws_data_and_run_on_one_scale_in_the_datas_time_u
     drawn = run_ax.lines[0].get_xydata()
     assert (drawn[np.isfinite(drawn)] <= hi).all()        # the points beyond it are not drawn at all
     assert np.isfinite(plotting.plot_reconstruction(true, true).axes[1].lines[0].get_xydata()).all()
+
+
+def test_flow_field_of_a_run_at_rest_is_sliced_through_its_fixed_point_in_a_readable_window(monkeypatch):
+    # M = 3, z' = a z + W relu(z) + h with unit 2 driving unit 0: one stable fixed point in the
+    # positive orthant, z* = (I - diag(a) - W)^-1 h; a run that has settled on it used to give a
+    # window 1e-10 wide on a slice at z2 = 0 (where unit 0's flow is not that at z*)
+    import torch
+
+    from dsident import analysis
+    from dsident.dynamics import PLRNN
+
+    a, h = np.array([0.5, 0.6, 0.7]), np.array([0.5, 0.4, 0.9])
+    w = np.zeros((3, 3))
+    w[0, 2] = 0.3
+    dyn = PLRNN(3, seed=0).double()
+    with torch.no_grad():
+        dyn.a.copy_(torch.as_tensor(a))
+        dyn.W.copy_(torch.as_tensor(w))
+        dyn.h.copy_(torch.as_tensor(h))
+    star = np.linalg.solve(np.eye(3) - np.diag(a) - w, h)
+    assert (star > 0).all()
+    run = np.tile(star, (200, 1)) + 1e-12 * np.random.default_rng(0).standard_normal((200, 3))
+    seen = {}
+    original = analysis.flow_field
+
+    def spy(model, **kw):
+        seen.update(kw)
+        return original(model, **kw)
+
+    monkeypatch.setattr(analysis, "flow_field", spy)
+    fig = plotting.plot_flow_field(dyn, dims=(0, 1), n_grid=9, fixed_points=analysis.fixed_points(dyn),
+                                   trajectory=run)
+    np.testing.assert_allclose(seen["anchor"], star, atol=1e-9)        # the slice holds z2 at z2*
+    (x0, x1), (y0, y1) = fig.axes[0].get_xlim(), fig.axes[0].get_ylim()
+    assert x1 - x0 >= 1.0 and y1 - y0 >= 1.0
+    assert x0 < star[0] < x1 and y0 < star[1] < y1
+    # on that slice the flow vanishes at the fixed point: the grid's centre is z*
+    field = original(dyn, dims=(0, 1), limits=((x0, x1), (y0, y1)), n_grid=3, anchor=seen["anchor"])
+    np.testing.assert_allclose(field["flow"].values[1, 1], 0.0, atol=1e-9)

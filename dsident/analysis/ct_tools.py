@@ -142,8 +142,9 @@ def vector_field_fixed_points(model: Any, starts: Any, *, u: Any = None, max_ite
         return z + dyn.vector_field(z, _inputs(dyn, u, z.shape[0]))
 
     # a copy: the generic finder iterates in place on the array it is given
+    # the paper's criterion alone (||f|| < speed_threshold), slow points included
     found = newton_fixed_points(as_map, starts=starts.copy(), max_iter=max_iter, tol=1e-10,
-                                speed_threshold=speed_threshold, dedup_tol=dedup_tol)
+                                speed_threshold=speed_threshold, dedup_tol=dedup_tol, root_check=False)
     pts = found.points[:, 0, :]
     q, r = float(starts.min()), float(starts.max())
     lo, hi = q - abs(q), r + abs(r)

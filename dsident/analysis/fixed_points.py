@@ -30,7 +30,7 @@ from .._threads import one_blas_thread
 from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
-from ..inference.training import check_number
+from ..inference.training import check_int, check_number
 from ._resolve import resolve_dynamics
 
 __all__ = ["FixedPoints", "fixed_points", "cycles", "plrnn_cycles", "newton_fixed_points",
@@ -60,6 +60,9 @@ class FixedPoints:
         "stable node", "stable spiral", "unstable node", "unstable spiral", "saddle" or
         "marginal" (an eigenvalue within 1e-6 of the unit circle and none outside it; a point
         with a growing direction is a saddle or unstable whatever its neutral directions).
+        PLRNN only: "border", a point on a region border (a coordinate within ``tol`` of 0)
+        whose sides' Jacobians disagree about stability. A point on a border gets the
+        eigenvalues of its least stable side, so it is ``stable`` only when every side is.
     regions : bool ndarray of shape (n, k, M) or None
         Sign patterns ``z > 0`` of the points (PLRNN only).
     period : int
@@ -170,11 +173,15 @@ def _as_params(model: Any, u: np.ndarray | None = None) -> PLRNNParams:
             raise TypeError(f"exact fixed points and cycles need a PLRNN; got {type(dyn).__name__}. "
                             "Use newton_fixed_points() for other dynamics.")
         p = dyn.params()
+    bad = [name for name in ("A", "W", "h") if not np.isfinite(getattr(p, name)).all()]
+    if bad:        # every region's solve would fail: "no fixed points" would be a wrong answer
+        raise ValueError(f"the PLRNN's parameters must be finite; {', '.join(bad)} hold NaN or inf "
+                         "(a diverged fit?).")
     if u is None:
         return p
     u = np.asarray(u, dtype=float).reshape(-1)
-    if u.shape != (p.C.shape[1],):
-        raise ValueError(f"`u` must be a constant input of shape ({p.C.shape[1]},); got shape {u.shape}.")
+    if u.shape != (p.C.shape[1],) or not np.isfinite(u).all():
+        raise ValueError(f"`u` must be a finite constant input of shape ({p.C.shape[1]},); got {u!r}.")
     return p._replace(h=p.h + p.C @ u)
 
 
@@ -282,8 +289,10 @@ def _canonical_rotation(points: np.ndarray) -> np.ndarray:
     return np.roll(points, -start, axis=0)
 
 
-def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
-    """Drop repeats (other rotations, shorter periods) and return points and F^k eigenvalues."""
+def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int,
+                   tol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drop repeats (other rotations, shorter periods); return points, F^k eigenvalues and whether
+    a point on a region border has sides that disagree about its stability (:func:`_border_sides`)."""
     kept: list[np.ndarray] = []
     for pts in sol["points"]:
         if period > 1 and _has_smaller_period(pts, 1e-7):
@@ -296,13 +305,47 @@ def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int, tol:
         kept.append(pts)
     m = p.A.shape[0]
     if not kept:
-        return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex)
+        return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex), np.zeros(0, dtype=bool)
     points = np.stack(kept)
     regions = points > 0
     prod = np.broadcast_to(np.eye(m), (len(points), m, m)).copy()
     for i in range(period):
         prod = _region_maps(p, regions[:, i]) @ prod
-    return points, _sorted_eigenvalues(prod)
+    eig = _sorted_eigenvalues(prod)
+    disputed = np.zeros(len(points), dtype=bool)
+    for n in range(len(points)):
+        eig[n], disputed[n] = _border_sides(p, points[n], eig[n], tol)
+    return points, eig, disputed
+
+
+#: the most sides of a region border whose Jacobians are compared at a point on it
+_MAX_SIDES = 64
+
+
+def _border_sides(p: PLRNNParams, points: np.ndarray, eig: np.ndarray, tol: float) -> tuple[np.ndarray, bool]:
+    """Eigenvalues of the least stable side of a cycle (k, M) that lies on region borders, and
+    whether its sides disagree about stability.
+
+    A coordinate within ``tol`` of 0 lies on the border of two regions, and the map's Jacobian
+    differs on either side (``points > 0`` picks one arbitrarily): every combination of sides (at
+    most ``_MAX_SIDES``, the rest drawn with a fixed seed) is compared.
+    """
+    on = np.flatnonzero((np.abs(points) <= tol * (1.0 + np.abs(points))).ravel())
+    if on.size == 0:
+        return eig, False
+    k, m = points.shape
+    combos = ((np.arange(2 ** on.size)[:, None] >> np.arange(on.size)[None]) & 1).astype(bool) \
+        if on.size <= 6 else np.random.default_rng(0).random((_MAX_SIDES, on.size)) < 0.5
+    sides = np.repeat((points > 0).reshape(1, -1), len(combos), axis=0)
+    sides[:, on] = combos
+    sides = sides.reshape(-1, k, m)
+    prod = np.broadcast_to(np.eye(m), (len(sides), m, m)).copy()
+    for i in range(k):
+        prod = _region_maps(p, sides[:, i]) @ prod
+    lam = _sorted_eigenvalues(prod)
+    radius = np.abs(lam).max(axis=1)
+    stable = radius < 1.0 - _MARGINAL_TOL
+    return lam[int(np.argmax(radius))], bool(stable.any() and not stable.all())
 
 
 def _all_regions(m: int) -> np.ndarray:
@@ -447,6 +490,13 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
     if method not in ("auto", "enumerate", "search"):
         raise ValueError(f"`method` must be 'auto', 'enumerate' or 'search'; got method={method!r}.")
     time_budget = check_number("time_budget", time_budget, allow_none=True)
+    # a negative tol rejects every solution as off its region: "no fixed points", silently
+    tol = check_number("tol", tol)
+    max_enumerate = check_int("max_enumerate", max_enumerate, 1)
+    n_trajectories, n_steps = check_int("n_trajectories", n_trajectories, 0), check_int("n_steps", n_steps, 1)
+    n_random, max_iter = check_int("n_random", n_random, 0), check_int("max_iter", max_iter, 1)
+    max_candidates = check_int("max_candidates", max_candidates, 1)
+    init_scale = check_number("init_scale", init_scale, positive=True)
     t0 = time.perf_counter()
     deadline = None if time_budget is None else t0 + float(time_budget)
     p = _as_params(model, u)
@@ -468,8 +518,9 @@ def plrnn_cycles(model: Any, period: int = 1, *, method: str = "auto", max_enume
                 p, int(period), tol, n_trajectories=n_trajectories, n_steps=n_steps, n_random=n_random,
                 max_iter=max_iter, max_candidates=max_candidates, rng=rng, scale=init_scale, deadline=deadline)
         sol = {"points": np.concatenate(found) if found else np.zeros((0, period, m))}
-        points, eig = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
+        points, eig, disputed = _unique_cycles(p, sol, int(period), max(tol, 1e-8))
     stable, kind = classify_eigenvalues(eig)
+    kind = ["border" if d else k for k, d in zip(kind, disputed)]
     return FixedPoints(points=points, eigenvalues=eig, stable=stable, kind=kind, regions=points > 0,
                        period=int(period), method=method,
                        info={"n_candidates": int(n_tried), "n_singular": int(n_singular),
@@ -502,7 +553,7 @@ def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tenso
 def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
                         init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
                         patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
-                        seed: int | None = None) -> FixedPoints:
+                        seed: int | None = None, root_check: bool = True) -> FixedPoints:
     """Fixed points of any dynamics by damped Newton iteration on ``G(z) = step(z) - z``.
 
     Parameters
@@ -526,6 +577,12 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     dedup_tol : float
         Points closer than this (Euclidean) are merged.
     seed : int, optional
+    root_check : bool
+        Keep a point only if its next Newton step is shorter than ``dedup_tol``, i.e. it is the
+        root it converged to, not a slow point where Newton stalled: ``speed_threshold`` bounds
+        ``step(z) - z``, which for a flow is ``dt`` times its speed, so a small ``dt`` let the
+        stalled points of a gnODE (at a kink of its relu layers, the run passing by and leaving)
+        through as "stable nodes". False keeps every point under ``speed_threshold``.
 
     Returns
     -------
@@ -543,7 +600,12 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         dyn, step_dt = resolve_dynamics(model, dt)
         m = dyn.latent_dim
         base_step = None
+    max_iter, patience = check_int("max_iter", max_iter, 1), check_int("patience", patience, 1)
+    tol, dedup_tol = check_number("tol", tol), check_number("dedup_tol", dedup_tol)
+    speed_threshold = check_number("speed_threshold", speed_threshold, positive=True)
     if starts is None:
+        n_starts = check_int("n_starts", n_starts, 1)
+        init_scale = check_number("init_scale", init_scale, positive=True)
         starts = np.random.default_rng(seed).normal(0.0, init_scale, size=(int(n_starts), m))
     starts = np.asarray(starts, dtype=float)
     if starts.ndim != 2 or starts.shape[1] != m:
@@ -586,8 +648,18 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
                     break
                 lam[worse] *= 0.5
             z[active] = za + lam * delta
-        speed = (step(z) - z).norm(dim=1)
+        g = step(z) - z
+        speed = g.norm(dim=1)
         keep = torch.isfinite(speed) & (speed < speed_threshold)
+        if root_check and keep.any():
+            # a slow point is not a root: where Newton stalled (at a kink of a relu flow, say) the
+            # displacement can be below speed_threshold (it scales with a flow's dt) while the
+            # linearisation puts the root, if any, far away. Keep a point only when its next
+            # Newton step is shorter than dedup_tol: the root it converged to is this point.
+            zk = z[keep]
+            jac_k = _batched_jacobian(dyn_work if dyn is not None else None, step, zk, step_dt) - eye
+            delta = torch.linalg.lstsq(jac_k, -g[keep][..., None]).solution[..., 0]
+            keep[keep.clone()] = delta.norm(dim=1) < dedup_tol
         cand = z[keep].numpy()
         points: list[np.ndarray] = []
         for c in cand:

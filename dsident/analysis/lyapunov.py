@@ -136,7 +136,8 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
             raise ValueError("`dt` is required for a continuous System: the exponents are per unit of "
                              "time and the RK4 flow map is taken over one step of length dt.")
         dt = _positive_float(dt, "dt")
-        x = np.asarray(system.default_x0 if z0 is None else z0, dtype=float).ravel()
+        dim = getattr(system, "dim", None)
+        x = _start(system.default_x0 if z0 is None else z0, None if dim is None else int(dim), "the system's dim")
         k = _n_exponents(n_exponents, x.size)
         with one_blas_thread():
             return _qr_continuous(system, x, k, int(transient), n_steps, dt)
@@ -144,7 +145,7 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         if z0 is None:
             raise ValueError("`z0` is required when `system` is a step function.")
         dt = 1.0 if dt is None else _positive_float(dt, "dt")
-        z = np.asarray(z0, dtype=float).ravel()
+        z = _start(z0, None, "")
         k = _n_exponents(n_exponents, z.size)
         jac = jacobian_fn if jacobian_fn is not None else (lambda zz: _finite_difference_jacobian(system, zz))
         return _qr_map(system, jac, z, k, int(transient), n_steps, dt)
@@ -353,6 +354,10 @@ def _qr_map(step: StepFn, jacobian_fn: Callable[[np.ndarray], np.ndarray], z: np
             with np.errstate(over="ignore", invalid="ignore"):
                 jac = np.asarray(jacobian_fn(zz), dtype=float)
                 zz = np.asarray(step(zz), dtype=float).ravel()
+            if jac.shape != (z.size, z.size) or zz.shape != z.shape:
+                raise ValueError(f"the step function must map a state of shape {z.shape} (that of `z0`) to one of "
+                                 f"that shape and its Jacobian (`jacobian_fn`) be ({z.size}, {z.size}); got "
+                                 f"{zz.shape} and {jac.shape}.")
             if not np.all(np.isfinite(zz)):
                 yield np.full((z.size, z.size), np.nan)
                 return
@@ -424,6 +429,8 @@ def _model_jacobians(model: Any, z0: Any, n_total: int, u: Any, batch_size: int,
         uu = torch.as_tensor(np.asarray(u, dtype=float), dtype=dtype, device=device)
         if uu.ndim != 2 or uu.shape[0] < n_total:
             raise ValueError(f"`u` must have shape (transient + n_steps, K) = ({n_total}, K); got {tuple(uu.shape)}.")
+        if not bool(torch.isfinite(uu[:n_total]).all()):       # it would read as a diverged run
+            raise ValueError("`u` must be finite over the transient + n_steps steps used; it holds NaN or inf.")
     path = None if given_path is None or uu is not None else _usable_path(model, given_path, z, n_total)
     with torch.no_grad():
         if path is None:
@@ -479,6 +486,16 @@ def _finite_difference_jacobian(step: StepFn, z: np.ndarray) -> np.ndarray:
         e[j] = h
         jac[:, j] = (np.asarray(step(z + e), dtype=float).ravel() - np.asarray(step(z - e), dtype=float).ravel()) / (2 * h)
     return jac
+
+
+def _start(z0: Any, dim: int | None, what: str) -> np.ndarray:
+    """``z0`` as a finite 1-D state (of ``dim`` entries when given); ValueError naming it otherwise
+    (a NaN start was reported as a diverged trajectory, a short one as a failed unpacking)."""
+    z = np.asarray(z0, dtype=float).ravel()
+    if (dim is not None and z.size != dim) or z.size == 0 or not np.isfinite(z).all():
+        expected = f"({dim},) ({what})" if dim is not None else "(M,)"
+        raise ValueError(f"`z0` must be a finite state of shape {expected}; got {np.asarray(z0, dtype=float)!r}.")
+    return z
 
 
 def _diverged(k: int) -> np.ndarray:
@@ -610,6 +627,8 @@ def max_lyapunov_rosenstein(x: Any, dt: float = 1.0, *, embedding_dim: int | Non
     start, stop = (int(v) for v in fit_range)
     if not 0 <= start < stop - 1 < horizon + 1:
         raise ValueError(f"`fit_range` must satisfy 0 <= start < stop - 1 <= horizon={horizon}; got {fit_range!r}.")
+    if max_points is not None:
+        max_points = _positive_int(max_points, "max_points")
     n_ref = n_time - horizon
     if n_ref <= 2 * min_separation + 2:
         raise ValueError(f"series of length {n_time} too short for horizon={horizon} and min_separation={min_separation}.")

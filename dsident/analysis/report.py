@@ -57,7 +57,7 @@ class DynamicsReport:
         Lyapunov exponent (see :func:`analyze_dynamics`, Notes).
     lyapunov : ndarray of shape (M,)
         Lyapunov exponents per unit of the data's time (natural log), largest first; NaN when
-        the run diverged.
+        the run became non-finite.
     dt : float
         Time per model step, in the data's time unit.
     kaplan_yorke : float
@@ -256,7 +256,7 @@ class FreeRunRegime:
     verdict : str
         One of :data:`VERDICTS` (rules in :func:`analyze_dynamics`, Notes).
     lyapunov : ndarray of shape (M,) or (n_exponents,)
-        Exponents per unit of the data's time, largest first; NaN when the run diverged.
+        Exponents per unit of the data's time, largest first; NaN when the run became non-finite.
     dt : float
         Time per model step, in the data's time unit.
     cycle_period : int or None
@@ -404,7 +404,9 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
 
     Notes
     -----
-    The verdict, in order: "diverged" if the run is non-finite; "fixed point" if over its last
+    The verdict, in order: "diverged" if the run is non-finite, or if ``λ1 > 0`` and it is still
+    growing, each quarter of it at least twice as wide as the one before (:func:`growing`: an
+    unstable linear map's finite run); "fixed point" if over its last
     ``max(100, n_steps // 10)`` steps no latent unit moves by more than 1e-6 of the state's
     size, or if ``λ1 < 0`` and the run is still shrinking towards a point (:func:`settling`);
     otherwise, with ``λ1`` the largest exponent per step, "attracting cycle" if
@@ -457,6 +459,11 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
     if at_rest(z):
         return "fixed point", None
     lam1 = float(lam_per_step[0])
+    if lam1 > 0 and growing(z):
+        # still finite, but every quarter of the run at least twice as wide as the last: an
+        # unbounded (e.g. linear) growth, whose λ1 > 0 is no chaos and, inside the zero
+        # tolerance, no cycle either
+        return "diverged", None
     if lam1 < 0 and settling(z):
         # still moving, but every quarter of the run smaller than the last: a slow approach to a
         # fixed point (a damped spiral), whose λ1 can sit inside the zero tolerance of a short run
@@ -480,6 +487,17 @@ def settling(series: np.ndarray, factor: float = 0.5) -> bool:
         return False
     extent = np.array([float(np.ptp(q, axis=0).max()) for q in quarters])
     return bool(np.all(np.diff(extent) < 0) and extent[-1] <= factor * extent[0])
+
+
+def growing(series: np.ndarray, factor: float = 2.0) -> bool:
+    """Whether a run (time, dim) grows without bound: the extent (largest range over the
+    dimensions) of each of its four quarters is at least ``factor`` times the one before. The
+    counterpart of :func:`settling`; an attractor, even a chaotic one, keeps its extent."""
+    quarters = np.array_split(np.asarray(series, dtype=float), 4)
+    if min(len(q) for q in quarters) < 2:
+        return False
+    extent = np.array([float(np.ptp(q, axis=0).max()) for q in quarters])
+    return bool(np.all(extent[1:] >= factor * extent[:-1]) and extent[0] > 0)
 
 
 def at_rest(series: np.ndarray) -> bool:
