@@ -283,3 +283,16 @@ def test_rosenstein_refuses_a_non_positive_number_of_reference_points_by_name():
     x = np.sin(0.1 * np.arange(2_000))
     with pytest.raises(ValueError, match="`max_points`"):
         max_lyapunov_rosenstein(x, max_points=0)
+
+
+def test_inputs_and_a_path_are_refused_for_a_system_or_a_step_function():
+    # a System and a step function run from z0 alone: u and path were dropped without a word
+    a = np.diag([0.5, 0.9])
+    step = lambda z: a @ z                                          # noqa: E731
+    expected = np.log([0.9, 0.5])
+    np.testing.assert_allclose(lyapunov_spectrum(step, z0=[1.0, 1.0], n_steps=2000, transient=100), expected,
+                               atol=1e-3)
+    with pytest.raises(ValueError, match=r"`u` apply to a model .* only; got function"):
+        lyapunov_spectrum(step, z0=[1.0, 1.0], n_steps=200, u=np.ones((200, 1)))
+    with pytest.raises(ValueError, match=r"`u` and `path` apply to a model"):
+        lyapunov_spectrum(get_system("lorenz63"), n_steps=10, dt=0.01, u=np.ones((1010, 1)), path=np.ones((1010, 3)))

@@ -78,7 +78,8 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         Steps run first, without averaging, so that the state reaches the attractor and the
         tangent vectors align with the Lyapunov directions.
     u : array-like of shape (transient + n_steps, K), optional
-        External input of a model (held at zero when omitted).
+        External input of a model (held at zero when omitted); refused for a System or a
+        callable, which take none.
     batch_size : int
         Jacobians of a model are evaluated in batches of at most this many time points (and at
         most 64 MiB of doubles), each consumed before the next is made, so memory does not grow
@@ -131,6 +132,11 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
             return _diverged(k)
         # a non-finite Jacobian makes its step's product non-finite, which _qr reports as diverged
         return _qr_average(jacobians, m, k, int(transient), n_steps, dt)
+    given = [name for name, value in (("u", u), ("path", path)) if value is not None]
+    if given:        # a System or a step function takes neither: they would be dropped without a word
+        raise ValueError(f"{' and '.join(f'`{g}`' for g in given)} apply to a model (estimator or StateSpaceModel) "
+                         f"only; got {type(system).__name__}, which steps from `z0` alone. Leave "
+                         f"{'them' if len(given) > 1 else 'it'} out (a step function can close over its input).")
     if hasattr(system, "rhs") and hasattr(system, "jacobian"):
         if dt is None:
             raise ValueError("`dt` is required for a continuous System: the exponents are per unit of "
