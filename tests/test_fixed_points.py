@@ -120,6 +120,9 @@ def test_newton_works_for_non_piecewise_linear_dynamics_and_callables():
     assert cal.kind == ["stable node"]
     with pytest.raises(ValueError, match="starts"):
         analysis.newton_fixed_points(lambda z: z)
+    # a step given with a callable was dropped unused (the callable is called as model(z))
+    with pytest.raises(ValueError, match=r"`dt`=0\.1 applies to a model's dynamics; a plain callable"):
+        analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=np.array([[10.0]]), dt=0.1)
 
 
 def test_classify_eigenvalues():

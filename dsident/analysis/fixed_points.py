@@ -566,6 +566,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         draws from N(0, init_scale^2).
     dt : float, optional
         Step passed to ``step`` (continuous-time models); a StateSpaceModel's ``dt`` by default.
+        Refused for a plain callable, which is called as ``model(z)``.
     max_iter : int
         Newton iterations.
     patience : int
@@ -591,6 +592,9 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         point of a continuous-time model is stable iff they lie inside the unit circle).
     """
     if callable(model) and not isinstance(model, torch.nn.Module) and not hasattr(model, "model_"):
+        if dt is not None:      # a plain callable is called as model(z): a step would be dropped unused
+            raise ValueError(f"`dt`={dt!r} applies to a model's dynamics; a plain callable is called as model(z) and "
+                             "takes none. Close over the step instead: lambda z: f(z, dt).")
         dyn, step_dt = None, dt
         if starts is None:
             raise ValueError("`starts` is required when `model` is a plain callable (latent_dim is unknown).")
