@@ -285,6 +285,31 @@ def test_best_of_keeps_the_candidate_with_the_lowest_training_score_as_a_direct_
     assert est.seed == 3
 
 
+def test_with_select_regime_best_of_keeps_a_candidate_of_the_right_kind_over_a_lower_scoring_fallback(monkeypatch):
+    data = circle()
+    plain = PLRNN(latent_dim=2, readout="identity", seed=3)
+    quiet_fit(plain, data, best_of=2)
+    scores = [c["best_state_space_divergence"] for c in plain.history_["best_of"]]
+    lower = int(np.argmin(scores))
+    assert len(set(scores)) == 2
+    # scripted verdicts: every free run of the lower-scoring candidate is of the wrong kind
+    scorers = []
+
+    def verdict(self, model, seed, x0=None, run=None):
+        if self not in scorers:
+            scorers.append(self)
+        return "chaotic" if scorers.index(self) == lower else "periodic or quasi-periodic"
+
+    monkeypatch.setattr(_FreeRunScorer, "verdict", verdict)
+    est = PLRNN(latent_dim=2, readout="identity", seed=3)
+    quiet_fit(est, data, best_of=2, select_regime="periodic")
+    cands = est.history_["best_of"]
+    assert [c["best_state_space_divergence"] for c in cands] == scores          # the same two fits
+    assert [c["regime_fallback"] for c in cands] == [k == lower for k in range(2)]
+    assert est.history_["seed_used"] == cands[1 - lower]["seed"] and est.history_["regime_fallback"] is False
+    assert est.history_["best_state_space_divergence"] == scores[1 - lower]
+
+
 def test_best_of_one_is_a_plain_fit():
     a = PLRNN(latent_dim=2, readout="identity", seed=0)
     quiet_fit(a, circle(), best_of=1)

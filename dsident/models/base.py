@@ -185,7 +185,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             quick Lorenz-63 cell scores against all 20 000 samples; docs/teacher_forcing.md
             "Choosing among several fits"). Needs the methods and options ``restarts`` needs.
             With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
-            of the same budget. ``history_["best_of"]`` lists every candidate (seed, score, kept
+            of the same budget. With ``select_regime``, candidates whose kept run has the asked-for
+            kind rank before those that fell back (``regime_fallback``), whatever their score. ``history_["best_of"]`` lists every candidate (seed, score, kept
             epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
         n_jobs : int, default 1
             Worker processes that train ``best_of``'s candidates at once (-1: one per usable
@@ -318,19 +319,21 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         way to the next seed, ``restarts`` times in all. With ``n_jobs`` > 1 (no restarts) the
         candidates train at once in worker processes (:mod:`dsident.models.candidates`)."""
         from .candidates import train_side_by_side
-        from .restarts import StuckWatch, any_free_run_moved, candidate_score, restart_seed
+        from .restarts import StuckWatch, any_free_run_moved, candidate_rank, restart_seed
 
         user_seed, abandoned, candidates = self.seed, [], []
         attempt, kept = 0, None
 
         def consider(seed: int | None, model: StateSpaceModel, history: dict[str, Any]) -> None:
             nonlocal kept
-            score = candidate_score(history)
-            candidates.append({"seed": seed, "best_state_space_divergence": score,
+            rank = candidate_rank(history)
+            candidates.append({"seed": seed, "best_state_space_divergence": rank[1],
                                "best_epoch": history.get("best_epoch"),
                                "moved": any_free_run_moved(history, restart_above)})
-            if kept is None or score < kept[0]:        # ties keep the earlier seed
-                kept = (score, model, history, seed)
+            if "regime_fallback" in history:            # select_regime: the right kind ranks first
+                candidates[-1]["regime_fallback"] = rank[0]
+            if kept is None or rank < kept[0]:         # ties keep the earlier seed
+                kept = (rank, model, history, seed)
 
         if n_jobs > 1:
             seeds = [restart_seed(user_seed, k) for k in range(best_of)]
