@@ -673,6 +673,10 @@ def test_eval_starts_in_a_fit():
     ({"mode": "dense"}, "`mode`"),
     ({"alpha": 1.5}, "`alpha`"),
     ({"alpha": "auto"}, "`alpha`"),
+    ({"alpha": True}, "`alpha` must be a number in"),         # not read as 1.0
+    ({"alpha_initial": 2.0}, r"`alpha_initial` \(where the adaptive α starts\) must be a number in \[0, 1\]; got "
+                             "alpha_initial=2.0"),
+    ({"eval_data": np.zeros((100, 1))}, "`eval_data` has 1 channels"),
     ({"alpha": "adaptive", "alpha_end": 0.1}, "`alpha_end` anneals a constant `alpha`"),
     ({"alpha": 0.3, "alpha_end": 0.1, "mode": "sparse"}, "`alpha_end` anneals a constant `alpha`"),
     ({"alpha": 0.3, "alpha_end": 0.0}, r"`alpha_end` must be a number in \(0, 1\]"),

@@ -692,6 +692,11 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
+    if adaptive and (isinstance(alpha_initial, (bool, np.bool_))
+                     or not isinstance(alpha_initial, (int, float, np.integer, np.floating))
+                     or not 0.0 <= float(alpha_initial) <= 1.0):
+        raise ValueError(f"`alpha_initial` (where the adaptive α starts) must be a number in [0, 1]; got "
+                         f"alpha_initial={alpha_initial!r}.")
     if alpha_end is not None and (adaptive or mode != "generalized"):
         raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
                          f"with alpha={alpha!r}, mode={mode!r}.")
@@ -728,7 +733,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     evaluate = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
-        check_data_fits_model(model, ref, check_dt=False)
+        check_data_fits_model(model, ref, check_dt=False, name="eval_data")
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
                                   regime=select_regime, n_starts=eval_starts)
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": schedule.end,

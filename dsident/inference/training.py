@@ -71,21 +71,22 @@ _EPOCH_KEYS = ("epoch", "train_loss", "lr", "grad_norm", "regularization", "skip
 LR_BACKOFF_FACTOR = 0.5
 
 
-def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True) -> None:
+def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool = True, name: str = "data") -> None:
     """ValueError when ``ds`` has other channel / input counts (or, with ``check_dt``, another
-    sampling step) than the StateSpaceModel ``model`` was built for."""
+    sampling step) than the StateSpaceModel ``model`` was built for; ``name`` is the argument
+    the messages name (e.g. ``"eval_data"``)."""
     n_channels = ds.sizes["channel"]
     if n_channels != model.observation.obs_dim:
-        raise ValueError(f"`data` has {n_channels} channels but the model's observation model has "
+        raise ValueError(f"`{name}` has {n_channels} channels but the model's observation model has "
                          f"obs_dim={model.observation.obs_dim}.")
     k_data = ds.sizes["input"] if "u" in ds else 0
     k_model = getattr(model.dynamics, "input_dim", 0)
     if k_data != k_model:
-        raise ValueError(f"`data` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
+        raise ValueError(f"`{name}` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
     data_dt = float(ds.attrs.get("dt", 1.0))
     if check_dt and not np.isclose(data_dt, model.dt, rtol=1e-9, atol=0.0):
-        raise ValueError(f"`data` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
-                         "model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
+        raise ValueError(f"`{name}` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
+                         f"model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
 
 
 def check_int(name: str, value: Any, minimum: int = 1) -> int:
