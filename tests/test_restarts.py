@@ -195,6 +195,7 @@ def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     ({"restarts": -1}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1.5}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1, "restart_after": 0}, "`restart_after` must be an integer >= 1"),
+    ({"restarts": 1, "restart_after": 4}, "is more epochs than the fit has (n_epochs=3"),
     ({"restarts": 1, "eval_every": 0}, "needs eval_every > 0"),
     ({"restarts": 1, "method": "bptt"}, "method='bptt'"),
     ({"restarts": 1, "checkpoint": "ck.pt"}, "checkpoint="),

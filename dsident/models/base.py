@@ -167,7 +167,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             the seed of the kept one.
         restart_after : int, optional
             Epochs a fit gets to show one moving free run before a restart; default half of its
-            ``n_epochs``. Fits that end well can spend many epochs stuck first (the bursting
+            ``n_epochs``, and at most ``n_epochs`` (a larger value could never restart). Fits that end well can spend many epochs stuck first (the bursting
             neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid through epoch 44
             of 80, then the cell's best score), so a measured cell sets its own.
         restart_above : float, optional
@@ -291,9 +291,13 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restarts == 0:
             return 0, 0, None
         check_scored_refit(method, "restarts", restarts, warm_start, engine_options)
-        if restart_after is None:          # half the fit: the engine's own default when n_epochs is not given
-            n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
+        # the engine's own default when n_epochs is not given (the engine checks the value)
+        n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
+        if restart_after is None:          # half the fit
             restart_after = max(1, int(n_epochs) // 2)
+        elif isinstance(n_epochs, (int, np.integer)) and restart_after > n_epochs:
+            raise ValueError(f"`restart_after` ({restart_after}) is more epochs than the fit has (n_epochs={n_epochs}), "
+                             f"so no attempt could ever be restarted; give restart_after <= n_epochs.")
         return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
 
     @staticmethod
