@@ -99,6 +99,8 @@ def test_n_jobs_is_capped_by_the_candidates_and_minus_one_means_every_core():
     assert check_n_jobs(2, 1, 5, {"device": "cuda"}) == 1        # nothing to share out: nothing refused
     assert check_n_jobs(-1, 64, 0, {}) == min(64, usable_cores())
     assert check_n_jobs(2, 3, 0, {"callback": print}) == 2         # a builtin pickles
+    assert check_n_jobs(np.int64(2), 3, 0, {}) == 2                 # a numpy integer, as best_of takes one
+    assert check_n_jobs(np.int64(-1), 64, 0, {}) == min(64, usable_cores())
 
 
 def test_the_estimator_refuses_a_bad_n_jobs_before_any_work():
