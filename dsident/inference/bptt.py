@@ -206,7 +206,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     train, val = split_windows(windows, val_fraction, rng)
     settings = {"engine": "bptt", "seed": seed, "n_epochs": n_epochs, "seq_len": seq_len, "batch_size": batch_size,
                 "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "val_fraction": val_fraction,
-                "initial_state": initial_state, "loss": loss, "device": str(device), "skip_nonfinite": skip_nonfinite,
+                "initial_state": initial_state, "loss": loss, "device": str(dev), "skip_nonfinite": skip_nonfinite,
                 "lr_backoff": lr_backoff, "rewinds": rewinds, "rewind_after": rewind_after, "fused": bool(fused),
                 "n_train_windows": len(train), "n_val_windows": 0 if val is None else len(val)}
     loss_fn = make_bptt_loss(loss, initial_state, bool(fused))
