@@ -418,6 +418,33 @@ def test_resume_of_an_annealed_alpha_continues_exactly(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
 
 
+@pytest.mark.parametrize("first, then, expected", [
+    ({"alpha": 0.5}, {"alpha": 0.2}, [0.5, 0.5, 0.2, 0.2]),
+    # 0.4 → 0.05 over 4 epochs halves α each epoch; resumed at epoch 2 with 0.8 → 0.1: 0.2, 0.1
+    ({"alpha": 0.4, "alpha_end": 0.05}, {"alpha": 0.8, "alpha_end": 0.1}, [0.4, 0.2, 0.2, 0.1])])
+def test_a_resume_with_another_constant_alpha_forces_with_it(tmp_path, monkeypatch, first, then, expected):
+    import dsident.inference.teacher_forcing as tf
+    used = []
+    real = tf.teacher_forcing_loss
+
+    def spy(*args, **kwargs):
+        used.append(kwargs["alpha"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf, "teacher_forcing_loss", spy)
+    kwargs = dict(n_epochs=4, seq_len=20, batch_size=2, batches_per_epoch=3, eval_every=0, seed=3, progress=False)
+    ckpt = tmp_path / "tf.pt"
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=2), Gaussian(2, 2, readout="identity"), dt=0.1)
+    fit_teacher_forcing(model, periodic_data(300), checkpoint=ckpt, checkpoint_every=1,
+                        callback=lambda e, r, m: e == 1, **first, **kwargs)
+    used.clear()
+    history = fit_teacher_forcing(model, periodic_data(300), checkpoint=ckpt, **then, **kwargs)
+    assert history["resumed_from_epoch"] == 2 and history["settings"]["alpha"] == then["alpha"]
+    # the α each resumed batch was forced with is the one this call asked for, and the history says so
+    np.testing.assert_allclose(used, np.repeat(expected[2:], 3), rtol=1e-12)
+    np.testing.assert_allclose(history["alpha"], expected, rtol=1e-12)
+
+
 def test_checkpoint_of_another_engine_is_refused(tmp_path):
     path = tmp_path / "other.pt"
     torch.save({"format": "dsident-training-checkpoint", "engine": "bptt"}, path)

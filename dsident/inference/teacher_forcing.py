@@ -429,12 +429,21 @@ class _Forcing:
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
         self.fused = fused
         self.alpha = schedule.initial
+        #: the epoch the current α is for (set at the end of each epoch)
+        self.next_epoch = 0
 
     def state_dict(self) -> dict[str, float]:
-        return {"alpha": self.alpha}
+        return {"alpha": self.alpha, "next_epoch": self.next_epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])
+        self.next_epoch = int(state.get("next_epoch", 0))
+        if self.schedule.adaptive or "next_epoch" not in state:
+            self.alpha = float(state["alpha"])
+        else:
+            # a constant or annealed α is this call's setting at that epoch (the same number when the
+            # settings are those of the checkpoint): a resume with another `alpha` trains with it, as
+            # it does with another `lr`, instead of the checkpoint's α under this call's settings
+            self.alpha = self.schedule.at_epoch(self.next_epoch)
 
     def loss_fn(self, model: Any, batch: Batch) -> tuple[Tensor, Tensor]:
         """Forced loss of a batch and its forced trajectory (B, L, M) for the α estimate."""
@@ -472,6 +481,7 @@ class _Forcing:
 
     def on_epoch(self, model: Any, progress: TrainingProgress) -> dict[str, float]:
         used = self.alpha if self.mode == "generalized" else 1.0
+        self.next_epoch = progress.epoch + 1
         if self.schedule.end is not None:
             # set here, at the end of an epoch, so that a checkpoint holds the α its next epoch uses
             self.alpha = self.schedule.at_epoch(progress.epoch + 1)
