@@ -631,8 +631,30 @@ def test_eval_starts_see_an_attractor_that_one_start_misses():
     np.testing.assert_equal(both.values["state_space_divergence"], np.mean([on_circle, at_origin]))
     np.testing.assert_equal(both.values["worst_state_space_divergence"], at_origin)
     assert not both.score < 5 * single.score
-    with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*2 fully observed"):
+    with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*at most 2 fully observed"):
         _FreeRunScorer(as_dataset(np.vstack([x[:2], np.full((5, 2), np.nan)]), dt=1.0), 5, burn_in=0, n_starts=3)
+
+
+def test_a_longest_trial_without_a_complete_sample_leaves_the_scoring_to_a_trial_that_has_them():
+    from dsident.data import as_dataset
+
+    # ragged trials: the longest lacks its second channel throughout; the fit used to stop with
+    # "no fully observed sample" though the shorter trial is complete
+    x = periodic_data(600)
+    gappy = x.copy()
+    gappy[:, 1] = np.nan
+    ds = as_dataset([gappy, x[:300]], dt=0.1)
+    scorer = _FreeRunScorer(ds, 200, burn_in=50)
+    # the independent route: the complete trial alone
+    alone = _FreeRunScorer(as_dataset(x[:300], dt=0.1), 200, burn_in=50)
+    np.testing.assert_array_equal(scorer.reference, alone.reference)
+    assert scorer.starts == alone.starts and np.array_equal(scorer.x0s, alone.x0s)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity"), dt=0.1)
+    history = fit_teacher_forcing(model, ds, n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=1,
+                                  eval_steps=200, seed=0, progress=False)
+    assert len(history["state_space_divergence"]) == 1
+    with pytest.raises(ValueError, match="`eval_data` has no fully observed sample .* in any trial"):
+        _FreeRunScorer(as_dataset([gappy], dt=0.1), 200, burn_in=50)
 
 
 class _BlowsUpOutside(_Rotation):

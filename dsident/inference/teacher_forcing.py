@@ -231,7 +231,8 @@ class _FreeRunScorer:
 
     Called as the ``evaluate`` hook of :func:`~dsident.inference.training.train_loop`, it scores
     by D_stsp. The free runs start at ``n_starts`` fully observed samples spread evenly over the
-    longest trial (the first at its first fully observed sample) and are seeded by ``seed``; each
+    longest trial (the first at its first fully observed sample; the trial with the most fully
+    observed samples when the longest has fewer than ``n_starts``) and are seeded by ``seed``; each
     is compared with the same reference (the first ``eval_steps`` samples from the first start),
     and the score is their mean D_stsp. Channels ``ds`` marks auxiliary (the slow channels of
     :func:`dsident.data.add_slow_channels`) start the runs but are not scored, as in
@@ -239,17 +240,23 @@ class _FreeRunScorer:
     """
 
     def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0,
-                 regime: str | None = None, n_starts: int = 1) -> None:
+                 regime: str | None = None, n_starts: int = 1, name: str = "eval_data") -> None:
         self.seed = seed
         self.regime = regime
         arrays = to_arrays(ds)
+        complete = arrays.mask.all(-1).sum(-1)                # fully observed samples per trial
         trial = int(np.argmax(arrays.length))
+        if complete[trial] < n_starts:
+            # the longest trial cannot start the runs (a channel missing throughout it, say): the
+            # trial with the most fully observed samples does, rather than no scoring at all
+            trial = int(np.argmax(complete))
         observed = arrays.mask[trial].all(-1).nonzero()[0]
         if observed.size == 0:
-            raise ValueError("the evaluation data have no fully observed sample to start the free run from.")
+            raise ValueError(f"`{name}` has no fully observed sample (every channel at once) in any trial to start "
+                             f"the scored free run from; give `eval_data` with one, or eval_every=0.")
         if observed.size < n_starts:
-            raise ValueError(f"`eval_starts` asks for {n_starts} free-run starts, but the evaluation data's longest "
-                             f"trial has only {observed.size} fully observed samples to start from.")
+            raise ValueError(f"`eval_starts` asks for {n_starts} free-run starts, but `{name}` has at most "
+                             f"{observed.size} fully observed samples in one trial to start from.")
         start = int(observed[0])
         stop = min(start + eval_steps, int(arrays.length[trial]))
         self.reference = arrays.x[trial, start:stop]
@@ -579,7 +586,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Length of the scored free run (after a burn-in of a quarter of it, none with inputs);
         it is compared with the first ``eval_steps`` samples of ``eval_data``.
     eval_data : Dataset, optional
-        Reference data for the scoring (default: the training data; its longest trial).
+        Reference data for the scoring (default: the training data; its longest trial, or the
+        trial with the most fully observed samples when the longest has too few to start from).
     eval_starts : int, default 1
         Free runs scored per evaluation, started from this many fully observed samples spread
         evenly over that trial (the first at its first fully observed sample), each compared
@@ -745,7 +753,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         ref = ds if eval_data is None else as_dataset(eval_data)
         check_data_fits_model(model, ref, check_dt=False, name="eval_data")
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
-                                  regime=select_regime, n_starts=eval_starts)
+                                  regime=select_regime, n_starts=eval_starts,
+                                  name="data" if eval_data is None else "eval_data")
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": schedule.end,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,
