@@ -222,8 +222,12 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         arrays = to_arrays(ds)
         longest = int(np.max(arrays.length))
         if longest < MIN_FIT_SAMPLES:
+            n_read = arrays.x.shape[-1]
+            # a (channel, time) array is read as (time, channel): few samples of many channels
+            hint = (f" It was read as {n_read} channels: if those are time steps, the array is (channel, time); "
+                    f"pass its transpose (time, channel)." if n_read > longest else "")
             raise ValueError(f"`data` is too short to fit: its longest trial has {longest} sample(s), and a fit needs "
-                             f"at least {MIN_FIT_SAMPLES} successive samples in one trial.")
+                             f"at least {MIN_FIT_SAMPLES} successive samples in one trial.{hint}")
         self._check_hyperparameters()
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
