@@ -95,6 +95,23 @@ def test_a_polished_fit_is_the_fit_then_a_warm_started_fit_with_the_stage_option
     assert polished.history_["best_state_space_divergence"] == min(rec["score_before"], rec["score_after"])
 
 
+def test_a_checkpointed_fit_polishes_its_kept_state_as_one_without_a_checkpoint(tmp_path):
+    data = circle()
+    options = dict(FIT, n_epochs=4)
+    plain = quiet(PLRNN(latent_dim=2, readout="identity", seed=4), data, polish=POLISH, **options)
+    ckpt = tmp_path / "fit.pt"
+    checked = quiet(PLRNN(latent_dim=2, readout="identity", seed=4), data, polish=POLISH, checkpoint=ckpt, **options)
+    # the stage trained its own epochs from the kept state; it used to resume the fit's checkpoint
+    # (POLISH's 3 epochs <= the fit's 4: nothing trained, and nothing could be kept)
+    stage = checked.history_["polish"]["history"]
+    assert "resumed_from_epoch" not in stage and len(stage["train_loss"]) == POLISH["n_epochs"]
+    for key in ("score_before", "score_after", "kept"):
+        assert checked.history_["polish"][key] == plain.history_["polish"][key], key
+    for (name, a), (_, b) in zip(checked.model_.state_dict().items(), plain.model_.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    assert ckpt.exists()                             # the fit's own checkpoint is still written
+
+
 def test_no_polish_is_a_plain_fit():
     a = quiet(PLRNN(latent_dim=2, readout="identity", seed=0), circle(), polish={})
     b = quiet(PLRNN(latent_dim=2, readout="identity", seed=0), circle())

@@ -204,7 +204,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             free run scores a lower D_stsp against the training data than the fit's kept state
             (:mod:`dsident.models.polish`; ``history_["polish"]`` records both scores). After
             ``best_of``'s choice, on the chosen model only. Needs the methods ``restarts``
-            needs, and may not change how free runs are scored (``eval_steps``, ...).
+            needs, and may not change how free runs are scored (``eval_steps``, ...). A
+            ``checkpoint`` of the fit is the first stage's; the stage is not checkpointed.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 

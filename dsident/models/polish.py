@@ -67,6 +67,7 @@ def check_polish(method: str, polish: Any, engine_options: Mapping[str, Any]) ->
 def polish_fit(engine: Any, model: Any, history: dict[str, Any], data: Any, *, seed: int | None,
                engine_options: Mapping[str, Any], polish: Mapping[str, Any]) -> dict[str, Any]:
     """Train ``model`` (the fit's kept state, changed in place) with ``{**engine_options, **polish}``
+    (less the fit's ``checkpoint``: the stage is not checkpointed)
     and keep the result only if its best training-side D_stsp is lower than the fit's (with
     ``select_regime``: and it does not fall back to the wrong kind where the fit had the right
     one; :func:`~dsident.models.restarts.candidate_rank`).
@@ -78,7 +79,12 @@ def polish_fit(engine: Any, model: Any, history: dict[str, Any], data: Any, *, s
     """
     before = candidate_rank(history)
     saved = copy.deepcopy(model.state_dict())
-    stage = engine(model, data, seed=seed, **{**dict(engine_options), **dict(polish)})
+    options = {**dict(engine_options), **dict(polish)}
+    # the fit's checkpoint belongs to the first stage: resumed here it would put back the fit's last
+    # state and epoch count (a stage of no more epochs than the fit trained nothing at all)
+    for name in ("checkpoint", "checkpoint_every", "resume"):
+        options.pop(name, None)
+    stage = engine(model, data, seed=seed, **options)
     after = candidate_rank(stage)
     # with select_regime a stage that fell back to the wrong kind never replaces a kept state of the right kind
     kept = after < before
