@@ -534,7 +534,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Generalized forcing ``z̃ = z + α P (ẑ − z)`` at every step, or sparse forcing (α = 1
         every ``forcing_interval`` steps, free running in between).
     alpha : float in [0, 1] or "adaptive"
-        Generalized forcing strength. "adaptive" starts at ``alpha_initial`` and follows the
+        Generalized forcing strength (a number is refused with ``mode="sparse"``, which forces
+        fully every ``forcing_interval`` steps). "adaptive" starts at ``alpha_initial`` and follows the
         Jacobian bound of :func:`~dsident.inference.forcing_alpha.estimate_alpha`, evaluated
         along the forced trajectory every ``alpha_update_every`` batches; it falls towards a
         lower estimate by ``alpha_decay`` per update and rises to a higher one at once.
@@ -715,6 +716,10 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
                      or not 0.0 <= float(alpha_initial) <= 1.0):
         raise ValueError(f"`alpha_initial` (where the adaptive α starts) must be a number in [0, 1]; got "
                          f"alpha_initial={alpha_initial!r}.")
+    if mode == "sparse" and not adaptive:
+        raise ValueError(f"`alpha` sets the strength of generalized forcing; sparse forcing forces fully (α = 1) every "
+                         f"`forcing_interval` steps and not at all in between, so it takes no alpha: got "
+                         f"alpha={alpha!r} with mode='sparse' (leave alpha out, or use mode='generalized').")
     if alpha_end is not None and (adaptive or mode != "generalized"):
         raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
                          f"with alpha={alpha!r}, mode={mode!r}.")
