@@ -196,6 +196,8 @@ def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     ({"restarts": 1.5}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1, "restart_after": 0}, "`restart_after` must be an integer >= 1"),
     ({"restarts": 1, "restart_after": 4}, "is more epochs than the fit has (n_epochs=3"),
+    ({"restarts": 1, "n_epochs": None}, "`n_epochs` must be an integer >= 1; got n_epochs=None"),
+    ({"restarts": 1, "n_epochs": "10"}, "`n_epochs` must be an integer >= 1; got n_epochs='10'"),
     ({"restarts": 1, "eval_every": 0}, "needs eval_every > 0"),
     ({"restarts": 1, "method": "bptt"}, "method='bptt'"),
     ({"restarts": 1, "checkpoint": "ck.pt"}, "checkpoint="),

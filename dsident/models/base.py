@@ -282,6 +282,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         all three resolved (``restart_above`` is checked even without restarts, and then None)."""
         import inspect
 
+        from ..inference.training import check_int
         from .restarts import check_scored_refit
 
         for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
@@ -296,11 +297,12 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restarts == 0:
             return 0, 0, None
         check_scored_refit(method, "restarts", restarts, warm_start, engine_options)
-        # the engine's own default when n_epochs is not given (the engine checks the value)
-        n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
+        # the engine's own default when n_epochs is not given; checked here, before it is used
+        n_epochs = check_int("n_epochs", engine_options.get("n_epochs",
+                                                            inspect.signature(engine).parameters["n_epochs"].default))
         if restart_after is None:          # half the fit
-            restart_after = max(1, int(n_epochs) // 2)
-        elif isinstance(n_epochs, (int, np.integer)) and restart_after > n_epochs:
+            restart_after = max(1, n_epochs // 2)
+        elif restart_after > n_epochs:
             raise ValueError(f"`restart_after` ({restart_after}) is more epochs than the fit has (n_epochs={n_epochs}), "
                              f"so no attempt could ever be restarted; give restart_after <= n_epochs.")
         return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
