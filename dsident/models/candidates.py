@@ -190,8 +190,9 @@ def _n_epochs(method: str, options: dict[str, Any]) -> int:
     import inspect
 
     from ..inference import get_engine
+    from ..inference.training import check_int
 
-    if "n_epochs" in options:
-        return int(options["n_epochs"])
+    if "n_epochs" in options:                # checked before any worker starts: the engine's message
+        return check_int("n_epochs", options["n_epochs"])
     default = inspect.signature(get_engine(method)).parameters.get("n_epochs")
     return int(default.default) if default is not None and isinstance(default.default, int) else 1
