@@ -186,6 +186,11 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     """
     ds = as_dataset(data)
     check_data_fits_model(model, ds)
+    if "sample_time" in ds and model._continuous_time():
+        # the windows step at the model's dt: the sampling times would be ignored without a word
+        raise ValueError("`data` has irregular sampling times (sample_time), which BPTT does not use: every step of "
+                         "its windows integrates over the model's dt. Fit continuous-time dynamics on irregular "
+                         "samples with method='teacher-forcing' or 'svi', which step over each actual gap.")
     if initial_state not in _INITIAL_STATES:
         raise ValueError(f"`initial_state` must be one of {_INITIAL_STATES}; got initial_state={initial_state!r}.")
     if loss not in LOSSES:

@@ -703,7 +703,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     2
     """
     ds = as_dataset(data)
-    check_data_fits_model(model, ds, check_dt=False)
+    check_data_fits_model(model, ds, check_dt="continuous")
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}; got mode={mode!r}.")
     if loss not in LOSSES:
@@ -756,7 +756,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     evaluate = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
-        check_data_fits_model(model, ref, check_dt=False, name="eval_data")
+        check_data_fits_model(model, ref, check_dt="continuous", name="eval_data")
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
                                   regime=select_regime, n_starts=eval_starts,
                                   name="data" if eval_data is None else "eval_data")
