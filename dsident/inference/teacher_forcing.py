@@ -717,8 +717,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         raise ValueError(f"`alpha_initial` (where the adaptive α starts) must be a number in [0, 1]; got "
                          f"alpha_initial={alpha_initial!r}.")
     if mode == "sparse" and not adaptive:
-        raise ValueError(f"`alpha` sets the strength of generalized forcing; sparse forcing forces fully (α = 1) every "
-                         f"`forcing_interval` steps and not at all in between, so it takes no alpha: got "
+        raise ValueError(f"`alpha` sets the strength of generalized forcing; sparse forcing forces fully (α = 1) "
+                         f"every `forcing_interval` steps and not at all in between, so it takes no alpha: got "
                          f"alpha={alpha!r} with mode='sparse' (leave alpha out, or use mode='generalized').")
     if alpha_end is not None and (adaptive or mode != "generalized"):
         raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "

@@ -167,9 +167,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             the seed of the kept one.
         restart_after : int, optional
             Epochs a fit gets to show one moving free run before a restart; default half of its
-            ``n_epochs``, and at most ``n_epochs`` (a larger value could never restart). Fits that end well can spend many epochs stuck first (the bursting
-            neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid through epoch 44
-            of 80, then the cell's best score), so a measured cell sets its own.
+            ``n_epochs``, and at most ``n_epochs`` (a larger value could never restart). Fits
+            that end well can spend many epochs stuck first (the bursting neuron's ODE-RFWP,
+            seed 5: every scored run at rest or off the grid through epoch 44 of 80, then the
+            cell's best score), so a measured cell sets its own.
         restart_above : float, optional
             With ``restarts``: a scored free run whose D_stsp is not below this does not count
             as moved either, so a fit whose runs move but never come near the data (tonic spiking
@@ -185,9 +186,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             quick Lorenz-63 cell scores against all 20 000 samples; docs/teacher_forcing.md
             "Choosing among several fits"). Needs the methods and options ``restarts`` needs.
             With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
-            of the same budget. With ``select_regime``, candidates whose kept run has the asked-for
-            kind rank before those that fell back (``regime_fallback``), whatever their score. ``history_["best_of"]`` lists every candidate (seed, score, kept
-            epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
+            of the same budget. With ``select_regime``, candidates whose kept run has the
+            asked-for kind rank before those that fell back (``regime_fallback``), whatever their
+            score. ``history_["best_of"]`` lists every candidate (seed, score, kept epoch, whether
+            a scored run moved) and ``history_["seed_used"]`` the seed kept.
         n_jobs : int, default 1
             Worker processes that train ``best_of``'s candidates at once (-1: one per usable
             core; at most ``best_of``): about one fit's time instead of ``best_of`` fits' on a
@@ -303,8 +305,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restart_after is None:          # half the fit
             restart_after = max(1, n_epochs // 2)
         elif restart_after > n_epochs:
-            raise ValueError(f"`restart_after` ({restart_after}) is more epochs than the fit has (n_epochs={n_epochs}), "
-                             f"so no attempt could ever be restarted; give restart_after <= n_epochs.")
+            raise ValueError(f"`restart_after` ({restart_after}) is more epochs than the fit has "
+                             f"(n_epochs={n_epochs}), so no attempt could ever be restarted; give "
+                             f"restart_after <= n_epochs.")
         return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
 
     @staticmethod

@@ -20,8 +20,8 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "candidate_rank", "candidate_score", "check_scored_refit", "is_restartable",
-           "restart_seed", "REFIT_OPTIONS", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "candidate_rank", "candidate_score", "check_scored_refit",
+           "is_restartable", "restart_seed", "REFIT_OPTIONS", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
