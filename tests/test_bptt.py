@@ -144,6 +144,15 @@ def test_incompatible_data_is_refused():
         fit_bptt(small_model(), as_dataset(np.zeros((50, 2)), u=np.zeros((50, 1))), n_epochs=1, progress=False)
 
 
+def test_the_settings_record_the_device_the_fit_ran_on_not_the_request():
+    from dsident.inference.training import resolve_device
+
+    model = small_model()
+    hist = fit_bptt(model, linear_rotation_data(n_trials=2), n_epochs=1, device="auto", progress=False, seed=0)
+    # as teacher forcing records it: "auto" says nothing about where the numbers came from
+    assert hist["settings"]["device"] == str(resolve_device("auto")) != "auto"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
 def test_cuda_request_without_cuda_is_a_clear_error():
     with pytest.raises(ValueError, match="CUDA is not available"):

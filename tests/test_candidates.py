@@ -99,6 +99,15 @@ def test_n_jobs_is_capped_by_the_candidates_and_minus_one_means_every_core():
     assert check_n_jobs(2, 1, 5, {"device": "cuda"}) == 1        # nothing to share out: nothing refused
     assert check_n_jobs(-1, 64, 0, {}) == min(64, usable_cores())
     assert check_n_jobs(2, 3, 0, {"callback": print}) == 2         # a builtin pickles
+    assert check_n_jobs(np.int64(2), 3, 0, {}) == 2                 # a numpy integer, as best_of takes one
+    assert check_n_jobs(np.int64(-1), 64, 0, {}) == min(64, usable_cores())
+
+
+@pytest.mark.parametrize("n_epochs", [None, "x"])
+def test_a_bad_n_epochs_with_n_jobs_gets_the_engines_message_not_a_crash_in_int(n_epochs):
+    with pytest.raises(ValueError, match=f"`n_epochs` must be an integer >= 1; got n_epochs={n_epochs!r}"):
+        PLRNN(latent_dim=2, readout="identity", seed=0).fit(circle(), **{**FIT, "best_of": 2, "n_jobs": 2,
+                                                                         "n_epochs": n_epochs})
 
 
 def test_the_estimator_refuses_a_bad_n_jobs_before_any_work():

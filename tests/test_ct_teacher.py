@@ -79,3 +79,36 @@ def test_one_projector_forces_every_sample_as_a_per_sample_projection_does():
     (g,) = torch.autograd.grad(forced.sum(), z)
     eye = torch.eye(6, dtype=torch.float64)
     torch.testing.assert_close(g, (eye - 0.3 * teacher.projector[0]).sum(0).expand(3, 6), rtol=1e-12, atol=1e-12)
+
+
+def test_continuous_dynamics_are_refused_data_at_another_step_by_teacher_forcing_and_irregular_times_by_bptt():
+    from dsident import StateSpaceModel
+    from dsident.data import as_dataset
+    from dsident.dynamics import PLRNN, GatedNODE
+    from dsident.inference.bptt import fit_bptt
+    from dsident.inference.teacher_forcing import fit_teacher_forcing
+    from dsident.observations import Gaussian
+
+    x = np.stack([np.sin(0.05 * np.arange(300)), np.cos(0.05 * np.arange(300))], -1)
+    options = dict(n_epochs=1, batches_per_epoch=1, seq_len=20, eval_every=0, progress=False)
+
+    def ode(dt):
+        return StateSpaceModel(GatedNODE(2, seed=0), Gaussian(2, 2, readout="identity"), dt=dt)
+
+    # an ODE stepped at 1.0 on data sampled at 0.05 learned a vector field 20 times too slow, unseen
+    with pytest.raises(ValueError, match=r"`data` is sampled at dt=0.05 but the model's continuous-time dynamics "
+                                         r"step with dt=1.0"):
+        fit_teacher_forcing(ode(1.0), as_dataset(x, dt=0.05), **options)
+    with pytest.raises(ValueError, match=r"`eval_data` is sampled at dt=1.0"):
+        fit_teacher_forcing(ode(0.05), as_dataset(x, dt=0.05), **{**options, "eval_every": 1, "eval_steps": 50},
+                            eval_data=as_dataset(x, dt=1.0))
+    # a discrete map ignores dt, and irregular times set every step: both train as before
+    discrete = StateSpaceModel(PLRNN(2, seed=0), Gaussian(2, 2, readout="identity"), dt=1.0)
+    assert len(fit_teacher_forcing(discrete, as_dataset(x, dt=0.05), **options)["train_loss"]) == 1
+    times = np.cumsum(np.random.default_rng(0).uniform(0.02, 0.08, 300))
+    irregular = as_dataset(x, time=times)
+    model = ode(float(irregular.attrs["dt"]))
+    assert len(fit_teacher_forcing(model, irregular, **options)["train_loss"]) == 1
+    # BPTT's windows step at the model's dt whatever the sampling times said
+    with pytest.raises(ValueError, match="irregular sampling times .* which BPTT does not use"):
+        fit_bptt(model, irregular, n_epochs=1, seq_len=20, progress=False)

@@ -357,3 +357,13 @@ def test_a_series_too_short_to_show_dynamics_is_refused_before_any_work(dummy_en
     long_trial = np.random.default_rng(1).standard_normal((MIN_FIT_SAMPLES, 2))
     est.fit(dsident.as_dataset([long_trial, x[1, :3]], dt=0.1), method=dummy_engine, n_iter=1, progress=False)
     assert hasattr(est, "model_")
+
+
+def test_a_series_given_as_channel_by_time_is_refused_with_the_transpose_suggested(dummy_engine):
+    x = np.random.default_rng(0).standard_normal((500, 3))
+    with pytest.raises(ValueError, match=r"longest trial has 3 sample\(s\).* read as 500 channels: .*the array is "
+                                         r"\(channel, time\); pass its transpose"):
+        PLRNN(latent_dim=2).fit(x.T, method=dummy_engine, n_iter=1)
+    with pytest.raises(ValueError, match="too short") as short:       # a short series of few channels: no hint
+        PLRNN(latent_dim=2).fit(x[:5], method=dummy_engine, n_iter=1)
+    assert "transpose" not in str(short.value)

@@ -56,6 +56,26 @@ def test_the_polished_state_is_kept_only_when_its_training_score_is_lower(after,
     assert out["best_state_space_divergence"] == (after if kept else 0.7)
 
 
+@pytest.mark.parametrize("fit_fallback, stage_fallback, after, kept", [
+    (False, True, 0.4, False),     # a lower D_stsp of the wrong kind does not replace the right kind
+    (True, False, 0.9, True),      # the right kind replaces a fallback whatever the D_stsp
+    (False, False, 0.4, True), (True, True, 0.4, True), (True, True, 0.9, False)])
+def test_with_select_regime_a_polish_that_falls_back_to_the_wrong_kind_never_replaces_the_right_kind(
+        fit_fallback, stage_fallback, after, kept):
+    def engine(model, data, *, seed, **options):
+        out = stub_engine(after)(model, data, seed=seed, **options)
+        return {**out, "regime_fallback": stage_fallback}
+
+    model = torch.nn.Linear(3, 2)
+    history = {"best_state_space_divergence": 0.7, "best_epoch": 5, "regime_fallback": fit_fallback}
+    out = polish_fit(engine, model, history, None, seed=0, engine_options={"select_regime": "periodic"},
+                     polish={"lr": 1e-4})
+    assert out["polish"]["kept"] is kept
+    # the history speaks of the state the model holds
+    assert out["regime_fallback"] is (stage_fallback if kept else fit_fallback)
+    assert out["best_state_space_divergence"] == (after if kept else 0.7)
+
+
 def test_a_polished_fit_is_the_fit_then_a_warm_started_fit_with_the_stage_options():
     data = circle()
     plain = quiet(PLRNN(latent_dim=2, readout="identity", seed=4), data)
@@ -73,6 +93,23 @@ def test_a_polished_fit_is_the_fit_then_a_warm_started_fit_with_the_stage_option
     for (name, a), (_, b) in zip(polished.model_.state_dict().items(), expected.model_.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
     assert polished.history_["best_state_space_divergence"] == min(rec["score_before"], rec["score_after"])
+
+
+def test_a_checkpointed_fit_polishes_its_kept_state_as_one_without_a_checkpoint(tmp_path):
+    data = circle()
+    options = dict(FIT, n_epochs=4)
+    plain = quiet(PLRNN(latent_dim=2, readout="identity", seed=4), data, polish=POLISH, **options)
+    ckpt = tmp_path / "fit.pt"
+    checked = quiet(PLRNN(latent_dim=2, readout="identity", seed=4), data, polish=POLISH, checkpoint=ckpt, **options)
+    # the stage trained its own epochs from the kept state; it used to resume the fit's checkpoint
+    # (POLISH's 3 epochs <= the fit's 4: nothing trained, and nothing could be kept)
+    stage = checked.history_["polish"]["history"]
+    assert "resumed_from_epoch" not in stage and len(stage["train_loss"]) == POLISH["n_epochs"]
+    for key in ("score_before", "score_after", "kept"):
+        assert checked.history_["polish"][key] == plain.history_["polish"][key], key
+    for (name, a), (_, b) in zip(checked.model_.state_dict().items(), plain.model_.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    assert ckpt.exists()                             # the fit's own checkpoint is still written
 
 
 def test_no_polish_is_a_plain_fit():

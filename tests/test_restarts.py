@@ -195,6 +195,9 @@ def test_by_default_a_fit_gets_half_its_epochs_before_a_restart():
     ({"restarts": -1}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1.5}, "`restarts` must be an integer >= 0"),
     ({"restarts": 1, "restart_after": 0}, "`restart_after` must be an integer >= 1"),
+    ({"restarts": 1, "restart_after": 4}, "is more epochs than the fit has (n_epochs=3"),
+    ({"restarts": 1, "n_epochs": None}, "`n_epochs` must be an integer >= 1; got n_epochs=None"),
+    ({"restarts": 1, "n_epochs": "10"}, "`n_epochs` must be an integer >= 1; got n_epochs='10'"),
     ({"restarts": 1, "eval_every": 0}, "needs eval_every > 0"),
     ({"restarts": 1, "method": "bptt"}, "method='bptt'"),
     ({"restarts": 1, "checkpoint": "ck.pt"}, "checkpoint="),
@@ -283,6 +286,31 @@ def test_best_of_keeps_the_candidate_with_the_lowest_training_score_as_a_direct_
     assert est.history_["seed_used"] == cands[int(np.argmin(scores))]["seed"]
     assert est.history_["best_state_space_divergence"] == min(scores)
     assert est.seed == 3
+
+
+def test_with_select_regime_best_of_keeps_a_candidate_of_the_right_kind_over_a_lower_scoring_fallback(monkeypatch):
+    data = circle()
+    plain = PLRNN(latent_dim=2, readout="identity", seed=3)
+    quiet_fit(plain, data, best_of=2)
+    scores = [c["best_state_space_divergence"] for c in plain.history_["best_of"]]
+    lower = int(np.argmin(scores))
+    assert len(set(scores)) == 2
+    # scripted verdicts: every free run of the lower-scoring candidate is of the wrong kind
+    scorers = []
+
+    def verdict(self, model, seed, x0=None, run=None):
+        if self not in scorers:
+            scorers.append(self)
+        return "chaotic" if scorers.index(self) == lower else "periodic or quasi-periodic"
+
+    monkeypatch.setattr(_FreeRunScorer, "verdict", verdict)
+    est = PLRNN(latent_dim=2, readout="identity", seed=3)
+    quiet_fit(est, data, best_of=2, select_regime="periodic")
+    cands = est.history_["best_of"]
+    assert [c["best_state_space_divergence"] for c in cands] == scores          # the same two fits
+    assert [c["regime_fallback"] for c in cands] == [k == lower for k in range(2)]
+    assert est.history_["seed_used"] == cands[1 - lower]["seed"] and est.history_["regime_fallback"] is False
+    assert est.history_["best_state_space_divergence"] == scores[1 - lower]
 
 
 def test_best_of_one_is_a_plain_fit():

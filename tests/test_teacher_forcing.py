@@ -418,6 +418,33 @@ def test_resume_of_an_annealed_alpha_continues_exactly(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
 
 
+@pytest.mark.parametrize("first, then, expected", [
+    ({"alpha": 0.5}, {"alpha": 0.2}, [0.5, 0.5, 0.2, 0.2]),
+    # 0.4 → 0.05 over 4 epochs halves α each epoch; resumed at epoch 2 with 0.8 → 0.1: 0.2, 0.1
+    ({"alpha": 0.4, "alpha_end": 0.05}, {"alpha": 0.8, "alpha_end": 0.1}, [0.4, 0.2, 0.2, 0.1])])
+def test_a_resume_with_another_constant_alpha_forces_with_it(tmp_path, monkeypatch, first, then, expected):
+    import dsident.inference.teacher_forcing as tf
+    used = []
+    real = tf.teacher_forcing_loss
+
+    def spy(*args, **kwargs):
+        used.append(kwargs["alpha"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tf, "teacher_forcing_loss", spy)
+    kwargs = dict(n_epochs=4, seq_len=20, batch_size=2, batches_per_epoch=3, eval_every=0, seed=3, progress=False)
+    ckpt = tmp_path / "tf.pt"
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=2), Gaussian(2, 2, readout="identity"), dt=0.1)
+    fit_teacher_forcing(model, periodic_data(300), checkpoint=ckpt, checkpoint_every=1,
+                        callback=lambda e, r, m: e == 1, **first, **kwargs)
+    used.clear()
+    history = fit_teacher_forcing(model, periodic_data(300), checkpoint=ckpt, **then, **kwargs)
+    assert history["resumed_from_epoch"] == 2 and history["settings"]["alpha"] == then["alpha"]
+    # the α each resumed batch was forced with is the one this call asked for, and the history says so
+    np.testing.assert_allclose(used, np.repeat(expected[2:], 3), rtol=1e-12)
+    np.testing.assert_allclose(history["alpha"], expected, rtol=1e-12)
+
+
 def test_checkpoint_of_another_engine_is_refused(tmp_path):
     path = tmp_path / "other.pt"
     torch.save({"format": "dsident-training-checkpoint", "engine": "bptt"}, path)
@@ -604,8 +631,30 @@ def test_eval_starts_see_an_attractor_that_one_start_misses():
     np.testing.assert_equal(both.values["state_space_divergence"], np.mean([on_circle, at_origin]))
     np.testing.assert_equal(both.values["worst_state_space_divergence"], at_origin)
     assert not both.score < 5 * single.score
-    with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*2 fully observed"):
+    with pytest.raises(ValueError, match="`eval_starts` asks for 3 free-run starts.*at most 2 fully observed"):
         _FreeRunScorer(as_dataset(np.vstack([x[:2], np.full((5, 2), np.nan)]), dt=1.0), 5, burn_in=0, n_starts=3)
+
+
+def test_a_longest_trial_without_a_complete_sample_leaves_the_scoring_to_a_trial_that_has_them():
+    from dsident.data import as_dataset
+
+    # ragged trials: the longest lacks its second channel throughout; the fit used to stop with
+    # "no fully observed sample" though the shorter trial is complete
+    x = periodic_data(600)
+    gappy = x.copy()
+    gappy[:, 1] = np.nan
+    ds = as_dataset([gappy, x[:300]], dt=0.1)
+    scorer = _FreeRunScorer(ds, 200, burn_in=50)
+    # the independent route: the complete trial alone
+    alone = _FreeRunScorer(as_dataset(x[:300], dt=0.1), 200, burn_in=50)
+    np.testing.assert_array_equal(scorer.reference, alone.reference)
+    assert scorer.starts == alone.starts and np.array_equal(scorer.x0s, alone.x0s)
+    model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity"), dt=0.1)
+    history = fit_teacher_forcing(model, ds, n_epochs=1, batches_per_epoch=2, seq_len=20, eval_every=1,
+                                  eval_steps=200, seed=0, progress=False)
+    assert len(history["state_space_divergence"]) == 1
+    with pytest.raises(ValueError, match="`eval_data` has no fully observed sample .* in any trial"):
+        _FreeRunScorer(as_dataset([gappy], dt=0.1), 200, burn_in=50)
 
 
 class _BlowsUpOutside(_Rotation):
@@ -673,8 +722,13 @@ def test_eval_starts_in_a_fit():
     ({"mode": "dense"}, "`mode`"),
     ({"alpha": 1.5}, "`alpha`"),
     ({"alpha": "auto"}, "`alpha`"),
+    ({"alpha": True}, "`alpha` must be a number in"),         # not read as 1.0
+    ({"alpha_initial": 2.0}, r"`alpha_initial` \(where the adaptive α starts\) must be a number in \[0, 1\]; got "
+                             "alpha_initial=2.0"),
+    ({"eval_data": np.zeros((100, 1))}, "`eval_data` has 1 channels"),
     ({"alpha": "adaptive", "alpha_end": 0.1}, "`alpha_end` anneals a constant `alpha`"),
-    ({"alpha": 0.3, "alpha_end": 0.1, "mode": "sparse"}, "`alpha_end` anneals a constant `alpha`"),
+    ({"alpha_end": 0.1, "mode": "sparse"}, "`alpha_end` anneals a constant `alpha`"),
+    ({"alpha": 0.3, "mode": "sparse"}, r"sparse forcing .* takes no alpha: got alpha=0.3 with mode='sparse'"),
     ({"alpha": 0.3, "alpha_end": 0.0}, r"`alpha_end` must be a number in \(0, 1\]"),
     ({"alpha": 0.0, "alpha_end": 0.1}, "and `alpha` positive"),
     ({"seq_len": 1}, "`seq_len`"),

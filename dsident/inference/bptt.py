@@ -186,6 +186,11 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     """
     ds = as_dataset(data)
     check_data_fits_model(model, ds)
+    if "sample_time" in ds and model._continuous_time():
+        # the windows step at the model's dt: the sampling times would be ignored without a word
+        raise ValueError("`data` has irregular sampling times (sample_time), which BPTT does not use: every step of "
+                         "its windows integrates over the model's dt. Fit continuous-time dynamics on irregular "
+                         "samples with method='teacher-forcing' or 'svi', which step over each actual gap.")
     if initial_state not in _INITIAL_STATES:
         raise ValueError(f"`initial_state` must be one of {_INITIAL_STATES}; got initial_state={initial_state!r}.")
     if loss not in LOSSES:
@@ -206,7 +211,7 @@ def fit_bptt(model: Any, data: Any, *, seed: int | None = None, progress: bool =
     train, val = split_windows(windows, val_fraction, rng)
     settings = {"engine": "bptt", "seed": seed, "n_epochs": n_epochs, "seq_len": seq_len, "batch_size": batch_size,
                 "lr": lr, "lr_end": lr_end, "grad_clip": grad_clip, "val_fraction": val_fraction,
-                "initial_state": initial_state, "loss": loss, "device": str(device), "skip_nonfinite": skip_nonfinite,
+                "initial_state": initial_state, "loss": loss, "device": str(dev), "skip_nonfinite": skip_nonfinite,
                 "lr_backoff": lr_backoff, "rewinds": rewinds, "rewind_after": rewind_after, "fused": bool(fused),
                 "n_train_windows": len(train), "n_val_windows": 0 if val is None else len(val)}
     loss_fn = make_bptt_loss(loss, initial_state, bool(fused))

@@ -310,7 +310,8 @@ class AlphaSchedule:
     n_epochs: int = 1
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.initial, (int, float, np.floating)) and 0.0 <= float(self.initial) <= 1.0):
+        if isinstance(self.initial, (bool, np.bool_)) or not (
+                isinstance(self.initial, (int, float, np.integer, np.floating)) and 0.0 <= float(self.initial) <= 1.0):
             raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got {self.initial!r}.")
         if self.method not in ALPHA_METHODS:
             raise ValueError(f"`alpha_method` must be one of {ALPHA_METHODS}; got alpha_method={self.method!r}.")

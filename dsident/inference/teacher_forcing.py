@@ -231,7 +231,8 @@ class _FreeRunScorer:
 
     Called as the ``evaluate`` hook of :func:`~dsident.inference.training.train_loop`, it scores
     by D_stsp. The free runs start at ``n_starts`` fully observed samples spread evenly over the
-    longest trial (the first at its first fully observed sample) and are seeded by ``seed``; each
+    longest trial (the first at its first fully observed sample; the trial with the most fully
+    observed samples when the longest has fewer than ``n_starts``) and are seeded by ``seed``; each
     is compared with the same reference (the first ``eval_steps`` samples from the first start),
     and the score is their mean D_stsp. Channels ``ds`` marks auxiliary (the slow channels of
     :func:`dsident.data.add_slow_channels`) start the runs but are not scored, as in
@@ -239,17 +240,23 @@ class _FreeRunScorer:
     """
 
     def __init__(self, ds: xr.Dataset, eval_steps: int, burn_in: int, seed: int = 0,
-                 regime: str | None = None, n_starts: int = 1) -> None:
+                 regime: str | None = None, n_starts: int = 1, name: str = "eval_data") -> None:
         self.seed = seed
         self.regime = regime
         arrays = to_arrays(ds)
+        complete = arrays.mask.all(-1).sum(-1)                # fully observed samples per trial
         trial = int(np.argmax(arrays.length))
+        if complete[trial] < n_starts:
+            # the longest trial cannot start the runs (a channel missing throughout it, say): the
+            # trial with the most fully observed samples does, rather than no scoring at all
+            trial = int(np.argmax(complete))
         observed = arrays.mask[trial].all(-1).nonzero()[0]
         if observed.size == 0:
-            raise ValueError("the evaluation data have no fully observed sample to start the free run from.")
+            raise ValueError(f"`{name}` has no fully observed sample (every channel at once) in any trial to start "
+                             f"the scored free run from; give `eval_data` with one, or eval_every=0.")
         if observed.size < n_starts:
-            raise ValueError(f"`eval_starts` asks for {n_starts} free-run starts, but the evaluation data's longest "
-                             f"trial has only {observed.size} fully observed samples to start from.")
+            raise ValueError(f"`eval_starts` asks for {n_starts} free-run starts, but `{name}` has at most "
+                             f"{observed.size} fully observed samples in one trial to start from.")
         start = int(observed[0])
         stop = min(start + eval_steps, int(arrays.length[trial]))
         self.reference = arrays.x[trial, start:stop]
@@ -429,12 +436,21 @@ class _Forcing:
         self.latent_reg, self.obs_reg = latent_reg, obs_reg
         self.fused = fused
         self.alpha = schedule.initial
+        #: the epoch the current α is for (set at the end of each epoch)
+        self.next_epoch = 0
 
     def state_dict(self) -> dict[str, float]:
-        return {"alpha": self.alpha}
+        return {"alpha": self.alpha, "next_epoch": self.next_epoch}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.alpha = float(state["alpha"])
+        self.next_epoch = int(state.get("next_epoch", 0))
+        if self.schedule.adaptive or "next_epoch" not in state:
+            self.alpha = float(state["alpha"])
+        else:
+            # a constant or annealed α is this call's setting at that epoch (the same number when the
+            # settings are those of the checkpoint): a resume with another `alpha` trains with it, as
+            # it does with another `lr`, instead of the checkpoint's α under this call's settings
+            self.alpha = self.schedule.at_epoch(self.next_epoch)
 
     def loss_fn(self, model: Any, batch: Batch) -> tuple[Tensor, Tensor]:
         """Forced loss of a batch and its forced trajectory (B, L, M) for the α estimate."""
@@ -472,6 +488,7 @@ class _Forcing:
 
     def on_epoch(self, model: Any, progress: TrainingProgress) -> dict[str, float]:
         used = self.alpha if self.mode == "generalized" else 1.0
+        self.next_epoch = progress.epoch + 1
         if self.schedule.end is not None:
             # set here, at the end of an epoch, so that a checkpoint holds the α its next epoch uses
             self.alpha = self.schedule.at_epoch(progress.epoch + 1)
@@ -517,7 +534,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Generalized forcing ``z̃ = z + α P (ẑ − z)`` at every step, or sparse forcing (α = 1
         every ``forcing_interval`` steps, free running in between).
     alpha : float in [0, 1] or "adaptive"
-        Generalized forcing strength. "adaptive" starts at ``alpha_initial`` and follows the
+        Generalized forcing strength (a number is refused with ``mode="sparse"``, which forces
+        fully every ``forcing_interval`` steps). "adaptive" starts at ``alpha_initial`` and follows the
         Jacobian bound of :func:`~dsident.inference.forcing_alpha.estimate_alpha`, evaluated
         along the forced trajectory every ``alpha_update_every`` batches; it falls towards a
         lower estimate by ``alpha_decay`` per update and rises to a higher one at once.
@@ -569,7 +587,8 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
         Length of the scored free run (after a burn-in of a quarter of it, none with inputs);
         it is compared with the first ``eval_steps`` samples of ``eval_data``.
     eval_data : Dataset, optional
-        Reference data for the scoring (default: the training data; its longest trial).
+        Reference data for the scoring (default: the training data; its longest trial, or the
+        trial with the most fully observed samples when the longest has too few to start from).
     eval_starts : int, default 1
         Free runs scored per evaluation, started from this many fully observed samples spread
         evenly over that trial (the first at its first fully observed sample), each compared
@@ -684,7 +703,7 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     2
     """
     ds = as_dataset(data)
-    check_data_fits_model(model, ds, check_dt=False)
+    check_data_fits_model(model, ds, check_dt="continuous")
     if mode not in _MODES:
         raise ValueError(f"`mode` must be one of {_MODES}; got mode={mode!r}.")
     if loss not in LOSSES:
@@ -692,6 +711,15 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     adaptive = isinstance(alpha, str)
     if adaptive and alpha != "adaptive":
         raise ValueError(f"`alpha` must be a number in [0, 1] or 'adaptive'; got alpha={alpha!r}.")
+    if adaptive and (isinstance(alpha_initial, (bool, np.bool_))
+                     or not isinstance(alpha_initial, (int, float, np.integer, np.floating))
+                     or not 0.0 <= float(alpha_initial) <= 1.0):
+        raise ValueError(f"`alpha_initial` (where the adaptive α starts) must be a number in [0, 1]; got "
+                         f"alpha_initial={alpha_initial!r}.")
+    if mode == "sparse" and not adaptive:
+        raise ValueError(f"`alpha` sets the strength of generalized forcing; sparse forcing forces fully (α = 1) "
+                         f"every `forcing_interval` steps and not at all in between, so it takes no alpha: got "
+                         f"alpha={alpha!r} with mode='sparse' (leave alpha out, or use mode='generalized').")
     if alpha_end is not None and (adaptive or mode != "generalized"):
         raise ValueError(f"`alpha_end` anneals a constant `alpha` of generalized forcing; got alpha_end={alpha_end!r} "
                          f"with alpha={alpha!r}, mode={mode!r}.")
@@ -728,9 +756,10 @@ def fit_teacher_forcing(model: Any, data: Any, *, seed: int | None = None, progr
     evaluate = None
     if eval_every > 0:
         ref = ds if eval_data is None else as_dataset(eval_data)
-        check_data_fits_model(model, ref, check_dt=False)
+        check_data_fits_model(model, ref, check_dt="continuous", name="eval_data")
         evaluate = _FreeRunScorer(ref, eval_steps, burn_in=eval_steps // 4, seed=0 if seed is None else int(seed),
-                                  regime=select_regime, n_starts=eval_starts)
+                                  regime=select_regime, n_starts=eval_starts,
+                                  name="data" if eval_data is None else "eval_data")
     settings = {"engine": "teacher-forcing", "seed": seed, "mode": mode, "alpha": alpha, "alpha_end": schedule.end,
                 "alpha_initial": schedule.initial, "alpha_method": alpha_method, "alpha_decay": alpha_decay,
                 "alpha_update_every": alpha_update_every, "forcing_interval": forcing_interval,

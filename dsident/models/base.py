@@ -167,9 +167,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             the seed of the kept one.
         restart_after : int, optional
             Epochs a fit gets to show one moving free run before a restart; default half of its
-            ``n_epochs``. Fits that end well can spend many epochs stuck first (the bursting
-            neuron's ODE-RFWP, seed 5: every scored run at rest or off the grid through epoch 44
-            of 80, then the cell's best score), so a measured cell sets its own.
+            ``n_epochs``, and at most ``n_epochs`` (a larger value could never restart). Fits
+            that end well can spend many epochs stuck first (the bursting neuron's ODE-RFWP,
+            seed 5: every scored run at rest or off the grid through epoch 44 of 80, then the
+            cell's best score), so a measured cell sets its own.
         restart_above : float, optional
             With ``restarts``: a scored free run whose D_stsp is not below this does not count
             as moved either, so a fit whose runs move but never come near the data (tonic spiking
@@ -185,8 +186,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             quick Lorenz-63 cell scores against all 20 000 samples; docs/teacher_forcing.md
             "Choosing among several fits"). Needs the methods and options ``restarts`` needs.
             With ``restarts``, a stuck candidate gives way to the next seed of the sequence, out
-            of the same budget. ``history_["best_of"]`` lists every candidate (seed, score, kept
-            epoch, whether a scored run moved) and ``history_["seed_used"]`` the seed kept.
+            of the same budget. With ``select_regime``, candidates whose kept run has the
+            asked-for kind rank before those that fell back (``regime_fallback``), whatever their
+            score. ``history_["best_of"]`` lists every candidate (seed, score, kept epoch, whether
+            a scored run moved) and ``history_["seed_used"]`` the seed kept.
         n_jobs : int, default 1
             Worker processes that train ``best_of``'s candidates at once (-1: one per usable
             core; at most ``best_of``): about one fit's time instead of ``best_of`` fits' on a
@@ -203,7 +206,8 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             free run scores a lower D_stsp against the training data than the fit's kept state
             (:mod:`dsident.models.polish`; ``history_["polish"]`` records both scores). After
             ``best_of``'s choice, on the chosen model only. Needs the methods ``restarts``
-            needs, and may not change how free runs are scored (``eval_steps``, ...).
+            needs, and may not change how free runs are scored (``eval_steps``, ...). A
+            ``checkpoint`` of the fit is the first stage's; the stage is not checkpointed.
         **engine_options
             Passed to the engine (e.g. ``n_iter``, ``device``, ``progress``).
 
@@ -221,8 +225,12 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         arrays = to_arrays(ds)
         longest = int(np.max(arrays.length))
         if longest < MIN_FIT_SAMPLES:
+            n_read = arrays.x.shape[-1]
+            # a (channel, time) array is read as (time, channel): few samples of many channels
+            hint = (f" It was read as {n_read} channels: if those are time steps, the array is (channel, time); "
+                    f"pass its transpose (time, channel)." if n_read > longest else "")
             raise ValueError(f"`data` is too short to fit: its longest trial has {longest} sample(s), and a fit needs "
-                             f"at least {MIN_FIT_SAMPLES} successive samples in one trial.")
+                             f"at least {MIN_FIT_SAMPLES} successive samples in one trial.{hint}")
         self._check_hyperparameters()
         n_channels = arrays.x.shape[-1]
         input_dim = 0 if arrays.u is None else arrays.u.shape[-1]
@@ -276,6 +284,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         all three resolved (``restart_above`` is checked even without restarts, and then None)."""
         import inspect
 
+        from ..inference.training import check_int
         from .restarts import check_scored_refit
 
         for name, value, low in (("restarts", restarts, 0), ("restart_after", restart_after, 1)):
@@ -290,9 +299,15 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if restarts == 0:
             return 0, 0, None
         check_scored_refit(method, "restarts", restarts, warm_start, engine_options)
-        if restart_after is None:          # half the fit: the engine's own default when n_epochs is not given
-            n_epochs = engine_options.get("n_epochs", inspect.signature(engine).parameters["n_epochs"].default)
-            restart_after = max(1, int(n_epochs) // 2)
+        # the engine's own default when n_epochs is not given; checked here, before it is used
+        n_epochs = check_int("n_epochs", engine_options.get("n_epochs",
+                                                            inspect.signature(engine).parameters["n_epochs"].default))
+        if restart_after is None:          # half the fit
+            restart_after = max(1, n_epochs // 2)
+        elif restart_after > n_epochs:
+            raise ValueError(f"`restart_after` ({restart_after}) is more epochs than the fit has "
+                             f"(n_epochs={n_epochs}), so no attempt could ever be restarted; give "
+                             f"restart_after <= n_epochs.")
         return int(restarts), int(restart_after), None if restart_above is None else float(restart_above)
 
     @staticmethod
@@ -318,19 +333,21 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         way to the next seed, ``restarts`` times in all. With ``n_jobs`` > 1 (no restarts) the
         candidates train at once in worker processes (:mod:`dsident.models.candidates`)."""
         from .candidates import train_side_by_side
-        from .restarts import StuckWatch, any_free_run_moved, candidate_score, restart_seed
+        from .restarts import StuckWatch, any_free_run_moved, candidate_rank, restart_seed
 
         user_seed, abandoned, candidates = self.seed, [], []
         attempt, kept = 0, None
 
         def consider(seed: int | None, model: StateSpaceModel, history: dict[str, Any]) -> None:
             nonlocal kept
-            score = candidate_score(history)
-            candidates.append({"seed": seed, "best_state_space_divergence": score,
+            rank = candidate_rank(history)
+            candidates.append({"seed": seed, "best_state_space_divergence": rank[1],
                                "best_epoch": history.get("best_epoch"),
                                "moved": any_free_run_moved(history, restart_above)})
-            if kept is None or score < kept[0]:        # ties keep the earlier seed
-                kept = (score, model, history, seed)
+            if "regime_fallback" in history:            # select_regime: the right kind ranks first
+                candidates[-1]["regime_fallback"] = rank[0]
+            if kept is None or rank < kept[0]:         # ties keep the earlier seed
+                kept = (rank, model, history, seed)
 
         if n_jobs > 1:
             seeds = [restart_seed(user_seed, k) for k in range(best_of)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import pickle
 import queue as queue_module
 from collections.abc import Sequence
@@ -50,9 +51,10 @@ def check_n_jobs(n_jobs: Any, best_of: int, restarts: int, engine_options: dict[
         seeds depend on each other's fate); a ``device`` other than the CPU; a ``callback``
         that cannot be pickled.
     """
-    if n_jobs == -1:
+    if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and n_jobs == -1:
         n_jobs = usable_cores()
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
+    # an integer of any kind (a numpy int read from a grid, as best_of takes), never a bool
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
         raise ValueError(f"`n_jobs` must be a positive integer (worker processes for best_of's candidates) or -1 "
                          f"(one per usable core); got n_jobs={n_jobs!r}.")
     n = min(int(n_jobs), int(best_of))
@@ -188,8 +190,9 @@ def _n_epochs(method: str, options: dict[str, Any]) -> int:
     import inspect
 
     from ..inference import get_engine
+    from ..inference.training import check_int
 
-    if "n_epochs" in options:
-        return int(options["n_epochs"])
+    if "n_epochs" in options:                # checked before any worker starts: the engine's message
+        return check_int("n_epochs", options["n_epochs"])
     default = inspect.signature(get_engine(method)).parameters.get("n_epochs")
     return int(default.default) if default is not None and isinstance(default.default, int) else 1

@@ -20,7 +20,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from .restarts import candidate_score, is_restartable, RESTARTABLE_METHODS
+from .restarts import candidate_rank, is_restartable, RESTARTABLE_METHODS
 
 __all__ = ["SCORING_OPTIONS", "check_polish", "polish_fit"]
 
@@ -67,24 +67,35 @@ def check_polish(method: str, polish: Any, engine_options: Mapping[str, Any]) ->
 def polish_fit(engine: Any, model: Any, history: dict[str, Any], data: Any, *, seed: int | None,
                engine_options: Mapping[str, Any], polish: Mapping[str, Any]) -> dict[str, Any]:
     """Train ``model`` (the fit's kept state, changed in place) with ``{**engine_options, **polish}``
-    and keep the result only if its best training-side D_stsp is lower than the fit's.
+    (less the fit's ``checkpoint``: the stage is not checkpointed)
+    and keep the result only if its best training-side D_stsp is lower than the fit's (with
+    ``select_regime``: and it does not fall back to the wrong kind where the fit had the right
+    one; :func:`~dsident.models.restarts.candidate_rank`).
 
     Returns the fit's ``history`` with ``history["polish"]``: the stage's options, both scores
     (``score_before``, ``score_after``), ``kept``, the stage's ``best_epoch`` and its own history.
     When the stage is kept, ``best_state_space_divergence`` is its score (``best_epoch`` stays
     the fit's).
     """
-    before = candidate_score(history)
+    before = candidate_rank(history)
     saved = copy.deepcopy(model.state_dict())
-    stage = engine(model, data, seed=seed, **{**dict(engine_options), **dict(polish)})
-    after = candidate_score(stage)
+    options = {**dict(engine_options), **dict(polish)}
+    # the fit's checkpoint belongs to the first stage: resumed here it would put back the fit's last
+    # state and epoch count (a stage of no more epochs than the fit trained nothing at all)
+    for name in ("checkpoint", "checkpoint_every", "resume"):
+        options.pop(name, None)
+    stage = engine(model, data, seed=seed, **options)
+    after = candidate_rank(stage)
+    # with select_regime a stage that fell back to the wrong kind never replaces a kept state of the right kind
     kept = after < before
     if not kept:                 # the stage's best run is no better: the fit's kept state stands
         model.load_state_dict(saved)
-    record = {"options": dict(polish), "score_before": before, "score_after": after, "kept": bool(kept),
+    record = {"options": dict(polish), "score_before": before[1], "score_after": after[1], "kept": bool(kept),
               "best_epoch": stage.get("best_epoch"), "history": stage}
     history = dict(history)
     history["polish"] = record
     if kept:
-        history["best_state_space_divergence"] = after
+        history["best_state_space_divergence"] = after[1]
+        if "regime_fallback" in stage:
+            history["regime_fallback"] = stage["regime_fallback"]
     return history

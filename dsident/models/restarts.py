@@ -11,7 +11,7 @@ catches: a run whose D_stsp is not below it counts as not moved.
 after ``restart_after`` epochs when none of them has moved on the data's grid;
 :meth:`LatentModelEstimator.fit <dsident.models.base.LatentModelEstimator.fit>` then builds the
 model afresh from the next seed (:func:`restart_seed`) and trains again. ``best_of`` trains
-several models from the same seed sequence and keeps the one :func:`candidate_score` ranks first.
+several models from the same seed sequence and keeps the one :func:`candidate_rank` ranks first.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from ..inference.training import FitCallback
 
-__all__ = ["StuckWatch", "any_free_run_moved", "candidate_score", "check_scored_refit", "is_restartable",
-           "restart_seed", "REFIT_OPTIONS", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
+__all__ = ["StuckWatch", "any_free_run_moved", "candidate_rank", "candidate_score", "check_scored_refit",
+           "is_restartable", "restart_seed", "REFIT_OPTIONS", "RESTART_SEED_STRIDE", "RESTARTABLE_METHODS"]
 
 #: attempt k of a fit with seed s uses seed s + k × this (far from the small seeds of a grid)
 RESTART_SEED_STRIDE = 10_000
@@ -88,6 +88,14 @@ def candidate_score(history: dict[str, Any]) -> float:
     scored run diverged or missed the data's grid ranks last)."""
     d = history.get("best_state_space_divergence")
     return float(d) if d is not None and math.isfinite(float(d)) else math.inf
+
+
+def candidate_rank(history: dict[str, Any]) -> tuple[bool, float]:
+    """How ``best_of`` and ``polish`` order finished fits (lower first): a fit whose kept free run
+    has the kind ``select_regime`` asked for before one that fell back to the lowest D_stsp of
+    the wrong kind (``history["regime_fallback"]``), then by :func:`candidate_score`. Without
+    ``select_regime`` this is the score alone."""
+    return bool(history.get("regime_fallback", False)), candidate_score(history)
 
 
 class StuckWatch:
