@@ -230,15 +230,23 @@ class RandomWindows:
             steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
             self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
         self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
-        self.cum_starts = np.cumsum(self.n_starts)
+        # a window starts from its first sample, so it starts only where every channel is observed:
+        # a missing one would start its unit at the fill value 0 and score predictions from there
+        self.complete = np.isfinite(arrays.x).all(-1)
+        self.cum_starts, self.start_table = _start_table(self.complete, self.n_starts, "training windows")
         self.offsets = torch.arange(self.seq_len, device=device)
 
-    def _starts(self, cum: np.ndarray, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Trial and start index of ``batch_size`` windows, uniform over the start positions of each
-        trial (``cum``: their cumulative counts over the trials)."""
+    def _starts(self, cum: np.ndarray, batch_size: int, rng: np.random.Generator,
+                table: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Trial and start index of ``batch_size`` windows, uniform over the allowed start positions
+        (``cum``: their cumulative counts over the trials; ``table``: each trial's allowed starts,
+        None when every position is allowed)."""
         flat = rng.integers(0, int(cum[-1]), size=batch_size)
         trial = np.searchsorted(cum, flat, side="right")
-        return trial, flat - np.concatenate([[0], cum[:-1]])[trial]
+        local = flat - np.concatenate([[0], cum[:-1]])[trial]
+        if table is None:
+            return trial, local
+        return trial, np.array([table[t][k] for t, k in zip(trial, local)], dtype=np.int64)
 
     def _gather(self, trial: np.ndarray, start: np.ndarray, continues: bool = False) -> Batch:
         ti = torch.as_tensor(trial, device=self.x.device)[:, None]
@@ -248,7 +256,7 @@ class RandomWindows:
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
         """``batch_size`` windows at start positions drawn from ``rng`` (no noise)."""
-        return self._gather(*self._starts(self.cum_starts, batch_size, rng))
+        return self._gather(*self._starts(self.cum_starts, batch_size, rng, self.start_table))
 
     def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
         for _ in range(self.batches_per_epoch):
@@ -288,9 +296,33 @@ class ConsecutiveWindows(RandomWindows):
             raise ValueError(f"consecutive windows need one trial of batches_per_epoch·(seq_len − 1) + 1 = {self.span} "
                              f"samples (batches_per_epoch={self.batches_per_epoch}, seq_len={self.seq_len}); the "
                              f"longest has {int(lengths.max())}. Lower `batches_per_epoch` or `seq_len`.")
-        self.cum_stream_starts = np.cumsum(np.maximum(lengths - self.span + 1, 0))
+        self.cum_stream_starts, self.stream_table = _start_table(self.complete, np.maximum(lengths - self.span + 1, 0),
+                                                                 "training streams")
 
     def _epoch(self, rng: np.random.Generator) -> Iterator[Batch]:
-        trial, start = self._starts(self.cum_stream_starts, self.batch_size, rng)
+        trial, start = self._starts(self.cum_stream_starts, self.batch_size, rng, self.stream_table)
         for k in range(self.batches_per_epoch):
             yield self._gather(trial, start + k * (self.seq_len - 1), continues=k > 0)
+
+
+def _start_table(complete: np.ndarray, counts: np.ndarray, what: str) -> tuple[np.ndarray, list[np.ndarray] | None]:
+    """Cumulative counts of the allowed start positions per trial, and each trial's allowed
+    starts (None when all ``counts[i]`` first positions are allowed, so that fully observed data
+    draw exactly the windows they always drew). A start is allowed where every channel is
+    observed (``complete``: (trial, time)); a trial with no such start keeps all its positions,
+    with a warning, so that no trial drops out of the fit."""
+    counts = np.asarray(counts, dtype=np.int64)
+    table, partial = [], []
+    for i, n in enumerate(counts):
+        ok = np.flatnonzero(complete[i, :n])
+        if ok.size == 0 and n > 0:
+            partial.append(i)
+            ok = np.arange(n)
+        table.append(ok)
+    if partial:
+        warnings.warn(f"trial(s) {partial[:5]}{' ...' if len(partial) > 5 else ''} have no sample with every channel "
+                      f"observed where {what} could start: their windows start on partly missing samples, whose "
+                      "missing units start at 0.", UserWarning, stacklevel=3)
+    if all(t.size == n for t, n in zip(table, counts)):
+        return np.cumsum(counts), None
+    return np.cumsum([t.size for t in table]), table
