@@ -301,6 +301,27 @@ def test_bad_arguments_are_refused_with_the_value():
         LTC(3, 2).step(torch.zeros(1, 3), torch.zeros(1, 5), 0.1)
 
 
+@pytest.mark.parametrize("build, name", [
+    (lambda value: GatedNODE(3, gated=value), "gated"),
+    (lambda value: ORGaNICs(3, rectified=value), "rectified"),
+    (lambda value: ORGaNICs(3, learn_tau=value), "learn_tau"),
+])
+def test_switches_refuse_strings_that_bool_would_read_as_true(build, name):
+    # bool("false") is True: a switch read from a config file or the command line as text used
+    # to turn the gate, the rectification or the learned time constants on without a word
+    for text in ("false", "off", "0"):
+        with pytest.raises(ValueError, match=rf"`{name}` must be True or False; got {name}='{text}'"):
+            build(text)
+    assert build(np.bool_(False)).config()[name] is False
+
+
+def test_time_constants_refuse_a_bool():
+    with pytest.raises(ValueError, match="tau"):
+        GatedNODE(3, tau=True)
+    with pytest.raises(ValueError, match="max_rate_y"):
+        ORGaNICs(3, max_rate_y=True)
+
+
 def test_all_four_models_are_registered_latent_dynamics():
     for name in ("GatedNODE", "LTC", "RecurrentFWP", "ORGaNICs"):
         assert issubclass(DYNAMICS_REGISTRY[name], LatentDynamics)
