@@ -36,6 +36,8 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor
 
+from .base import check_state
+
 #: A vector field of the models: ``f(z (B, M), u (B, K) | None) -> dz/dt (B, M)``.
 StepField = Callable[[Tensor, "Tensor | None"], Tensor]
 #: A vector field for :func:`integrate`: ``f(t, z (B, M)) -> dz/dt (B, M)``; ``t`` is a float or (B, 1).
@@ -415,6 +417,7 @@ class ODEStepMixin:
 
     method: str
     n_substeps: int
+    latent_dim: int
 
     def step(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """Transition mean: integrate the vector field over one sampling interval ``dt``.
@@ -430,10 +433,12 @@ class ODEStepMixin:
         -------
         Tensor of shape (B, M)
         """
+        check_state(z, self.latent_dim, u)
         return solver_step(self.vector_field, z, u, dt, self.method, n_substeps=self.n_substeps)
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """d step / d z, shape (B, M, M): analytic through the solver stages where available."""
+        check_state(z, self.latent_dim, u)
         vfj = getattr(self, "vector_field_jacobian", None)
         method = check_method(self.method)
         if vfj is None or method == "dopri5":
