@@ -10,6 +10,7 @@ from dsident.dynamics.base import DYNAMICS_REGISTRY, LatentDynamics
 from dsident.dynamics.gnode import GatedNODE
 from dsident.dynamics.ltc import LTC
 from dsident.dynamics.organics import ORGaNICs, divisive_normalization
+from dsident.dynamics.plrnn import PLRNN, ShallowPLRNN
 from dsident.dynamics.rfwp import RecurrentFWP
 from dsident.dynamics.solvers import integrate
 
@@ -299,6 +300,51 @@ def test_bad_arguments_are_refused_with_the_value():
         GatedNODE(3, tau=0.0)
     with pytest.raises(ValueError, match="2 input channels"):
         LTC(3, 2).step(torch.zeros(1, 3), torch.zeros(1, 5), 0.1)
+
+
+@pytest.mark.parametrize("build, name", [
+    (lambda value: GatedNODE(3, gated=value), "gated"),
+    (lambda value: ORGaNICs(3, rectified=value), "rectified"),
+    (lambda value: ORGaNICs(3, learn_tau=value), "learn_tau"),
+])
+def test_switches_refuse_strings_that_bool_would_read_as_true(build, name):
+    # bool("false") is True: a switch read from a config file or the command line as text used
+    # to turn the gate, the rectification or the learned time constants on without a word
+    for text in ("false", "off", "0"):
+        with pytest.raises(ValueError, match=rf"`{name}` must be True or False; got {name}='{text}'"):
+            build(text)
+    assert build(np.bool_(False)).config()[name] is False
+
+
+@pytest.mark.parametrize("build", [
+    lambda: PLRNN(3, 2, seed=0),
+    lambda: ShallowPLRNN(3, 4, 2, seed=0),
+    lambda: GatedNODE(3, 2, hidden_dim=4),
+    lambda: LTC(3, 2),
+    lambda: LTC(3, 2, form="compact", method="rk4"),
+    lambda: RecurrentFWP(3, 2, n_heads=1),
+    lambda: ORGaNICs(3, 2),
+], ids=["plrnn", "shallow", "gnode", "ltc-fused", "ltc-compact", "rfwp", "organics"])
+def test_step_and_jacobian_name_a_wrong_state_or_input_shape(build):
+    # a state of the wrong width or inputs for another batch used to fail deep inside torch
+    # ("mat1 and mat2 shapes cannot be multiplied", "shape '[2, 1, 3, 3]' is invalid", ...)
+    model = build()
+    m = model.latent_dim
+    wide = torch.zeros(2, m + 1)
+    for call in (lambda: model.step(wide, torch.zeros(2, 2), 0.1), lambda: model.jacobian(wide, None, 0.1)):
+        with pytest.raises(ValueError, match=rf"`z` must have a last \(latent\) dimension of size latent_dim={m}; "
+                                             rf"got shape \(2, {m + 1}\)"):
+            call()
+    with pytest.raises(ValueError, match=r"`u` must have one row per state in `z` \(2\); got shape \(3, 2\)"):
+        model.step(torch.zeros(2, m), torch.zeros(3, 2), 0.1)
+    assert model.step(torch.zeros(2, m), torch.zeros(2, 2), 0.1).shape == (2, m)
+
+
+def test_time_constants_refuse_a_bool():
+    with pytest.raises(ValueError, match="tau"):
+        GatedNODE(3, tau=True)
+    with pytest.raises(ValueError, match="max_rate_y"):
+        ORGaNICs(3, max_rate_y=True)
 
 
 def test_all_four_models_are_registered_latent_dynamics():

@@ -90,6 +90,28 @@ def test_fisher_is_expected_negative_hessian(name, kw):
     assert (eig > -1e-10).all()
 
 
+@pytest.mark.parametrize("name,kw", CASES, ids=IDS)
+def test_masked_fisher_leaves_out_the_masked_channels_and_checks_the_mask(name, kw):
+    obs = _model(name, kw)
+    _, z = _data(obs)
+    mask = torch.ones(z.shape[0], N, dtype=torch.bool)
+    mask[0, 1] = mask[3, 0] = False
+    masked = obs.fisher_information(z, mask)
+    if name == "categorical":                 # a step is one draw: a masked channel drops the row
+        want = obs.fisher_information(z) * mask.all(-1).to(z.dtype)[:, None, None]
+    else:                                     # independent route: the sum of one-channel informations
+        jac = obs.predictor_jacobian(z)
+        per_channel = obs._channel_fisher(obs.predictor(z)) * mask.to(z.dtype)
+        want = torch.einsum("rnm,rn,rnk->rmk", jac, per_channel, jac)
+    torch.testing.assert_close(masked, want, rtol=1e-12, atol=1e-12)
+    # the mask is checked as log_prob checks it (an int mask used to crash inside torch.where or,
+    # for the categorical, be taken as truthy; a wrong shape gave an expand error)
+    with pytest.raises(TypeError, match="`mask` must be boolean"):
+        obs.fisher_information(z, mask.long())
+    with pytest.raises(ValueError, match=r"`mask` shape \(6, 2\) does not match"):
+        obs.fisher_information(z, mask[:, :2])
+
+
 def test_log_prob_matches_scipy():
     z = torch.randn(7, M, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     g = _model("gaussian", {"readout": "relu"})

@@ -113,6 +113,34 @@ def test_unknown_method_and_bad_arguments_are_refused_clearly():
         S.integrate(lambda t, z: z, Z0, [0.0, 1.0], "rk4", {"stepsize": 0.1})
 
 
+@pytest.mark.parametrize("method, options, match", [
+    ("euler", {"step_size": 0.0}, "`step_size` must be a positive finite number; got step_size=0.0"),
+    ("rk4", {"step_size": -0.1}, "`step_size` must be a positive finite number; got step_size=-0.1"),
+    ("rk4", {"step_size": float("nan")}, "`step_size` must be a positive finite number; got step_size=nan"),
+    ("euler", {"n_substeps": 0}, "`n_substeps` must be a positive integer; got n_substeps=0"),
+    ("euler", {"n_substeps": 2.5}, "`n_substeps` must be a positive integer; got n_substeps=2.5"),
+    ("rk4", {"n_substeps": 100, "step_size": 1.0}, "not both; got step_size=1.0, n_substeps=100"),
+    ("euler", {"rtol": 1e-3}, r"\['rtol'\] do not apply to method='euler'"),
+    ("dopri5", {"step_size": 0.5}, r"\['step_size'\] do not apply to method='dopri5'"),
+    ("dopri5", {"rtol": -1.0}, "`rtol` must be a non-negative finite number; got rtol=-1.0"),
+    ("dopri5", {"rtol": 0.0, "atol": 0.0}, "both 0"),
+    ("dopri5", {"max_steps": 0}, "`max_steps` must be a positive integer; got max_steps=0"),
+])
+def test_integrate_refuses_bad_or_unused_options_by_name(method, options, match):
+    # each of these used to divide by zero, truncate, or be dropped without a word (a negative
+    # step_size gave one sub-step, n_substeps beside step_size and rtol with euler were ignored)
+    with pytest.raises(ValueError, match=match):
+        S.integrate(lambda t, z: z @ A.T, Z0, [0.0, 1.0], method, options)
+
+
+def test_integrate_takes_numpy_integer_sub_steps_and_step_jacobian_checks_them():
+    out = S.integrate(lambda t, z: z @ A.T, Z0, [0.0, 1.0], "rk4", {"n_substeps": np.int64(32)})
+    assert float((out[:, -1] - exact(1.0)).abs().max()) < 1e-5
+    with pytest.raises(ValueError, match="`n_substeps` must be a positive integer; got 0"):
+        S.solver_step_jacobian(linear_field, lambda z, u: A.expand(z.shape[0], -1, -1), Z0, None, 0.1, "euler",
+                               n_substeps=0)
+
+
 def test_dopri5_reports_divergence():
     with pytest.raises((FloatingPointError, RuntimeError)):
         S.integrate(lambda t, z: z ** 2, torch.ones(1, 1, dtype=DT) * 10, [0.0, 1.0], "dopri5",

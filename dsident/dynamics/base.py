@@ -50,6 +50,17 @@ def run_steps(z0: Tensor, n_steps: int, step_into: Callable[[int, Tensor, Tensor
     return out.transpose(0, 1).contiguous()
 
 
+def check_state(z: Tensor, latent_dim: int, u: Tensor | None = None) -> None:
+    """ValueError naming ``z`` when its last dimension is not ``latent_dim``, or naming ``u`` when it
+    has another number of rows than ``z`` (B, M) (one row, shared by every state, is allowed).
+    Shapes only, so no device synchronisation on the per-step path."""
+    if z.dim() == 0 or z.shape[-1] != latent_dim:
+        raise ValueError(f"`z` must have a last (latent) dimension of size latent_dim={latent_dim}; "
+                         f"got shape {tuple(z.shape)}.")
+    if u is not None and z.dim() == 2 and u.dim() == 2 and u.shape[0] not in (1, z.shape[0]):
+        raise ValueError(f"`u` must have one row per state in `z` ({z.shape[0]}); got shape {tuple(u.shape)}.")
+
+
 class LatentDynamics(nn.Module):
     """Base class of all latent dynamics.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -44,6 +45,14 @@ def _act_grad(name: str, x: Tensor, y: Tensor) -> Tensor:
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {list(choices)}; got {value!r}.")
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    """A True/False switch: a bool (or numpy bool), else ValueError. ``bool("false")`` is True,
+    so a string from a config file or the command line would otherwise turn the switch on."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be True or False; got {name}={value!r}.")
+    return bool(value)
 
 
 def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
@@ -182,7 +191,8 @@ class GatedNODE(ODEStepMixin, LatentDynamics):
         _check_choice("hidden_nonlinearity", hidden_nonlinearity, ("relu", "tanh"))
         _check_choice("init", init, _INITS)
         check_method(method)
-        if not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau <= 0:
+        gated = _check_flag("gated", gated)
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau <= 0:
             raise ValueError(f"`tau` must be a positive number (time units); got {tau!r}.")
         self.latent_dim, self.input_dim = latent_dim, input_dim
         self.hidden_dim, self.n_layers = hidden_dim, n_layers

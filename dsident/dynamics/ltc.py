@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import LatentDynamics
+from .base import LatentDynamics, check_state
 from .gnode import _check_choice, _check_positive_int
 from .solvers import ODEStepMixin, check_dt, check_method
 
@@ -176,6 +176,7 @@ class LTC(ODEStepMixin, LatentDynamics):
         """
         if self.form != "synaptic" or check_method(self.method) != "fused":
             return super().step(z, u, dt)
+        check_state(z, self.latent_dim, u)
         h = check_dt(dt, z)
         uu = self._inputs(z, u)
         if (torch.is_grad_enabled() and not torch._C._are_functorch_transforms_active()

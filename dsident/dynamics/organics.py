@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .base import LatentDynamics
-from .gnode import _check_choice, _check_positive_int
+from .gnode import _check_choice, _check_flag, _check_positive_int
 from .solvers import ODEStepMixin, check_method
 
 __all__ = ["ORGaNICs", "divisive_normalization"]
@@ -117,8 +117,9 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
         _check_positive_int("n_substeps", n_substeps)
         _check_choice("recurrence", recurrence, ("identity", "spectral", "free"))
         check_method(method)
+        rectified, learn_tau = _check_flag("rectified", rectified), _check_flag("learn_tau", learn_tau)
         for name, value in (("max_rate_y", max_rate_y), ("max_rate_a", max_rate_a)):
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive number (1 / time unit); got {value!r}.")
         if not isinstance(norm_weight_scale, (int, float)) or not math.isfinite(norm_weight_scale) \
                 or norm_weight_scale <= 0:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .base import LatentDynamics, run_steps
+from .base import LatentDynamics, check_state, run_steps
 
 #: the penalties of the paper's Table 1 that the PLRNN offers (``penalty=`` argument).
 PENALTIES = ("manifold", "none", "iplrnn", "l2p", "l2f", "orthogonal")
@@ -280,6 +280,7 @@ class PLRNN(LatentDynamics):
         -------
         Tensor of shape (B, M)
         """
+        check_state(z, self.latent_dim, u)
         out = z * self.a + torch.relu(z) @ self.W_offdiag.T + self.h
         if _check_input(u, self.input_dim, z):
             out = out + u @ self.C.T
@@ -304,6 +305,7 @@ class PLRNN(LatentDynamics):
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """``diag(a) + W_offdiag diag(z > 0)`` (eq. 4's ``W_Omega``), shape (B, M, M)."""
+        check_state(z, self.latent_dim)
         jac = self.W_offdiag[None] * (z > 0).to(z.dtype)[:, None, :]
         jac.diagonal(dim1=-2, dim2=-1).add_(self.a)       # the diagonal of W_offdiag is zero
         return jac
@@ -455,6 +457,7 @@ class ShallowPLRNN(LatentDynamics):
 
     def step(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """One step, (B, M) -> (B, M); ``dt`` is ignored (discrete time)."""
+        check_state(z, self.latent_dim, u)
         out = z * self.a + self._hidden(z) @ self.W1.T + self.h1
         if _check_input(u, self.input_dim, z):
             out = out + u @ self.C.T
@@ -482,6 +485,7 @@ class ShallowPLRNN(LatentDynamics):
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """``diag(a) + W1 diag(d) W2``, shape (B, M, M) (see Notes for ``d``)."""
+        check_state(z, self.latent_dim)
         pre = z @ self.W2.T
         d = (pre + self.h2 > 0).to(z.dtype)
         if self.clip:

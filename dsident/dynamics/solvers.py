@@ -29,11 +29,14 @@ Shape legend: ``B`` batch (trials), ``M`` state size, ``K`` input size, ``T`` ti
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from typing import Any, Callable, Mapping
 
 import torch
 from torch import Tensor
+
+from .base import check_state
 
 #: A vector field of the models: ``f(z (B, M), u (B, K) | None) -> dz/dt (B, M)``.
 StepField = Callable[[Tensor, "Tensor | None"], Tensor]
@@ -176,6 +179,8 @@ def solver_step_jacobian(vector_field: StepField, vf_jacobian: Callable, z: Tens
         raise ValueError("solver_step_jacobian has no analytic path for the adaptive 'dopri5' method; "
                          "use autograd (LatentDynamics.jacobian) instead.")
     h = check_dt(dt, z)
+    if isinstance(n_substeps, bool) or not isinstance(n_substeps, int) or n_substeps < 1:
+        raise ValueError(f"`n_substeps` must be a positive integer; got {n_substeps!r}.")
     hs = h / n_substeps
     hs3 = hs[:, :, None] if isinstance(hs, Tensor) else hs
     eye = torch.eye(z.shape[1], dtype=z.dtype, device=z.device).expand(z.shape[0], -1, -1)
@@ -283,10 +288,10 @@ def integrate(vector_field: TimeField, z0: Tensor, t: Any, method: str = "rk4",
     method : str
         A key of :data:`SOLVERS`: ``"euler"``, ``"rk4"``, ``"fused"``/``"semi-implicit"``, ``"dopri5"``.
     options : dict, optional
-        ``step_size`` (fixed-step methods: the largest allowed sub-step; each interval is split
-        into ``ceil(interval / step_size)`` equal sub-steps), ``n_substeps`` (fixed number of
-        sub-steps per interval, default 1), ``rtol`` (1e-6), ``atol`` (1e-8), ``max_steps``
-        (10000, per interval) for ``"dopri5"``.
+        Fixed-step methods: ``step_size`` (the largest allowed sub-step; each interval is split
+        into ``ceil(interval / step_size)`` equal sub-steps) or ``n_substeps`` (fixed number of
+        sub-steps per interval, default 1), not both. ``"dopri5"``: ``rtol`` (1e-6), ``atol``
+        (1e-8), ``max_steps`` (10000, per interval). An option the method does not use is refused.
 
     Returns
     -------
@@ -296,14 +301,12 @@ def integrate(vector_field: TimeField, z0: Tensor, t: Any, method: str = "rk4",
     Raises
     ------
     ValueError
-        Unknown method or option, non-increasing ``t``, or a ``t`` whose shape does not fit ``z0``.
+        Unknown method or option, an option the method does not use, a non-positive step size or
+        sub-step count, non-increasing ``t``, or a ``t`` whose shape does not fit ``z0``.
     """
     method = check_method(method)
     options = dict(options or {})
-    known = {"step_size", "n_substeps", "rtol", "atol", "max_steps"}
-    unknown = set(options) - known
-    if unknown:
-        raise ValueError(f"Unknown solver option(s) {sorted(unknown)}; expected a subset of {sorted(known)}.")
+    _check_options(method, options)
     if z0.dim() != 2:
         raise ValueError(f"`z0` must have shape (batch, state); got shape {tuple(z0.shape)}.")
     tt = torch.as_tensor(t, dtype=z0.dtype, device=z0.device)
@@ -321,6 +324,38 @@ def integrate(vector_field: TimeField, z0: Tensor, t: Any, method: str = "rk4",
         z = _integrate_interval(vector_field, z, t0, interval, method, options)
         out.append(z)
     return torch.stack(out, dim=1)
+
+
+#: the options of :func:`integrate` for the fixed-step methods and for the adaptive one
+_FIXED_OPTIONS, _ADAPTIVE_OPTIONS = ("step_size", "n_substeps"), ("rtol", "atol", "max_steps")
+
+
+def _check_options(method: str, options: dict[str, Any]) -> None:
+    """ValueError for an unknown option, one the method does not use (it would be dropped), or a bad value."""
+    known = set(_FIXED_OPTIONS + _ADAPTIVE_OPTIONS)
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"Unknown solver option(s) {sorted(unknown)}; expected a subset of {sorted(known)}.")
+    usable = _ADAPTIVE_OPTIONS if method == "dopri5" else _FIXED_OPTIONS
+    unused = sorted(set(options) - set(usable))
+    if unused:
+        raise ValueError(f"solver option(s) {unused} do not apply to method={method!r}, which takes "
+                         f"{list(usable)}; they would be ignored.")
+    if "step_size" in options and "n_substeps" in options:
+        raise ValueError(f"give `step_size` or `n_substeps`, not both; got step_size={options['step_size']!r}, "
+                         f"n_substeps={options['n_substeps']!r}.")
+    for name in ("step_size", "rtol", "atol"):
+        value = options.get(name, 1.0)
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+        if not ok or value < 0 or (name == "step_size" and value == 0):
+            kind = "positive" if name == "step_size" else "non-negative"
+            raise ValueError(f"solver option `{name}` must be a {kind} finite number; got {name}={value!r}.")
+    for name in ("n_substeps", "max_steps"):
+        value = options.get(name, 1)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"solver option `{name}` must be a positive integer; got {name}={value!r}.")
+    if options.get("rtol", 1.0) == 0 and options.get("atol", 1.0) == 0:
+        raise ValueError("solver options `rtol` and `atol` are both 0, which no step can meet; give one > 0.")
 
 
 def _integrate_interval(f: TimeField, z: Tensor, t0: Any, interval: Any, method: str,
@@ -382,6 +417,7 @@ class ODEStepMixin:
 
     method: str
     n_substeps: int
+    latent_dim: int
 
     def step(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """Transition mean: integrate the vector field over one sampling interval ``dt``.
@@ -397,10 +433,12 @@ class ODEStepMixin:
         -------
         Tensor of shape (B, M)
         """
+        check_state(z, self.latent_dim, u)
         return solver_step(self.vector_field, z, u, dt, self.method, n_substeps=self.n_substeps)
 
     def jacobian(self, z: Tensor, u: Tensor | None = None, dt: float | Tensor | None = None) -> Tensor:
         """d step / d z, shape (B, M, M): analytic through the solver stages where available."""
+        check_state(z, self.latent_dim, u)
         vfj = getattr(self, "vector_field_jacobian", None)
         method = check_method(self.method)
         if vfj is None or method == "dopri5":

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .readout import Readout, ReadoutObservation
+from .readout import Readout, ReadoutObservation, channel_mask
 
 #: pseudo-count added to every class before the log (initialisation and inversion only)
 SMOOTHING = 0.5
@@ -112,7 +112,7 @@ class Categorical(ReadoutObservation):
         eta = self.predictor(z)
         row_obs = torch.ones(eta.shape[:-1], dtype=torch.bool, device=eta.device)
         if mask is not None:
-            row_obs = torch.as_tensor(mask, device=eta.device).expand(eta.shape).all(-1)
+            row_obs = channel_mask(mask, eta.shape, eta.device).all(-1)
         return self._latent_fisher(eta, z, row_obs)
 
     def _latent_fisher(self, eta: Tensor, z: Tensor, row_obs: Tensor) -> Tensor:

@@ -142,6 +142,19 @@ def observed_mask(x: Tensor, mask: Any | None) -> Tensor:
     return obs
 
 
+def channel_mask(mask: Any, shape: tuple[int, ...], device: torch.device) -> Tensor:
+    """``mask`` (True = observed) checked as :func:`observed_mask` checks it and broadcast to ``shape``
+    (..., N), for the methods that take a mask but no data (``fisher_information``)."""
+    m = mask if isinstance(mask, Tensor) else torch.as_tensor(np.asarray(mask))
+    if m.dtype != torch.bool:
+        raise TypeError(f"`mask` must be boolean (True = observed); got dtype {m.dtype}.")
+    try:
+        return m.to(device).expand(shape)
+    except RuntimeError:
+        raise ValueError(f"`mask` shape {tuple(m.shape)} does not match the predictor shape {tuple(shape)} "
+                         f"(..., obs_dim).") from None
+
+
 def flatten_rows(x: Any, mask: Any | None, obs_dim: int, like: Tensor) -> tuple[Tensor, Tensor]:
     """Data of shape (time, N) or (trial, time, N) as rows (R, N) plus the observed mask (R, N)."""
     xt = as_tensor(x, like)
@@ -302,7 +315,7 @@ class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
         eta = self.predictor(z)
         fi = self._channel_fisher(eta)
         if mask is not None:
-            fi = torch.where(torch.as_tensor(mask, device=fi.device).expand(fi.shape), fi, torch.zeros_like(fi))
+            fi = torch.where(channel_mask(mask, fi.shape, fi.device), fi, torch.zeros_like(fi))
         jac = self.predictor_jacobian(z)
         return torch.einsum("...nm,...n,...nk->...mk", jac, fi, jac)
 
