@@ -872,3 +872,23 @@ def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
     cached_floor(cfg, out)
     assert len(list(out.glob("floor_rec_*.json"))) == 2
     assert floor["D_stsp"] >= 0
+
+
+def test_a_dry_run_counts_a_point_whose_data_file_changed_as_unfinished(tmp_path):
+    """`sweep --dry-run` and `benchmark --dry-run` count finished points with is_done; it must
+    agree with run_grid, which runs a point again when a data file it read was edited."""
+    from dsident import datasets
+    from dsident.experiments.config import resolve_config
+
+    x = datasets.load("lorenz63", split="train")["x"].values[0, :1200]
+    path = tmp_path / "rec.npz"
+    np.savez(path, x=x, dt=0.01)
+    tiny = {"eval_length": 200, "test_fraction": 0.25, "model_params": {"hidden_dim": 4},
+            "fit_options": {"n_epochs": 1, "seq_len": 20}}
+    cfg = resolve_config(str(path), "shplrnn", "bptt", overrides=tiny)
+    out = tmp_path / "grid"
+    assert not runner.is_done(cfg, out)
+    runner.run_grid([cfg], out, progress=False)
+    assert runner.is_done(cfg, out)
+    np.savez(path, x=x[::-1].copy(), dt=0.01)                                    # the same name, other samples
+    assert not runner.is_done(cfg, out)

@@ -73,6 +73,8 @@ embedded = ecg.ecg_pipeline(recording, sampling_rate=700.0)
 n = embedded.sizes["time"]
 train, test = ecg.split_contiguous(embedded, int(0.7 * n))
 print("embedded:", embedded.sizes, "train", train.sizes["time"], "test", test.sizes["time"])
+dsident.data.save_dataset(train, OUT / "my_ecg_embedded.nc")   # the files the command-line route above reads
+dsident.data.save_dataset(test, OUT / "my_ecg_test.nc")
 
 # %% [markdown]
 # ## 3. Fit, score, draw

@@ -406,9 +406,10 @@ def read_record(folder: str | Path) -> dict[str, Any] | None:
 
 
 def is_done(cfg: Mapping[str, Any], out_root: str | Path) -> bool:
-    """True when the point of ``cfg`` already has a successful result under ``out_root``."""
+    """True when the point of ``cfg`` already has a successful result under ``out_root`` whose
+    data files are unchanged: the points :func:`run_grid` skips."""
     rec = read_record(Path(out_root) / "points" / point_id(cfg))
-    return rec is not None and rec.get("status") == DONE
+    return rec is not None and rec.get("status") == DONE and not changed_files(rec.get("data_files"), cfg)
 
 
 # ---------------------------------------------------------------------------------------------
