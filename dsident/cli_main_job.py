@@ -890,13 +890,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _same_file(a: Any, b: Any) -> bool:
-    """Whether two data specs name the same existing file."""
+    """Whether two data specs name the same existing file (a WFDB record by its ``.hea`` or its
+    ``.dat``, either way)."""
+    from .data.importers.physionet import wfdb_record_of
     from .experiments.inputs import is_path_like
 
     if not (isinstance(a, (str, Path)) and isinstance(b, (str, Path)) and is_path_like(str(a)) and is_path_like(str(b))):
         return False
     try:
-        return Path(a).resolve() == Path(b).resolve() and Path(a).is_file()
+        if not Path(a).is_file():
+            return False
+        record_a, record_b = wfdb_record_of(a), wfdb_record_of(b)
+        if record_a is not None and record_b is not None:
+            return record_a.resolve() == record_b.resolve()
+        return Path(a).resolve() == Path(b).resolve()
     except OSError:
         return False
 

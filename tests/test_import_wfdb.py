@@ -84,3 +84,33 @@ def test_the_command_line_reads_a_record(tmp_path, capsys):
     # a step that disagrees with the record's own is refused, not used
     assert main(["inspect", str(tmp_path / "rec.hea"), "--dt", "0.002", "--out", str(out)]) == 2
     assert "sampled at dt=0.004" in capsys.readouterr().err
+
+
+def test_evaluate_takes_a_records_dat_for_its_hea(tmp_path):
+    """A fit on ``rec.hea`` evaluated on ``rec.dat`` (the same record) scores the held-out end as fit
+    did, and another record's ``.dat`` is read with the fit's ``--read``, as its ``.hea`` would be."""
+    import json
+
+    import xarray as xr
+
+    from dsident.cli import main
+
+    _record(tmp_path, n=2000, gap=(100, 110))                                # a gap in the training part only
+    other = tmp_path / "other"
+    other.mkdir()
+    _record(other, n=2000)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.hea"), "--read", "channels=MLII,V5", "--test-fraction", "0.25",
+                 "--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+                 "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    fitted = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert main(["evaluate", str(out), str(tmp_path / "rec.dat"), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+    again = xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf")
+    assert json.loads(again.attrs["data_length"]) == [300]
+    np.testing.assert_allclose(again["state_space_divergence"].values, fitted["state_space_divergence"].values,
+                               rtol=1e-12)
+    assert "- test: the last 0.25 of every trial of the file" in (tmp_path / "ev" / "metrics.md").read_text()
+    # another record by its signal file: the fit's two leads, not all three
+    assert main(["evaluate", str(out), str(other / "rec.dat"), "--out", str(tmp_path / "ev2"), "--no-progress"]) == 0
+    assert "| V5 |" in (tmp_path / "ev2" / "metrics.md").read_text()
