@@ -189,8 +189,9 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
 
 
 def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 2_000,
-                     title: str | None = None, save: str | Path | None = None) -> Figure:
-    """Each channel over time (first ``n_steps`` samples): data above, generated in red on top."""
+                     title: str | None = None, label: str = "data", save: str | Path | None = None) -> Figure:
+    """Each channel over time (first ``n_steps`` samples): data above, generated in red on top.
+    ``label`` names ``true`` in the legend (``"generated"`` when it is a free run drawn alone)."""
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     n = x.shape[1]
@@ -199,7 +200,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
     axes = [fig.add_subplot(shown, 1, i + 1) for i in range(shown)]
     t = np.arange(min(n_steps, len(x))) * dt
     for i, ax in enumerate(axes):
-        ax.plot(t, x[: len(t), i], label="data", **{**TRUE_STYLE, "lw": 0.8})
+        ax.plot(t, x[: len(t), i], label=label, **{**TRUE_STYLE, "lw": 0.8})
         if g is not None:
             tg = np.arange(min(n_steps, len(g))) * dt
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})

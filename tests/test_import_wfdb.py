@@ -114,3 +114,28 @@ def test_evaluate_takes_a_records_dat_for_its_hea(tmp_path):
     # another record by its signal file: the fit's two leads, not all three
     assert main(["evaluate", str(out), str(other / "rec.dat"), "--out", str(tmp_path / "ev2"), "--no-progress"]) == 0
     assert "| V5 |" in (tmp_path / "ev2" / "metrics.md").read_text()
+
+
+def test_generate_writes_a_records_runs_in_its_units_and_labels_them_as_generated(tmp_path, monkeypatch):
+    """generate after a z-scored fit of a record: generated.nc says mV and seconds (not a sentence
+    for units and no time unit), and time_series.png calls the free run "generated", not "data"."""
+    import xarray as xr
+
+    from dsident import plotting
+    from dsident.cli import main
+
+    _record(tmp_path, n=1500)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.hea"), "--read", "channels=MLII,V5", "--zscore", "--test-fraction", "0.25",
+                 "--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+                 "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    figures = {}
+    draw = plotting.plot_time_series
+    monkeypatch.setattr(plotting, "plot_time_series", lambda *a, **k: figures.setdefault("ts", draw(*a, **k)))
+    assert main(["generate", str(out), "--steps", "200", "--out", str(tmp_path / "gen")]) == 0
+    gen = xr.open_dataset(tmp_path / "gen" / "generated.nc", engine="h5netcdf")
+    assert gen.attrs["units"] == "mV"
+    ax = figures["ts"].axes[-1]
+    assert ax.get_xlabel() == "time (s)"
+    assert [t.get_text() for t in figures["ts"].axes[0].get_legend().get_texts()] == ["generated"]
