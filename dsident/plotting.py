@@ -562,7 +562,7 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
     done = results["status"].values == "done"
     for j, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), j + 1)
-        labels, y = [], 0
+        labels, y, floor_drawn = [], 0, False
         for d in datasets:
             for model, method in rows:
                 sel = done & (results["dataset"].values == d) & (results["model"].values == model) & \
@@ -577,13 +577,16 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
                 labels.append(f"{d}: {model} × {method}")
                 y += 1
             if floor and d in floor and metric in floor[d] and np.isfinite(floor[d][metric]):
+                # the legend names the first line drawn: a dataset without a floor (a recording's that cannot
+                # tell a fixed point apart) left the others' lines unnamed and an empty legend box
                 ax.plot([floor[d][metric]] * 2, [y - len(rows) - 0.5, y - 0.5], "--", color="tab:green",
-                        label="floor" if d == datasets[0] else None)
+                        label=None if floor_drawn else "floor")
+                floor_drawn = True
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels if j == 0 else [""] * len(labels), fontsize="small")
         ax.invert_yaxis()
         ax.set_xlabel(metric)
-        if floor:
+        if floor_drawn:
             ax.legend(fontsize="x-small")
     if title:
         fig.suptitle(title)

@@ -150,6 +150,22 @@ def test_benchmark_summary_figure(tmp_path):
     assert _is_png(tmp_path / "s.png")
 
 
+def test_benchmark_summary_names_the_floor_line_when_the_first_dataset_has_none(recwarn):
+    # a recording whose floor cannot tell a fixed point apart is left out of the floors drawn; the
+    # other dataset's dashed line must still be named "floor", with no empty legend beside it
+    results = xr.Dataset(
+        {"D_stsp": ("point", [12.0, 12.0]), "D_H": ("point", [0.14, 0.17]),
+         "status": ("point", np.array(["done", "done"]))},
+        coords={"dataset": ("point", ["/d/rec1.dat", "/d/vdp.csv"]), "model": ("point", ["shplrnn"] * 2),
+                "method": ("point", ["teacher-forcing"] * 2)})
+    fig = plotting.plot_benchmark_summary(results, floor={"/d/vdp.csv": {"D_stsp": 2.2, "D_H": 0.002}})
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["floor"]
+    assert not [w for w in recwarn if "No artists with labels" in str(w.message)]
+    # no floor drawn at all: no legend box
+    assert all(ax.get_legend() is None for ax in plotting.plot_benchmark_summary(results, floor={}).axes)
+
+
 def test_bad_inputs_are_refused_with_clear_messages(pair):
     true, gen = pair
     with pytest.raises(ValueError, match="dims"):
