@@ -264,10 +264,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["test_fraction"] = s["test_fraction"]
         train, held_out = held_out_split(cfg, argname="--test-fraction")
         recorded_before = train     # the held-out end continues this (slow channels filter across)
+        uncut_length = int(train.sizes["time"])
         if cfg.get("train_length"):
             train = cut(train, int(cfg["train_length"]))
     else:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
+        uncut_length = None
     if train.sizes["channel"] > train.sizes["time"]:       # said before a fit that would fail or be meaningless
         import warnings
 
@@ -297,7 +299,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
     # one channel delay-embedded (delays chosen on the training data, or given), then a slow band of
     # one channel and its quadrature as two more observed channels (not scored)
     burst_hint = _burst_hint(train, cfg, str(data))
-    train, cfg = channels_for_fit(train, cfg)
+    try:
+        train, cfg = channels_for_fit(train, cfg)
+    except ValueError as err:
+        # "trial 0 has 1000 samples" read as the file's length when --train-length had cut it so
+        if cfg.get("train_length") and cfg.get("slow_channels") is not None and "need at least" in str(err):
+            whole = f" (the training part has {uncut_length} samples)" if uncut_length else ""
+            raise ValueError(f"--slow-channels on the first {int(cfg['train_length'])} training samples "
+                             f"(--train-length {int(cfg['train_length'])}): {err} Raise --train-length{whole}, or "
+                             "lower the cutoff.") from err
+        raise
     # the test data before the fit, so that one too short to score is refused before the work
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
     test, test_line = None, None
