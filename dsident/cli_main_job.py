@@ -605,6 +605,9 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
             f"bursts_{who}_{key}": getattr(bursts[who], key) if bursts[who] is not None else math.nan
             for who in ("data", "generated") for key in ("period", "spikes_per_burst")})
     _write_netcdf(raw, out / "metrics.nc")
+    if cfg.get("zscore"):       # scored as fitted: a run near 0 is not one near 0 mV
+        gen.attrs["units"] = ("z-units: the fit's z-score (config.json `zscore`; `dsident generate` writes "
+                              "the data's units)")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")

@@ -118,7 +118,8 @@ def test_evaluate_takes_a_records_dat_for_its_hea(tmp_path):
 
 def test_generate_writes_a_records_runs_in_its_units_and_labels_them_as_generated(tmp_path, monkeypatch):
     """generate after a z-scored fit of a record: generated.nc says mV and seconds (not a sentence
-    for units and no time unit), and time_series.png calls the free run "generated", not "data"."""
+    for units and no time unit), and time_series.png calls the free run "generated", not "data";
+    the fit's own generated.nc says it is in z-units."""
     import xarray as xr
 
     from dsident import plotting
@@ -130,6 +131,8 @@ def test_generate_writes_a_records_runs_in_its_units_and_labels_them_as_generate
                  "--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
                  "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
                  "--out", str(out)]) == 0
+    # the fit's own free run (generated.nc beside fit.md) is scored in z-units, and says so
+    assert xr.open_dataset(out / "generated.nc", engine="h5netcdf").attrs["units"].startswith("z-units")
     figures = {}
     draw = plotting.plot_time_series
     monkeypatch.setattr(plotting, "plot_time_series", lambda *a, **k: figures.setdefault("ts", draw(*a, **k)))
