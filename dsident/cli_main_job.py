@@ -888,6 +888,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before,
                          channels=channels, read=read)
+    _check_test_step(test, est, cfg, args.test_data, args.model_dir)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     if held_out:
@@ -903,6 +904,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     (out / "metrics.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+def _check_test_step(test: Any, est: Any, cfg: dict[str, Any], spec: Any, model_dir: Any) -> None:
+    """Refuse test data sampled at another step than the fit, in the command's words (the library's
+    refusal names its `test` argument and a `dt` the command line cannot pass)."""
+    from .data.container import steps_agree
+    from .data.time_units import time_unit
+
+    fitted = getattr(getattr(est, "model_", None), "dt", None)
+    if fitted is None or "dt" not in test.attrs or steps_agree(float(test.attrs["dt"]), float(fitted)):
+        return
+    unit, fit_unit = time_unit(test), cfg.get("time_unit")
+    slip = (f" (its times are in {unit}, the fit's in {fit_unit})" if unit and fit_unit and unit != fit_unit
+            else "")
+    raise ValueError(f"TEST_DATA {str(spec)!r} is sampled every {float(test.attrs['dt']):g}"
+                     f"{' ' + unit if unit else ''}{slip}, but the model in {str(model_dir)!r} was fitted at dt = "
+                     f"{float(fitted):g}{' ' + fit_unit if fit_unit else ''}; give test data sampled at the fit's step "
+                     "(dsident.data.preprocessing.resample resamples a recording).")
 
 
 def _same_file(a: Any, b: Any) -> bool:

@@ -1008,3 +1008,17 @@ def test_slow_channels_on_a_train_length_too_short_name_the_flag(tmp_path, capsy
                  "--train-length", "500", "--no-progress", "--out", str(tmp_path / "fit")]) == 2
     err = capsys.readouterr().err
     assert "--train-length 500" in err and "need at least 600" in err and "the training part has 3200 samples" in err
+
+
+def test_evaluate_names_test_data_sampled_at_another_step(tmp_path, capsys):
+    t = np.arange(1500)
+    v = np.column_stack([np.sin(2 * np.pi * t / 40), np.cos(2 * np.pi * t / 55)])
+    np.savez(tmp_path / "fit.npz", x=v, dt=0.1)
+    np.savez(tmp_path / "other.npz", x=v, dt=0.2)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "fit.npz"), "--test-fraction", "0.25", *TINY, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(out), str(tmp_path / "other.npz"), "--out", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err
+    assert f"TEST_DATA '{tmp_path / 'other.npz'}' is sampled every 0.2" in err
+    assert "fitted at dt = 0.1" in err and "`test`" not in err and "pass `dt`" not in err
