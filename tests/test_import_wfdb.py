@@ -86,6 +86,17 @@ def test_the_command_line_reads_a_record(tmp_path, capsys):
     assert "sampled at dt=0.004" in capsys.readouterr().err
 
 
+def test_the_command_line_is_told_how_to_read_leads_of_mixed_units(tmp_path, capsys):
+    from dsident.cli import main
+
+    _record(tmp_path, units=("mV", "mV", "l/s"))
+    out = tmp_path / "insp"
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "`--read channels=MLII,V5`" in err and "`--read allow_mixed_units=true`" in err
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--read", "allow_mixed_units=true", "--out", str(out)]) == 0
+
+
 def test_evaluate_takes_a_records_dat_for_its_hea(tmp_path):
     """A fit on ``rec.hea`` evaluated on ``rec.dat`` (the same record) scores the held-out end as fit
     did, and another record's ``.dat`` is read with the fit's ``--read``, as its ``.hea`` would be."""
