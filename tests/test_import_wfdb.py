@@ -153,3 +153,11 @@ def test_generate_writes_a_records_runs_in_its_units_and_labels_them_as_generate
     ax = figures["ts"].axes[-1]
     assert ax.get_xlabel() == "time (s)"
     assert [t.get_text() for t in figures["ts"].axes[0].get_legend().get_texts()] == ["generated"]
+
+
+def test_a_record_named_without_its_extension_points_to_its_header(tmp_path, capsys):
+    from dsident.cli import main
+
+    _record(tmp_path)
+    assert main(["inspect", str(tmp_path / "rec"), "--out", str(tmp_path / "insp")]) == 2
+    assert f"the WFDB record header '{tmp_path / 'rec.hea'}' does: give the header" in capsys.readouterr().err

@@ -198,6 +198,10 @@ def _read_file(path: Path, dt: float | None, read: dict[str, Any]) -> xr.Dataset
     from ..data import as_dataset, load_any
 
     if not path.exists():
+        header = path.with_name(path.name + ".hea")
+        if header.is_file():        # a PhysioNet record named as wfdb names it, without its extension
+            raise ValueError(f"data file {str(path)!r} does not exist, but the WFDB record header {str(header)!r} "
+                             "does: give the header (or its .dat) as the data file.")
         raise ValueError(f"data file {str(path)!r} does not exist; give a shipped set name "
                          f"({', '.join(shipped_names()) or 'see dsident.datasets'}) or an existing file.")
     suffix = path.suffix.lower()
