@@ -264,10 +264,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["test_fraction"] = s["test_fraction"]
         train, held_out = held_out_split(cfg, argname="--test-fraction")
         recorded_before = train     # the held-out end continues this (slow channels filter across)
+        uncut_length = int(train.sizes["time"])
         if cfg.get("train_length"):
             train = cut(train, int(cfg["train_length"]))
     else:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
+        uncut_length = None
     if train.sizes["channel"] > train.sizes["time"]:       # said before a fit that would fail or be meaningless
         import warnings
 
@@ -297,7 +299,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
     # one channel delay-embedded (delays chosen on the training data, or given), then a slow band of
     # one channel and its quadrature as two more observed channels (not scored)
     burst_hint = _burst_hint(train, cfg, str(data))
-    train, cfg = channels_for_fit(train, cfg)
+    try:
+        train, cfg = channels_for_fit(train, cfg)
+    except ValueError as err:
+        # "trial 0 has 1000 samples" read as the file's length when --train-length had cut it so
+        if cfg.get("train_length") and cfg.get("slow_channels") is not None and "need at least" in str(err):
+            whole = f" (the training part has {uncut_length} samples)" if uncut_length else ""
+            raise ValueError(f"--slow-channels on the first {int(cfg['train_length'])} training samples "
+                             f"(--train-length {int(cfg['train_length'])}): {err} Raise --train-length{whole}, or "
+                             "lower the cutoff.") from err
+        raise
     # the test data before the fit, so that one too short to score is refused before the work
     test_spec = s.get("test_data") or (None if is_path_like(str(data)) else data)
     test, test_line = None, None
@@ -332,8 +343,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .data.time_units import time_unit
 
     unit = time_unit(train)             # analyze's periods and exponents say it
+    data_units = train.attrs.get("units")   # generate writes its runs in them
     save_config({**cfg, "fit_time": fit_time, "machine": machine, "data": str(data),
-                 **({"time_unit": unit} if unit else {})}, out / "config.json")
+                 **({"time_unit": unit} if unit else {}),
+                 **({"data_units": str(data_units)} if data_units else {})}, out / "config.json")
     fit_history = getattr(est, "history_", None)
     history = _history_dataset(fit_history)
     lines = [f"# dsident fit: {model} × {cfg['method']} on {data}", "",
@@ -592,6 +605,9 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
             f"bursts_{who}_{key}": getattr(bursts[who], key) if bursts[who] is not None else math.nan
             for who in ("data", "generated") for key in ("period", "spikes_per_burst")})
     _write_netcdf(raw, out / "metrics.nc")
+    if cfg.get("zscore"):       # scored as fitted: a run near 0 is not one near 0 mV
+        gen.attrs["units"] = ("z-units: the fit's z-score (config.json `zscore`; `dsident generate` writes "
+                              "the data's units)")
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")
@@ -872,6 +888,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         test = load_test(args.test_data, cfg, length=cfg.get("eval_length"), dt=dt, before=before,
                          channels=channels, read=read)
+    _check_test_step(test, est, cfg, args.test_data, args.model_dir)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     if held_out:
@@ -889,14 +906,39 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_test_step(test: Any, est: Any, cfg: dict[str, Any], spec: Any, model_dir: Any) -> None:
+    """Refuse test data sampled at another step than the fit, in the command's words (the library's
+    refusal names its `test` argument and a `dt` the command line cannot pass)."""
+    from .data.container import steps_agree
+    from .data.time_units import time_unit
+
+    fitted = getattr(getattr(est, "model_", None), "dt", None)
+    if fitted is None or "dt" not in test.attrs or steps_agree(float(test.attrs["dt"]), float(fitted)):
+        return
+    unit, fit_unit = time_unit(test), cfg.get("time_unit")
+    slip = (f" (its times are in {unit}, the fit's in {fit_unit})" if unit and fit_unit and unit != fit_unit
+            else "")
+    raise ValueError(f"TEST_DATA {str(spec)!r} is sampled every {float(test.attrs['dt']):g}"
+                     f"{' ' + unit if unit else ''}{slip}, but the model in {str(model_dir)!r} was fitted at dt = "
+                     f"{float(fitted):g}{' ' + fit_unit if fit_unit else ''}; give test data sampled at the fit's step "
+                     "(dsident.data.preprocessing.resample resamples a recording).")
+
+
 def _same_file(a: Any, b: Any) -> bool:
-    """Whether two data specs name the same existing file."""
+    """Whether two data specs name the same existing file (a WFDB record by its ``.hea`` or its
+    ``.dat``, either way)."""
+    from .data.importers.physionet import wfdb_record_of
     from .experiments.inputs import is_path_like
 
     if not (isinstance(a, (str, Path)) and isinstance(b, (str, Path)) and is_path_like(str(a)) and is_path_like(str(b))):
         return False
     try:
-        return Path(a).resolve() == Path(b).resolve() and Path(a).is_file()
+        if not Path(a).is_file():
+            return False
+        record_a, record_b = wfdb_record_of(a), wfdb_record_of(b)
+        if record_a is not None and record_b is not None:
+            return record_a.resolve() == record_b.resolve()
+        return Path(a).resolve() == Path(b).resolve()
     except OSError:
         return False
 
@@ -936,11 +978,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
         # a fit on z-scored data generates z-units; a user wants the recording's units back
         gen["x"] = gen["x"].copy(data=to_data_units(gen["x"].values, cfg))
         gen.attrs["units"] = "the data's (the fit's z-score undone)"
+    if cfg.get("data_units") and not cfg.get("slow_channels"):
+        gen.attrs["units"] = cfg["data_units"]          # the recording's own ("mV"); slow channels have none
+    if cfg.get("time_unit"):                          # the time axis in the data's unit, as fit's figures
+        gen.attrs["provenance"] = json.dumps({"source": "dsident generate", "time_unit": cfg["time_unit"]})
     _write_netcdf(gen, out / "generated.nc")
     x = gen["x"].values
     diverged = int(gen.attrs.get("diverged", int(not np.isfinite(x).all())))
     plotting.plot_time_series(gen, None, title=f"generated by {cfg['model']} × {cfg['method']}",
-                              save=out / "time_series.png")
+                              label="generated", save=out / "time_series.png")
     if gen.sizes["channel"] >= 2:
         plotting.plot_attractor(gen, None, title="generated", save=out / "attractor.png")
     if "z" in gen:

@@ -115,23 +115,34 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
         dims = list(range(n_ch))
     _check_dims(dims, n_ch)
     fig = Figure(figsize=(5.0 * len(series), 4.6))
-    for k, (label, (arr, names, _), style) in enumerate(series):
+    lag = 10        # one channel: delay plot x(t) against x(t + 10)
+    views = []
+    for label, (arr, _, _), _ in series:
         arr = arr[:max_points]
         if arr.shape[1] <= max(dims):
             raise ValueError(f"`{label}` has {arr.shape[1]} channels; `dims` {dims} needs {max(dims) + 1}.")
+        views.append(np.column_stack([arr[:-lag, dims[0]], arr[lag:, dims[0]]]) if len(dims) == 1
+                     else arr[:, dims[:3]])
+    # every panel on the data's scale, so a run that settles looks it: autoscaled, a fixed point's
+    # round-off drift filled its panel like an attractor
+    limits = _joint_limits(views) if len(series) > 1 else None
+    for k, ((label, (_, names, _), style), view) in enumerate(zip(series, views)):
+        end = view[np.isfinite(view).all(axis=1)][-1:]
+        if limits is not None and _outside(view, limits).any():   # 3-D axes do not clip
+            cut = _outside(view, limits)
+            view, end = np.where(cut[:, None], np.nan, view), end[~_outside(end, limits)]
+            label += f"\n({_OUTSIDE})"
+        ax = fig.add_subplot(1, len(series), k + 1, **({"projection": "3d"} if len(dims) >= 3 else {}))
+        ax.plot(*view.T, **style)
+        if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
+            ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)
         if len(dims) >= 3:
-            ax = fig.add_subplot(1, len(series), k + 1, projection="3d")
-            ax.plot(arr[:, dims[0]], arr[:, dims[1]], arr[:, dims[2]], **style)
             ax.set_zlabel(names[dims[2]])
-        elif len(dims) == 2:
-            ax = fig.add_subplot(1, len(series), k + 1)
-            ax.plot(arr[:, dims[0]], arr[:, dims[1]], **style)
-        else:  # one channel: delay plot x(t) against x(t + 10)
-            ax = fig.add_subplot(1, len(series), k + 1)
-            lag = 10
-            ax.plot(arr[:-lag, dims[0]], arr[lag:, dims[0]], **style)
+        for (lo, hi), set_lim in zip(limits or [], (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
+            if set_lim is not None:
+                set_lim(lo, hi)
         ax.set_xlabel(names[dims[0]])
-        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+10)")
+        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+{lag})")
         ax.set_title(label)
     if title:
         fig.suptitle(title)
@@ -172,6 +183,9 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
         ax.plot(x[:max_points, i], x[:max_points, j], label="data", **TRUE_STYLE)
         if g is not None:
             ax.plot(g[:max_points, i], g[:max_points, j], label="generated", **GEN_STYLE)
+            end = g[:max_points][np.isfinite(g[:max_points, [i, j]]).all(axis=1)][-1:]
+            if len(end):    # where the run ends: a run that stands still leaves no visible line
+                ax.plot(end[:, i], end[:, j], "o", color=GEN_STYLE["color"], ms=4)
         ax.set_xlabel(names[i])
         ax.set_ylabel(names[j])
         if d is not None:
@@ -189,8 +203,9 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
 
 
 def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 2_000,
-                     title: str | None = None, save: str | Path | None = None) -> Figure:
-    """Each channel over time (first ``n_steps`` samples): data above, generated in red on top."""
+                     title: str | None = None, label: str = "data", save: str | Path | None = None) -> Figure:
+    """Each channel over time (first ``n_steps`` samples): data above, generated in red on top.
+    ``label`` names ``true`` in the legend (``"generated"`` when it is a free run drawn alone)."""
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     n = x.shape[1]
@@ -199,7 +214,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
     axes = [fig.add_subplot(shown, 1, i + 1) for i in range(shown)]
     t = np.arange(min(n_steps, len(x))) * dt
     for i, ax in enumerate(axes):
-        ax.plot(t, x[: len(t), i], label="data", **{**TRUE_STYLE, "lw": 0.8})
+        ax.plot(t, x[: len(t), i], label=label, **{**TRUE_STYLE, "lw": 0.8})
         if g is not None:
             tg = np.arange(min(n_steps, len(g))) * dt
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
@@ -561,7 +576,7 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
     done = results["status"].values == "done"
     for j, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), j + 1)
-        labels, y = [], 0
+        labels, y, floor_drawn = [], 0, False
         for d in datasets:
             for model, method in rows:
                 sel = done & (results["dataset"].values == d) & (results["model"].values == model) & \
@@ -576,13 +591,16 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
                 labels.append(f"{d}: {model} × {method}")
                 y += 1
             if floor and d in floor and metric in floor[d] and np.isfinite(floor[d][metric]):
+                # the legend names the first line drawn: a dataset without a floor (a recording's that cannot
+                # tell a fixed point apart) left the others' lines unnamed and an empty legend box
                 ax.plot([floor[d][metric]] * 2, [y - len(rows) - 0.5, y - 0.5], "--", color="tab:green",
-                        label="floor" if d == datasets[0] else None)
+                        label=None if floor_drawn else "floor")
+                floor_drawn = True
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels if j == 0 else [""] * len(labels), fontsize="small")
         ax.invert_yaxis()
         ax.set_xlabel(metric)
-        if floor:
+        if floor_drawn:
             ax.legend(fontsize="x-small")
     if title:
         fig.suptitle(title)

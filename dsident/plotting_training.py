@@ -67,10 +67,12 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
         xk, yk, label = loss
         y = as_floats(history[yk])
         x = as_floats(history[xk]) if xk and len(history.get(xk) or []) == len(y) else np.arange(len(y), dtype=float)
-        ax.plot(x, y, color="tab:blue", lw=1, label=yk)
+        # a fit of one epoch has one loss value: a line through one point draws nothing
+        ax.plot(x, y, color="tab:blue", lw=1, label=yk, marker="o" if len(y) == 1 else None, ms=4)
         if len(history.get("val_loss") or []) == len(history.get("eval_epoch") or []) and history.get("val_loss"):
-            ax.plot(as_floats(history["eval_epoch"]), as_floats(history["val_loss"]), color="tab:orange", lw=1,
-                    label="val_loss")
+            val = as_floats(history["val_loss"])
+            ax.plot(as_floats(history["eval_epoch"]), val, color="tab:orange", lw=1, label="val_loss",
+                    marker="o" if len(val) == 1 else None, ms=4)
         if np.all(np.isfinite(y)) and np.all(y > 0):
             ax.set_yscale("log")
         ax.set_xlabel({"epoch": "epoch", "step": "step"}.get(xk or "", "iteration"))

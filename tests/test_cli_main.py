@@ -998,3 +998,27 @@ def test_no_floor_says_which_flag_would_give_one(tmp_path):
     assert "- no floor: ValueError: need at least two gap-free stretches of length=400" in text
     assert "(their fully observed runs: 400, 300, 100 samples)" in text
     assert "A shorter --eval-length gives one." in text and "`other`" not in text
+
+
+def test_slow_channels_on_a_train_length_too_short_name_the_flag(tmp_path, capsys):
+    # 4000 samples at dt 0.01: 3200 for training, but --train-length 500 keeps too few for a 0.5 cutoff
+    t = np.arange(4000) * 0.01
+    np.save(tmp_path / "v.npy", np.column_stack([np.sin(2 * np.pi * t), np.cos(2 * np.pi * 0.3 * t)]))
+    assert main(["fit", str(tmp_path / "v.npy"), "--dt", "0.01", "--slow-channels", "0.5", "--test-fraction", "0.2",
+                 "--train-length", "500", "--no-progress", "--out", str(tmp_path / "fit")]) == 2
+    err = capsys.readouterr().err
+    assert "--train-length 500" in err and "need at least 600" in err and "the training part has 3200 samples" in err
+
+
+def test_evaluate_names_test_data_sampled_at_another_step(tmp_path, capsys):
+    t = np.arange(1500)
+    v = np.column_stack([np.sin(2 * np.pi * t / 40), np.cos(2 * np.pi * t / 55)])
+    np.savez(tmp_path / "fit.npz", x=v, dt=0.1)
+    np.savez(tmp_path / "other.npz", x=v, dt=0.2)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "fit.npz"), "--test-fraction", "0.25", *TINY, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(out), str(tmp_path / "other.npz"), "--out", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err
+    assert f"TEST_DATA '{tmp_path / 'other.npz'}' is sampled every 0.2" in err
+    assert "fitted at dt = 0.1" in err and "`test`" not in err and "pass `dt`" not in err

@@ -84,3 +84,80 @@ def test_the_command_line_reads_a_record(tmp_path, capsys):
     # a step that disagrees with the record's own is refused, not used
     assert main(["inspect", str(tmp_path / "rec.hea"), "--dt", "0.002", "--out", str(out)]) == 2
     assert "sampled at dt=0.004" in capsys.readouterr().err
+
+
+def test_the_command_line_is_told_how_to_read_leads_of_mixed_units(tmp_path, capsys):
+    from dsident.cli import main
+
+    _record(tmp_path, units=("mV", "mV", "l/s"))
+    out = tmp_path / "insp"
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "`--read channels=MLII,V5`" in err and "`--read allow_mixed_units=true`" in err
+    assert main(["inspect", str(tmp_path / "rec.hea"), "--read", "allow_mixed_units=true", "--out", str(out)]) == 0
+
+
+def test_evaluate_takes_a_records_dat_for_its_hea(tmp_path):
+    """A fit on ``rec.hea`` evaluated on ``rec.dat`` (the same record) scores the held-out end as fit
+    did, and another record's ``.dat`` is read with the fit's ``--read``, as its ``.hea`` would be."""
+    import json
+
+    import xarray as xr
+
+    from dsident.cli import main
+
+    _record(tmp_path, n=2000, gap=(100, 110))                                # a gap in the training part only
+    other = tmp_path / "other"
+    other.mkdir()
+    _record(other, n=2000)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.hea"), "--read", "channels=MLII,V5", "--test-fraction", "0.25",
+                 "--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+                 "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    fitted = xr.open_dataset(out / "metrics.nc", engine="h5netcdf")
+    assert main(["evaluate", str(out), str(tmp_path / "rec.dat"), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+    again = xr.open_dataset(tmp_path / "ev" / "metrics.nc", engine="h5netcdf")
+    assert json.loads(again.attrs["data_length"]) == [300]
+    np.testing.assert_allclose(again["state_space_divergence"].values, fitted["state_space_divergence"].values,
+                               rtol=1e-12)
+    assert "- test: the last 0.25 of every trial of the file" in (tmp_path / "ev" / "metrics.md").read_text()
+    # another record by its signal file: the fit's two leads, not all three
+    assert main(["evaluate", str(out), str(other / "rec.dat"), "--out", str(tmp_path / "ev2"), "--no-progress"]) == 0
+    assert "| V5 |" in (tmp_path / "ev2" / "metrics.md").read_text()
+
+
+def test_generate_writes_a_records_runs_in_its_units_and_labels_them_as_generated(tmp_path, monkeypatch):
+    """generate after a z-scored fit of a record: generated.nc says mV and seconds (not a sentence
+    for units and no time unit), and time_series.png calls the free run "generated", not "data";
+    the fit's own generated.nc says it is in z-units."""
+    import xarray as xr
+
+    from dsident import plotting
+    from dsident.cli import main
+
+    _record(tmp_path, n=1500)
+    out = tmp_path / "fit"
+    assert main(["fit", str(tmp_path / "rec.hea"), "--read", "channels=MLII,V5", "--zscore", "--test-fraction", "0.25",
+                 "--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+                 "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress",
+                 "--out", str(out)]) == 0
+    # the fit's own free run (generated.nc beside fit.md) is scored in z-units, and says so
+    assert xr.open_dataset(out / "generated.nc", engine="h5netcdf").attrs["units"].startswith("z-units")
+    figures = {}
+    draw = plotting.plot_time_series
+    monkeypatch.setattr(plotting, "plot_time_series", lambda *a, **k: figures.setdefault("ts", draw(*a, **k)))
+    assert main(["generate", str(out), "--steps", "200", "--out", str(tmp_path / "gen")]) == 0
+    gen = xr.open_dataset(tmp_path / "gen" / "generated.nc", engine="h5netcdf")
+    assert gen.attrs["units"] == "mV"
+    ax = figures["ts"].axes[-1]
+    assert ax.get_xlabel() == "time (s)"
+    assert [t.get_text() for t in figures["ts"].axes[0].get_legend().get_texts()] == ["generated"]
+
+
+def test_a_record_named_without_its_extension_points_to_its_header(tmp_path, capsys):
+    from dsident.cli import main
+
+    _record(tmp_path)
+    assert main(["inspect", str(tmp_path / "rec"), "--out", str(tmp_path / "insp")]) == 2
+    assert f"the WFDB record header '{tmp_path / 'rec.hea'}' does: give the header" in capsys.readouterr().err

@@ -150,6 +150,39 @@ def test_benchmark_summary_figure(tmp_path):
     assert _is_png(tmp_path / "s.png")
 
 
+def test_benchmark_summary_names_the_floor_line_when_the_first_dataset_has_none(recwarn):
+    # a recording whose floor cannot tell a fixed point apart is left out of the floors drawn; the
+    # other dataset's dashed line must still be named "floor", with no empty legend beside it
+    results = xr.Dataset(
+        {"D_stsp": ("point", [12.0, 12.0]), "D_H": ("point", [0.14, 0.17]),
+         "status": ("point", np.array(["done", "done"]))},
+        coords={"dataset": ("point", ["/d/rec1.dat", "/d/vdp.csv"]), "model": ("point", ["shplrnn"] * 2),
+                "method": ("point", ["teacher-forcing"] * 2)})
+    fig = plotting.plot_benchmark_summary(results, floor={"/d/vdp.csv": {"D_stsp": 2.2, "D_H": 0.002}})
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["floor"]
+    assert not [w for w in recwarn if "No artists with labels" in str(w.message)]
+    # no floor drawn at all: no legend box
+    assert all(ax.get_legend() is None for ax in plotting.plot_benchmark_summary(results, floor={}).axes)
+
+
+@pytest.mark.parametrize("n_channels", [1, 2, 3])
+def test_attractor_and_pairs_show_a_run_at_rest_as_a_point_on_the_datas_scale(n_channels):
+    # a fixed point drifting by round-off: autoscaled, attractor.png blew that drift up to fill the
+    # generated panel like an attractor, and pairs.png drew a line of zero length (nothing)
+    true = as_dataset(_lorenz_like()[:, :n_channels], dt=0.02)
+    still = as_dataset(np.full((1500, n_channels), 0.5) + 1e-7 * np.arange(1500)[:, None], dt=0.02)
+    fig = plotting.plot_attractor(true, still)
+    data_ax, run_ax = fig.axes
+    assert run_ax.get_xlim() == data_ax.get_xlim() and run_ax.get_ylim() == data_ax.get_ylim()
+    assert data_ax.get_xlim()[1] - data_ax.get_xlim()[0] > 1.0
+    assert [ln.get_marker() for ln in run_ax.get_lines()][-1] == "o"
+    if n_channels >= 2:
+        (ax,) = plotting.plot_attractor_pairs(true.isel(channel=[0, 1]), still.isel(channel=[0, 1])).axes
+        dot = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert len(dot) == 1 and dot[0].get_xdata()[0] == pytest.approx(0.5, abs=1e-3)
+
+
 def test_bad_inputs_are_refused_with_clear_messages(pair):
     true, gen = pair
     with pytest.raises(ValueError, match="dims"):

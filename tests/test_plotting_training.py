@@ -49,6 +49,14 @@ def test_a_panel_without_a_finite_score_says_why():
     assert len(plot_training_history(tf_history()).axes[1].texts) == 0
 
 
+def test_a_one_epoch_loss_is_drawn_as_a_point():
+    # `--option n_epochs=1`: one loss value; a plain line through it left the panel empty
+    h = {"epoch": [0], "train_loss": [0.4], "eval_epoch": [0], "state_space_divergence": [12.0], "best_epoch": 0}
+    loss = lines(plot_training_history(h).axes[0])["train_loss"]
+    assert loss.get_marker() == "o" and list(loss.get_ydata()) == [0.4]
+    assert lines(plot_training_history(tf_history()).axes[0])["train_loss"].get_marker() in ("None", None, "")
+
+
 def test_svi_and_em_histories_draw_their_own_loss():
     svi = {"step": [0, 1, 2], "loss": [3.0, 2.0, 1.5], "elbo": [-3.0, -2.0, -1.5]}
     (ax,) = plot_training_history(svi).axes

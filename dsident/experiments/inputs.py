@@ -198,6 +198,10 @@ def _read_file(path: Path, dt: float | None, read: dict[str, Any]) -> xr.Dataset
     from ..data import as_dataset, load_any
 
     if not path.exists():
+        header = path.with_name(path.name + ".hea")
+        if header.is_file():        # a PhysioNet record named as wfdb names it, without its extension
+            raise ValueError(f"data file {str(path)!r} does not exist, but the WFDB record header {str(header)!r} "
+                             "does: give the header (or its .dat) as the data file.")
         raise ValueError(f"data file {str(path)!r} does not exist; give a shipped set name "
                          f"({', '.join(shipped_names()) or 'see dsident.datasets'}) or an existing file.")
     suffix = path.suffix.lower()
@@ -503,8 +507,16 @@ def read_options_for(cfg: Mapping[str, Any], spec: Any) -> dict[str, Any] | None
     fitted = cfg.get("dataset")
     if not cfg.get("read") or not isinstance(fitted, (str, Path)) or not isinstance(spec, (str, Path)):
         return None
-    suffix = Path(str(fitted)).suffix.lower()
-    return dict(cfg["read"]) if suffix != "" and Path(str(spec)).suffix.lower() == suffix else None
+    suffix = file_format_of(fitted)
+    return dict(cfg["read"]) if suffix != "" and file_format_of(spec) == suffix else None
+
+
+def file_format_of(spec: str | Path) -> str:
+    """The lower-case extension that tells ``spec``'s reader: ``.hea`` for a WFDB record named by
+    its header or by its ``.dat`` signal file (the header beside it), which read alike."""
+    from ..data.importers.physionet import wfdb_record_of
+
+    return ".hea" if wfdb_record_of(str(spec)) is not None else Path(str(spec)).suffix.lower()
 
 
 def held_out_split(cfg: Mapping[str, Any], *, argname: str = "test_fraction") -> tuple[xr.Dataset, xr.Dataset]:

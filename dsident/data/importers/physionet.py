@@ -93,8 +93,9 @@ def from_wfdb(record: str | os.PathLike, *, channels: str | int | Sequence[str |
     units = [str(meta.units[i]) for i in index]
     if not allow_mixed_units:
         check_same_units([names[i] for i in index], units, "channels",
-                         "keep leads of one unit (channels=[...]) or pass allow_mixed_units=True and z-score "
-                         "before fitting.")
+                         "keep leads of one unit (channels=[...]; `--read channels=MLII,V5` on the command "
+                         "line) or pass allow_mixed_units=True (`--read allow_mixed_units=true`) and z-score "
+                         "before fitting (`--zscore`).")
     rec = wfdb.rdrecord(str(base), sampfrom=int(sampfrom), sampto=int(sampto_), channels=index)
     signal = np.asarray(rec.p_signal, dtype=float)
     prov = provenance("dsident.data.from_wfdb", header, time_unit="s", fs=float(meta.fs), sampfrom=int(sampfrom),
