@@ -2,7 +2,6 @@
 direct numpy computations on data built with known statistics and rhythms."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -43,7 +42,7 @@ def test_describe_notes_what_would_hurt_a_fit():
     assert "far from 0 for their spread: V (mean -60" in notes
     assert "missing samples" in notes and "V 0.25 %" in notes
     # 2000 samples over an 800-sample rhythm: 2.5 periods < FEW_PERIODS
-    assert f"spans 2.5 of them" in notes and f"--eval-length {FEW_PERIODS * 800 + 1}" in notes
+    assert "spans 2.5 of them" in notes and f"--eval-length {FEW_PERIODS * 800 + 1}" in notes
     assert "time unit is not named" not in notes
     # a clean, unit-less recording: only the unit is noted
     t = np.arange(3000)
