@@ -20,3 +20,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def irregular_gnode():
+    """A float64 gnODE read by an identity readout (dt 0.1) and two ragged trials of random
+    observations at uneven times: ``(model, times, trials, dataset)``, for the routes that must
+    step over each actual gap."""
+    import numpy as np
+
+    import dsident
+    from dsident.dynamics import GatedNODE
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dynamics = GatedNODE(2, hidden_dim=8, gate_hidden_dim=8, tau=0.3, method="rk4", seed=0)
+    model = StateSpaceModel(dynamics, Gaussian(2, 2, readout="identity"), dt=0.1).double()
+    times = [np.array([0.0, 0.1, 0.4, 0.45, 0.9, 1.0]), np.array([0.0, 0.2, 0.25, 0.3])]
+    rng = np.random.default_rng(0)
+    trials = [rng.normal(size=(len(t), 2)) for t in times]
+    return model, times, trials, dsident.as_dataset(trials, time=times)

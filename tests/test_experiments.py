@@ -844,20 +844,26 @@ def test_an_unknown_sweep_key_says_where_a_model_setting_or_a_step_goes():
                            "grid": {"seed": [0]}})
 
 
-def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
-    """Points are skipped by their configuration; a file edited in place keeps its name, so the
-    point records its files' digests and is refitted (with a warning) when they differ."""
+def _tiny_recording_point(tmp_path):
+    """A 1 200-sample recording saved as rec.npz and the configuration of a one-epoch fit of it."""
     from dsident import datasets
     from dsident.experiments.config import resolve_config
-    from dsident.experiments.data_files import data_digests
-    from dsident.experiments.scoring import cached_floor
 
     x = datasets.load("lorenz63", split="train")["x"].values[0, :1200]
     path = tmp_path / "rec.npz"
     np.savez(path, x=x, dt=0.01)
     tiny = {"eval_length": 200, "test_fraction": 0.25, "model_params": {"hidden_dim": 4},
             "fit_options": {"n_epochs": 1, "seq_len": 20}}
-    cfg = resolve_config(str(path), "shplrnn", "bptt", overrides=tiny)
+    return x, path, resolve_config(str(path), "shplrnn", "bptt", overrides=tiny)
+
+
+def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
+    """Points are skipped by their configuration; a file edited in place keeps its name, so the
+    point records its files' digests and is refitted (with a warning) when they differ."""
+    from dsident.experiments.data_files import data_digests
+    from dsident.experiments.scoring import cached_floor
+
+    x, path, cfg = _tiny_recording_point(tmp_path)
     out = tmp_path / "grid"
     first = runner.run_grid([cfg], out, progress=False)[0]
     assert first["status"] == "done" and first["data_files"] == data_digests(cfg)
@@ -877,15 +883,7 @@ def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
 def test_a_dry_run_counts_a_point_whose_data_file_changed_as_unfinished(tmp_path):
     """`sweep --dry-run` and `benchmark --dry-run` count finished points with is_done; it must
     agree with run_grid, which runs a point again when a data file it read was edited."""
-    from dsident import datasets
-    from dsident.experiments.config import resolve_config
-
-    x = datasets.load("lorenz63", split="train")["x"].values[0, :1200]
-    path = tmp_path / "rec.npz"
-    np.savez(path, x=x, dt=0.01)
-    tiny = {"eval_length": 200, "test_fraction": 0.25, "model_params": {"hidden_dim": 4},
-            "fit_options": {"n_epochs": 1, "seq_len": 20}}
-    cfg = resolve_config(str(path), "shplrnn", "bptt", overrides=tiny)
+    x, path, cfg = _tiny_recording_point(tmp_path)
     out = tmp_path / "grid"
     assert not runner.is_done(cfg, out)
     runner.run_grid([cfg], out, progress=False)

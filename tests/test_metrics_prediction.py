@@ -108,19 +108,9 @@ def test_clear_errors():
         prediction_error(_model(), x, n=0)
 
 
-def test_irregular_samples_are_predicted_over_their_actual_gaps():
+def test_irregular_samples_are_predicted_over_their_actual_gaps(irregular_gnode):
     # continuous-time dynamics stepped by the model's nominal dt whatever the sample times said
-    import dsident
-    from dsident.dynamics import GatedNODE
-    from dsident.model import StateSpaceModel
-    from dsident.observations import Gaussian
-
-    dynamics = GatedNODE(2, hidden_dim=8, gate_hidden_dim=8, tau=0.3, method="rk4", seed=0)
-    model = StateSpaceModel(dynamics, Gaussian(2, 2, readout="identity"), dt=0.1).double()
-    times = [np.array([0.0, 0.1, 0.4, 0.45, 0.9, 1.0]), np.array([0.0, 0.2, 0.25, 0.3])]   # ragged, uneven
-    rng = np.random.default_rng(0)
-    trials = [rng.normal(size=(len(t), 2)) for t in times]
-    ds = dsident.as_dataset(trials, time=times)
+    model, times, trials, ds = irregular_gnode
     n = 2
     sq, count = np.zeros(n), np.zeros(n)     # the independent route: one free run per gap
     for t, x in zip(times, trials):

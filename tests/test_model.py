@@ -289,17 +289,9 @@ def test_predict_blanks_missing_starts_and_ragged_ends():
     np.testing.assert_allclose(pred_part[0, 1], model.decode(model.step(z_part)).detach().numpy()[0])
 
 
-def test_predict_integrates_continuous_dynamics_over_the_actual_gaps_of_irregular_samples():
+def test_predict_integrates_continuous_dynamics_over_the_actual_gaps_of_irregular_samples(irregular_gnode):
     # it stepped by the model's dt whatever the sample times said
-    import dsident
-    from dsident.dynamics import GatedNODE
-
-    dynamics = GatedNODE(2, hidden_dim=8, gate_hidden_dim=8, tau=0.3, method="rk4", seed=0)
-    model = StateSpaceModel(dynamics, Gaussian(2, 2, readout="identity"), dt=0.1).double()
-    times = [np.array([0.0, 0.1, 0.4, 0.45, 0.9, 1.0]), np.array([0.0, 0.2, 0.25, 0.3])]   # ragged, uneven
-    rng = np.random.default_rng(0)
-    trials = [rng.normal(size=(len(t), 2)) for t in times]
-    ds = dsident.as_dataset(trials, time=times)
+    model, times, trials, ds = irregular_gnode
     assert ds.attrs["dt"] == pytest.approx(0.1)
     for n in (1, 2):
         pred = model.predict(ds, n)["x"].values

@@ -374,7 +374,8 @@ def test_resume_continues_exactly(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
 
 
-def test_annealed_alpha_follows_its_geometric_schedule_and_forces_with_it(monkeypatch):
+def _alphas_forced_with(monkeypatch) -> list:
+    """The α of every teacher_forcing_loss call from now on, in order (a spy on the engine's loss)."""
     import dsident.inference.teacher_forcing as tf
     used = []
     real = tf.teacher_forcing_loss
@@ -384,6 +385,11 @@ def test_annealed_alpha_follows_its_geometric_schedule_and_forces_with_it(monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tf, "teacher_forcing_loss", spy)
+    return used
+
+
+def test_annealed_alpha_follows_its_geometric_schedule_and_forces_with_it(monkeypatch):
+    used = _alphas_forced_with(monkeypatch)
     model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=0), Gaussian(2, 2, readout="identity"), dt=0.1)
     n_epochs, per_epoch = 4, 3
     history = fit_teacher_forcing(model, periodic_data(300), alpha=0.4, alpha_end=0.05, n_epochs=n_epochs,
@@ -423,15 +429,7 @@ def test_resume_of_an_annealed_alpha_continues_exactly(tmp_path):
     # 0.4 → 0.05 over 4 epochs halves α each epoch; resumed at epoch 2 with 0.8 → 0.1: 0.2, 0.1
     ({"alpha": 0.4, "alpha_end": 0.05}, {"alpha": 0.8, "alpha_end": 0.1}, [0.4, 0.2, 0.2, 0.1])])
 def test_a_resume_with_another_constant_alpha_forces_with_it(tmp_path, monkeypatch, first, then, expected):
-    import dsident.inference.teacher_forcing as tf
-    used = []
-    real = tf.teacher_forcing_loss
-
-    def spy(*args, **kwargs):
-        used.append(kwargs["alpha"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tf, "teacher_forcing_loss", spy)
+    used = _alphas_forced_with(monkeypatch)
     kwargs = dict(n_epochs=4, seq_len=20, batch_size=2, batches_per_epoch=3, eval_every=0, seed=3, progress=False)
     ckpt = tmp_path / "tf.pt"
     model = StateSpaceModel(ShallowPLRNN(2, 8, clip=True, seed=2), Gaussian(2, 2, readout="identity"), dt=0.1)
