@@ -5,6 +5,7 @@ import json
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -878,6 +879,12 @@ def test_a_finished_point_whose_data_file_changed_is_run_again(tmp_path):
     cached_floor(cfg, out)
     assert len(list(out.glob("floor_rec_*.json"))) == 2
     assert floor["D_stsp"] >= 0
+    # a file not found now (moved, a relative path from elsewhere) leaves the finished point alone
+    path.rename(tmp_path / "moved.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = runner.run_grid([cfg], out, progress=False)[0]
+    assert kept["skipped"] and kept["status"] == "done" and kept["data_files"] == again["data_files"]
 
 
 def test_a_dry_run_counts_a_point_whose_data_file_changed_as_unfinished(tmp_path):

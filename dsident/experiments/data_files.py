@@ -42,12 +42,14 @@ def data_digests(cfg: Mapping[str, Any]) -> dict[str, str]:
 
 
 def changed_files(recorded: Mapping[str, str] | None, cfg: Mapping[str, Any]) -> list[str]:
-    """The data files whose digest differs from ``recorded`` (a point's ``data_files``), or that
-    are gone. A record without digests (written before they were kept) changes nothing."""
+    """The data files whose digest differs from ``recorded`` (a point's ``data_files``). A file
+    not found now (moved, or a relative path read from another folder) changes nothing: a re-run
+    could only fail on it and overwrite a finished result. Nor does a record without digests
+    (written before they were kept)."""
     if not recorded:
         return []
     now = data_digests(cfg)
-    return [name for name, digest in recorded.items() if now.get(name) != digest]
+    return [name for name, digest in recorded.items() if name in now and now[name] != digest]
 
 
 def _digest(path: Path) -> str:

@@ -476,8 +476,8 @@ def run_grid(configs: Sequence[Mapping[str, Any]], out_root: str | Path, *,
             todo.append(i)
     if stale:
         files = sorted({f for names in stale.values() for f in names})
-        warnings.warn(f"{len(stale)} finished point(s) read data file(s) {listed(files)} that changed (or went) "
-                      f"since they ran; they are run again: {listed(sorted(stale))}.", UserWarning, stacklevel=2)
+        warnings.warn(f"{len(stale)} finished point(s) read data file(s) {listed(files)} that changed since they "
+                      f"ran; they are run again: {listed(sorted(stale))}.", UserWarning, stacklevel=2)
     for i in tqdm(rescore, desc="finished points from several starts", disable=not progress, unit="pt"):
         records[i] = {**add_starts(out_root / "points" / point_id(configs[i]), records[i], configs[i]), "skipped": True}
     bar = tqdm(total=len(configs), initial=len(configs) - len(todo), desc="grid points",
