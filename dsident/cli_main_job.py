@@ -276,6 +276,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
         from .data.summary import transposed_note
 
         warnings.warn(transposed_note(train.sizes["time"], train.sizes["channel"]), UserWarning, stacklevel=2)
+    observed_as = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
+    if observed_as == "gaussian" and start_cfg is None:
+        from .data.summary import counts_note
+
+        note = counts_note(train)
+        if note is not None:            # a continuous likelihood for spike counts fits, but models the wrong thing
+            import warnings
+
+            warnings.warn(note, UserWarning, stacklevel=2)
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
         cfg["zscore"] = start_cfg["zscore"]

@@ -124,3 +124,36 @@ def test_a_one_channel_recording_is_offered_a_delay_embedding():
     # two channels: no such note
     two = as_dataset(np.column_stack([v, np.cos(2 * np.pi * t / 40)]), dt=0.1)
     assert not any(n.startswith("one channel") for n in describe(two)["notes"])
+
+
+def test_counts_get_a_note_and_a_gaussian_fit_of_them_a_warning(tmp_path, capsys):
+    """Spike counts fitted with the default Gaussian likelihood were modelled as a continuous
+    signal without a word; inspect notes it and fit warns, naming the count likelihood."""
+    import warnings
+
+    from dsident import datasets
+    from dsident.cli import main
+    from dsident.data.summary import counts_note
+
+    spikes = datasets.load("lorenz63_spikes", split="train")
+    counts = spikes["x"].values[0, :1500, :6]
+    assert (counts >= 0).all() and (counts == np.round(counts)).all()
+    assert "--param observation=poisson" in counts_note(as_dataset(counts, dt=0.01))
+    # not counts: a signal, negative integers, or a digitised voltage of many levels per channel
+    rng = np.random.default_rng(0)
+    assert counts_note(as_dataset(rng.normal(size=(500, 2)), dt=0.01)) is None
+    assert counts_note(as_dataset(counts - 3.0, dt=0.01)) is None
+    assert counts_note(as_dataset(np.round(1000 + 200 * rng.normal(size=(500, 2))), dt=0.01)) is None
+    np.save(tmp_path / "counts.npy", counts)
+    assert main(["inspect", str(tmp_path / "counts.npy"), "--dt", "0.01", "--out", str(tmp_path / "insp")]) == 0
+    assert "every channel holds counts" in (tmp_path / "insp" / "inspect.md").read_text()
+    tiny = ["--dt", "0.01", "--model", "shplrnn", "--method", "bptt", "--param", "hidden_dim=8", "--option",
+            "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--test-fraction", "0.25", "--eval-length", "200"]
+    with pytest.warns(UserWarning, match=r"every channel holds counts .* --param observation=poisson"):
+        assert main(["fit", str(tmp_path / "counts.npy"), *tiny, "--out", str(tmp_path / "fit")]) == 0
+    signal = rng.normal(size=(1500, 2)).cumsum(axis=0) * 0.1
+    np.save(tmp_path / "signal.npy", signal)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert main(["fit", str(tmp_path / "signal.npy"), *tiny, "--out", str(tmp_path / "fit2")]) == 0
+    assert not any("holds counts" in str(w.message) for w in seen)

@@ -138,6 +138,26 @@ def transposed_note(n_samples: int, n_channels: int) -> str:
             "'dims=[\"trial\", \"channel\", \"time\"]'), or save it transposed (numpy.save(path, x.T)).")
 
 
+def counts_note(data: xr.Dataset) -> str | None:
+    """The note on data whose scored channels hold spike counts, which a Gaussian likelihood, the
+    default, models as a continuous signal; None otherwise. Counts: every channel non-negative
+    integers, and at least half of them of few levels (:func:`dsident.analysis.bursts.
+    looks_like_counts`; a fast neuron's counts may take more, a digitised voltage takes far more)."""
+    from ..analysis.bursts import looks_like_counts
+    from .slow_channels import scored_channels
+
+    keep = scored_channels(data)
+    x = np.asarray(data["x"].values, dtype=float)[..., keep]
+    seen = x[np.isfinite(x)]
+    if keep.size == 0 or seen.size == 0 or (seen < 0).any() or (seen != np.round(seen)).any():
+        return None
+    if 2 * sum(looks_like_counts(x[..., k]) for k in range(keep.size)) < keep.size:
+        return None
+    return ("every channel holds counts (non-negative integers of few levels, e.g. spikes per bin): the default "
+            "Gaussian likelihood treats them as a continuous signal; fit them with a count likelihood, "
+            "--param observation=poisson (or bernoulli for 0/1), and without --zscore.")
+
+
 def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[str]:
     """What would hurt a fit or a score, each with what to do."""
     from .slow_channels import scored_channels
@@ -153,6 +173,9 @@ def _notes(summary: dict[str, Any], eval_length: int, data: xr.Dataset) -> list[
                          "--zscore refuse it; leave it out of the file.")
         elif math.isnan(r["std"]):
             notes.append(f"channel {r['channel']!r} has no observed sample.")
+    counts = counts_note(data)
+    if counts is not None:
+        notes.append(counts)
     stds = [r["std"] for r in rows if r["std"] and math.isfinite(r["std"])]
     if len(stds) >= 2 and max(stds) / min(stds) > SCALE_RATIO:
         notes.append(f"the channels' standard deviations span {min(stds):.3g} to {max(stds):.3g} "
