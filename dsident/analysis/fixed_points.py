@@ -307,15 +307,21 @@ def _unique_cycles(p: PLRNNParams, sol: dict[str, np.ndarray], period: int,
     if not kept:
         return np.zeros((0, period, m)), np.zeros((0, m), dtype=complex), np.zeros(0, dtype=bool)
     points = np.stack(kept)
-    regions = points > 0
-    prod = np.broadcast_to(np.eye(m), (len(points), m, m)).copy()
-    for i in range(period):
-        prod = _region_maps(p, regions[:, i]) @ prod
-    eig = _sorted_eigenvalues(prod)
+    eig = _cycle_eigenvalues(p, points > 0)
     disputed = np.zeros(len(points), dtype=bool)
     for n in range(len(points)):
         eig[n], disputed[n] = _border_sides(p, points[n], eig[n], tol)
     return points, eig, disputed
+
+
+def _cycle_eigenvalues(p: PLRNNParams, regions: np.ndarray) -> np.ndarray:
+    """Sorted eigenvalues of F^k's Jacobian for cycles whose k points lie in ``regions`` (n, k, M):
+    the product of the region maps along each cycle."""
+    n, k, m = regions.shape
+    prod = np.broadcast_to(np.eye(m), (n, m, m)).copy()
+    for i in range(k):
+        prod = _region_maps(p, regions[:, i]) @ prod
+    return _sorted_eigenvalues(prod)
 
 
 #: the most sides of a region border whose Jacobians are compared at a point on it
@@ -338,11 +344,7 @@ def _border_sides(p: PLRNNParams, points: np.ndarray, eig: np.ndarray, tol: floa
         if on.size <= 6 else np.random.default_rng(0).random((_MAX_SIDES, on.size)) < 0.5
     sides = np.repeat((points > 0).reshape(1, -1), len(combos), axis=0)
     sides[:, on] = combos
-    sides = sides.reshape(-1, k, m)
-    prod = np.broadcast_to(np.eye(m), (len(sides), m, m)).copy()
-    for i in range(k):
-        prod = _region_maps(p, sides[:, i]) @ prod
-    lam = _sorted_eigenvalues(prod)
+    lam = _cycle_eigenvalues(p, sides.reshape(-1, k, m))
     radius = np.abs(lam).max(axis=1)
     stable = radius < 1.0 - _MARGINAL_TOL
     return lam[int(np.argmax(radius))], bool(stable.any() and not stable.all())
