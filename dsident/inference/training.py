@@ -51,8 +51,8 @@ from .._version import __version__
 from .windows import Batch
 
 __all__ = ["train_loop", "FitCallback", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError",
-           "LOSSES", "check_data_fits_model", "check_int", "check_number", "resolve_device", "OPTIMIZERS",
-           "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint",
+           "LOSSES", "check_data_fits_model", "check_continuous_step", "check_int", "check_number", "resolve_device",
+           "OPTIMIZERS", "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state", "save_checkpoint",
            "load_checkpoint", "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
@@ -87,17 +87,25 @@ def check_data_fits_model(model: Any, ds: xr.Dataset, *, check_dt: bool | str = 
         raise ValueError(f"`{name}` has {k_data} input channels (u) but the dynamics take input_dim={k_model}.")
     data_dt = float(ds.attrs.get("dt", 1.0))
     if check_dt == "continuous":
-        from ..data.container import steps_agree
-
-        if model._continuous_time() and "sample_time" not in ds and not steps_agree(data_dt, float(model.dt)):
-            raise ValueError(f"`{name}` is sampled at dt={data_dt!r} but the model's continuous-time dynamics step "
-                             f"with dt={float(model.dt)!r}: the fit would learn the dynamics at one step and generate "
-                             f"at the other. Build the model with the data's dt (StateSpaceModel(..., dt=...)) or give "
-                             f"the data its true step (as_dataset(x, dt=...)).")
+        check_continuous_step(model, ds, name)
         return
     if check_dt and not np.isclose(data_dt, model.dt, rtol=1e-9, atol=0.0):
         raise ValueError(f"`{name}` is sampled at dt={data_dt!r} but the model steps with dt={model.dt!r}; build the "
                          f"model with the data's dt (StateSpaceModel(..., dt=...)) or resample the data.")
+
+
+def check_continuous_step(model: Any, ds: xr.Dataset, name: str = "data") -> None:
+    """ValueError when continuous-time dynamics would be fitted on regularly sampled data at another
+    step (beyond ``STEP_RTOL``) than the model's ``dt``, the step its free runs and scores integrate
+    at. A discrete map ignores ``dt``, and irregular ``sample_time`` sets every step itself."""
+    from ..data.container import steps_agree
+
+    data_dt = float(ds.attrs.get("dt", 1.0))
+    if model._continuous_time() and "sample_time" not in ds and not steps_agree(data_dt, float(model.dt)):
+        raise ValueError(f"`{name}` is sampled at dt={data_dt!r} but the model's continuous-time dynamics step "
+                         f"with dt={float(model.dt)!r}: the fit would learn the dynamics at one step and generate "
+                         f"at the other. Build the model with the data's dt (StateSpaceModel(..., dt=...)) or give "
+                         f"the data its true step (as_dataset(x, dt=...)).")
 
 
 def check_int(name: str, value: Any, minimum: int = 1) -> int:

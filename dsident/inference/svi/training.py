@@ -34,7 +34,7 @@ from ..._version import __version__
 from ...data.container import STEP_RTOL, as_dataset, steps_agree
 from ...data.preprocessing import split_in_time
 from ...model import StateSpaceModel
-from ..training import FitCallback, resolve_device
+from ..training import FitCallback, check_continuous_step, resolve_device
 from . import checkpoint as ckpt
 from .guides import GUIDES, Guide, make_guide
 from .pyro_model import Batch, svi_model
@@ -144,19 +144,6 @@ def _check_validation_matches(train: xr.Dataset, val: xr.Dataset) -> None:
         raise ValueError(f"`validation` is sampled at dt={val_dt!r} but the training data at dt={dt!r} (they must "
                          f"agree within {STEP_RTOL:.0%}); build both with the same dt, in the same unit "
                          "(as_dataset(x_val, dt=...)).")
-
-
-def _check_step_matches_model(model: StateSpaceModel, ds: xr.Dataset) -> None:
-    """ValueError when continuous-time dynamics would be fitted at another step than the model's
-    ``dt``, the step its free runs (``generate``) and scores integrate at."""
-    if not model._continuous_time() or "sample_time" in ds:
-        return
-    dt = float(ds.attrs["dt"])
-    if not steps_agree(dt, float(model.dt)):
-        raise ValueError(f"`data` is sampled at dt={dt!r} but the model's continuous-time dynamics step with "
-                         f"dt={float(model.dt)!r}: the fit would learn the dynamics at one step and generate at "
-                         "the other. Build the model with the data's dt (StateSpaceModel(..., dt=...)) or give the "
-                         "data its true step (as_dataset(x, dt=...)).")
 
 
 def fit_svi(
@@ -353,7 +340,7 @@ def _fit(model: StateSpaceModel, data: xr.Dataset, *, seed: int | None, progress
     if val_ds is not None:
         val_ds = as_dataset(val_ds)
         _check_validation_matches(ds, val_ds)
-    _check_step_matches_model(model, ds)
+    check_continuous_step(model, ds)
     first = next(model.parameters())
     home, dtype = first.device, first.dtype
     train = prepare_trials(ds, model, device=dev, dtype=dtype)
