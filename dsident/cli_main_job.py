@@ -23,6 +23,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -271,8 +272,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
         train = load_data(data, split="train", length=cfg.get("train_length"), dt=cfg.get("dt"), read=read)
         uncut_length = None
     if train.sizes["channel"] > train.sizes["time"]:       # said before a fit that would fail or be meaningless
-        import warnings
-
         from .data.summary import transposed_note
 
         warnings.warn(transposed_note(train.sizes["time"], train.sizes["channel"]), UserWarning, stacklevel=2)
@@ -282,8 +281,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
         note = counts_note(train)
         if note is not None:            # a continuous likelihood for spike counts fits, but models the wrong thing
-            import warnings
-
             warnings.warn(note, UserWarning, stacklevel=2)
     if start_cfg is not None and start_cfg.get("zscore"):
         # a model fitted in z-units goes on in the same units: its constants, not new ones
@@ -731,8 +728,6 @@ def _starts_table(model: Any, data: Any, n_starts: int, length: int | None, seed
     first stretch was scored on; None: 10 000 or the whole data if shorter), written to
     starts.nc; returns a Markdown table. A refusal of the starts becomes a line of the table's
     place instead of an error, so the scores and figures already computed are not lost."""
-    import warnings
-
     from .experiments.runner import _write_netcdf
     from .metrics import evaluate_starts
 
@@ -918,19 +913,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _check_test_step(test: Any, est: Any, cfg: dict[str, Any], spec: Any, model_dir: Any) -> None:
     """Refuse test data sampled at another step than the fit, in the command's words (the library's
     refusal names its `test` argument and a `dt` the command line cannot pass)."""
-    from .data.container import steps_agree
+    from .data.container import check_model_step
     from .data.time_units import time_unit
 
     fitted = getattr(getattr(est, "model_", None), "dt", None)
-    if fitted is None or "dt" not in test.attrs or steps_agree(float(test.attrs["dt"]), float(fitted)):
-        return
-    unit, fit_unit = time_unit(test), cfg.get("time_unit")
-    slip = (f" (its times are in {unit}, the fit's in {fit_unit})" if unit and fit_unit and unit != fit_unit
-            else "")
-    raise ValueError(f"TEST_DATA {str(spec)!r} is sampled every {float(test.attrs['dt']):g}"
-                     f"{' ' + unit if unit else ''}{slip}, but the model in {str(model_dir)!r} was fitted at dt = "
-                     f"{float(fitted):g}{' ' + fit_unit if fit_unit else ''}; give test data sampled at the fit's step "
-                     "(dsident.data.preprocessing.resample resamples a recording).")
+    try:
+        check_model_step(test, fitted, argname="test")        # the library's test, said in the command's words
+    except ValueError:
+        unit, fit_unit = time_unit(test), cfg.get("time_unit")
+        slip = (f" (its times are in {unit}, the fit's in {fit_unit})" if unit and fit_unit and unit != fit_unit
+                else "")
+        raise ValueError(f"TEST_DATA {str(spec)!r} is sampled every {float(test.attrs['dt']):g}"
+                         f"{' ' + unit if unit else ''}{slip}, but the model in {str(model_dir)!r} was fitted at "
+                         f"dt = {float(fitted):g}{' ' + fit_unit if fit_unit else ''}; give test data sampled at the "
+                         "fit's step (dsident.data.preprocessing.resample resamples a recording).") from None
 
 
 def _same_file(a: Any, b: Any) -> bool:

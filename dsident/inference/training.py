@@ -53,7 +53,8 @@ from .windows import Batch
 __all__ = ["train_loop", "FitCallback", "TrainingProgress", "Evaluation", "EngineState", "TrainingDivergedError",
            "LOSSES", "check_data_fits_model", "check_continuous_step", "check_int", "check_number", "resolve_device",
            "OPTIMIZERS", "make_optimizer", "lr_decay_factor", "set_learning_rate", "state_copy", "cpu_state",
-           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "gradient_norm", "handle_divergence"]
+           "save_checkpoint", "load_checkpoint", "restore_training_state", "gradient_step", "gradient_norm",
+           "handle_divergence"]
 
 #: loss names the gradient engines accept ("auto": MSE for Gaussian observations, else the NLL)
 LOSSES = ("auto", "mse", "nll")
