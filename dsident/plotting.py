@@ -127,20 +127,14 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
     # round-off drift filled its panel like an attractor
     limits = _joint_limits(views) if len(series) > 1 else None
     for k, ((label, (_, names, _), style), view) in enumerate(zip(series, views)):
-        end = view[np.isfinite(view).all(axis=1)][-1:]
-        if limits is not None and _outside(view, limits).any():   # 3-D axes do not clip
-            cut = _outside(view, limits)
-            view, end = np.where(cut[:, None], np.nan, view), end[~_outside(end, limits)]
-            label += f"\n({_OUTSIDE})"
+        view, end, label = _framed(view, limits, label)
         ax = fig.add_subplot(1, len(series), k + 1, **({"projection": "3d"} if len(dims) >= 3 else {}))
         ax.plot(*view.T, **style)
         if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
             ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)
         if len(dims) >= 3:
             ax.set_zlabel(names[dims[2]])
-        for (lo, hi), set_lim in zip(limits or [], (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
-            if set_lim is not None:
-                set_lim(lo, hi)
+        _set_limits(ax, limits or [])
         ax.set_xlabel(names[dims[0]])
         ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+{lag})")
         ax.set_title(label)
@@ -367,6 +361,27 @@ def _joint_limits(views: list[np.ndarray], pad: float = 0.05, reach: float = RUN
 _OUTSIDE = "part of the run lies outside this frame"
 
 
+def _framed(view: np.ndarray, limits: list[tuple[float, float]] | None,
+            label: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """``view`` with its rows outside the shared frame ``limits`` blanked (3-D axes do not clip: a
+    run beyond the frame would be drawn over the page), its last finite row if inside the frame
+    (where the run ends), and ``label`` with a note when rows were blanked."""
+    end = view[np.isfinite(view).all(axis=1)][-1:]
+    if limits is None:
+        return view, end, label
+    cut = _outside(view, limits)
+    if not cut.any():
+        return view, end, label
+    return np.where(cut[:, None], np.nan, view), end[~_outside(end, limits)], label + f"\n({_OUTSIDE})"
+
+
+def _set_limits(ax: Any, limits: list[tuple[float, float]]) -> None:
+    """Put ``ax`` (2-D or 3-D) on the shared frame ``limits``, one (low, high) per axis."""
+    for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
+        if set_lim is not None:
+            set_lim(lo, hi)
+
+
 def _outside(view: np.ndarray, limits: list[tuple[float, float]]) -> np.ndarray:
     """Per row of ``view``, whether it lies outside ``limits`` (the shared frame) in any coordinate."""
     out = np.zeros(len(view), dtype=bool)
@@ -387,12 +402,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     # a fixed point up to fill its panel)
     limits = _joint_limits(shown)
     for k, (view, style, label) in enumerate(zip(shown, (TRUE_STYLE, GEN_STYLE), ("data", "generated"))):
-        end = view[np.isfinite(view).all(axis=1)][-1:]
-        cut = _outside(view, limits)
-        if cut.any():       # 3-D axes do not clip: a run beyond the frame would be drawn over the page
-            view = np.where(cut[:, None], np.nan, view)
-            end = end[~_outside(end, limits)]
-            label += f"\n({_OUTSIDE})"
+        view, end, label = _framed(view, limits, label)
         if three_d:
             ax = fig.add_subplot(2, 3, k + 1, projection="3d")
             ax.plot(view[:, 0], view[:, 1], view[:, 2], **style)
@@ -405,9 +415,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
             ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)
 
-        for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
-            if set_lim is not None:
-                set_lim(lo, hi)
+        _set_limits(ax, limits)
         ax.set_title(label)
     ax = fig.add_subplot(2, 3, 3)
     p = _smoothed_spectra(x[:, :1], 20.0)[:, 0]
