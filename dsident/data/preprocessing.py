@@ -62,13 +62,20 @@ def _rebuild(template: xr.Dataset, trials: list[np.ndarray], dt: float, *, chann
     names = [str(c) for c in template["input"].values] if u_trials is not None and "input" in template else None
     ds = as_dataset(trials, dt=dt, u=u_trials, channel_names=list(channel_names), input_names=names,
                     name=template.attrs.get("name"), min_length=1, time=times)
+    ds = _with_trial_variables(ds, template, same_time=same_time)
+    if "trial_start" in ds and "trial_stop" in ds and times is None:    # bin_spikes' windows: end of the last bin
+        ds["trial_stop"] = ds["trial_start"] + ds["length"] * dt
+    ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
+    return ds
+
+
+def _with_trial_variables(ds: xr.Dataset, template: xr.Dataset, *, same_time: bool = False) -> xr.Dataset:
+    """``ds`` with the template's trial labels and its extra variables: those without a time axis
+    (``trial_start``, a trial's condition), and with ``same_time`` those with one too."""
     ds = ds.assign_coords(trial=template["trial"].values)
     for key, var in template.data_vars.items():
         if key not in ("x", "u", "length", "sample_time") and (same_time or "time" not in var.dims):
             ds[key] = var.drop_vars([c for c in var.coords if c == "time"])
-    if "trial_start" in ds and "trial_stop" in ds and times is None:    # bin_spikes' windows: end of the last bin
-        ds["trial_stop"] = ds["trial_start"] + ds["length"] * dt
-    ds.attrs = {**template.attrs, **{k: ds.attrs[k] for k in ("dt",)}}
     return ds
 
 
@@ -267,13 +274,11 @@ def split_in_time(data: Any, fraction: float, *, argname: str = "fraction") -> t
         us = None if arr.u is None else [arr.u[i, lo[i]:hi[i]] for i in range(len(lo))]
         ts = None if arr.time is None else [arr.time[i, lo[i]:hi[i]] for i in range(len(lo))]
         part = as_dataset(xs, dt=arr.dt, u=us, channel_names=names, name=ds.attrs.get("name"), time=ts)
-        part = part.assign_coords(trial=ds["trial"].values)
-        # where the data came from, which channels are auxiliary, units: all stay with both parts (not
-        # the bounds of an earlier split, which no longer describe them)
+        # per-trial variables (a condition, a window) stay with both parts; so do where the data came
+        # from, which channels are auxiliary, units (not the bounds of an earlier split, which no
+        # longer describe them)
+        part = _with_trial_variables(part, ds)
         part.attrs.update({k: v for k, v in ds.attrs.items() if k not in ("dt", "name", "split")})
-        for key, var in ds.data_vars.items():              # per-trial variables (a condition, a window)
-            if key not in ("x", "u", "length", "sample_time") and "time" not in var.dims:
-                part[key] = var
         if "trial_start" in part and "trial_stop" in part and arr.time is None:   # bin_spikes' windows
             if held:
                 part["trial_start"] = ds["trial_start"] + n_lead * arr.dt
