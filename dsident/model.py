@@ -461,7 +461,7 @@ class StateSpaceModel(nn.Module):
         """
         from .data import as_dataset, to_arrays
 
-        from .data.container import check_model_step
+        from .data.container import check_model_step, sample_gaps
 
         if not (isinstance(data, xr.Dataset) and "sample_time" in data):     # per-sample times set each step
             check_model_step(data, self.dt, argname="data")
@@ -487,8 +487,7 @@ class StateSpaceModel(nn.Module):
         if arrays.time is not None and self._continuous_time():
             # irregular sampling: an ODE integrates over each actual gap (sample j to j + 1), as in
             # the fit; padding past a trial's end is blanked below
-            gaps = np.diff(arrays.time, axis=1)
-            gaps = np.where(np.isfinite(gaps) & (gaps > 0), gaps, self.dt)
+            gaps = sample_gaps(arrays.time, self.dt)
         for k in range(1, n + 1):
             u_k = None if uu is None else uu[:, k: n_time - n + k].reshape(-1, uu.shape[-1])
             dt_k = None if gaps is None else torch.as_tensor(gaps[:, k - 1: n_time - n + k - 1].reshape(-1, 1),

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-__all__ = ["Arrays", "as_dataset", "to_arrays", "steps_agree", "STEP_RTOL"]
+__all__ = ["Arrays", "as_dataset", "to_arrays", "steps_agree", "STEP_RTOL", "check_model_step", "sample_gaps"]
 
 #: Data variables and attributes that :func:`as_dataset` builds itself; everything else found on
 #: an input Dataset is carried over unchanged when its shape fits.
@@ -366,6 +366,14 @@ def steps_agree(step: float, reference: float) -> bool:
     refusal of a step that disagrees (a dt against sample times, test data or a ``--dt`` against
     the step a model was fitted at)."""
     return abs(float(step) - float(reference)) <= STEP_RTOL * abs(float(reference))
+
+
+def sample_gaps(time: np.ndarray, fallback: float) -> np.ndarray:
+    """(trial, time - 1) gaps between successive sample times (trial, time) of irregularly sampled
+    data; ``fallback`` (the nominal step) where there is no gap: in the NaN padding past a trial's
+    end, or between equal times."""
+    gaps = np.diff(np.asarray(time, dtype=float), axis=1)
+    return np.where(np.isfinite(gaps) & (gaps > 0), gaps, float(fallback))
 
 
 def check_model_step(data: Any, model_dt: float | None, *, argname: str) -> None:

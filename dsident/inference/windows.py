@@ -29,7 +29,7 @@ import torch
 import xarray as xr
 from torch import Tensor
 
-from ..data.container import to_arrays
+from ..data.container import sample_gaps, to_arrays
 
 __all__ = ["Windows", "Batch", "make_windows", "split_windows", "to_batch", "ShuffledWindows", "RandomWindows",
            "ConsecutiveWindows"]
@@ -225,9 +225,10 @@ class RandomWindows:
             self.u = torch.as_tensor(u, dtype=dtype, device=device)
         self.dt = None
         if arrays.time is not None:
-            steps = np.diff(arrays.time, axis=1, prepend=np.nan)
-            steps = np.where(np.isfinite(steps) & (steps > 0), steps, arrays.dt)
-            steps = np.concatenate([steps, np.full((steps.shape[0], pad), arrays.dt)], axis=1)
+            # the step into each sample (the first has none: the nominal dt), then the padding's
+            n_trials = arrays.time.shape[0]
+            steps = np.concatenate([np.full((n_trials, 1), arrays.dt), sample_gaps(arrays.time, arrays.dt),
+                                    np.full((n_trials, pad), arrays.dt)], axis=1)
             self.dt = torch.as_tensor(steps, dtype=dtype, device=device)
         self.n_starts = np.maximum(lengths - self.seq_len, 0) + 1
         # a window starts from its first sample, so it starts only where every channel is observed:

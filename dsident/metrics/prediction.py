@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..data.container import check_model_step
+from ..data.container import check_model_step, sample_gaps
 from .state_space import as_trials
 
 __all__ = ["prediction_error"]
@@ -136,8 +136,7 @@ def _sample_gaps(model: Any, data: Any) -> np.ndarray | None:
     continuous = getattr(model, "_continuous_time", None)
     if not (hasattr(data, "data_vars") and "sample_time" in data and callable(continuous) and continuous()):
         return None
-    gaps = np.diff(np.asarray(data["sample_time"].values, dtype=float), axis=1)
-    return np.where(np.isfinite(gaps) & (gaps > 0), gaps, float(model.dt))
+    return sample_gaps(data["sample_time"].values, model.dt)
 
 
 def _channel_positions(channels: Any, n_channels: int) -> np.ndarray:
