@@ -544,3 +544,40 @@ def test_a_finite_but_geometrically_growing_run_is_diverged_not_periodic_or_chao
     assert regime.verdict == "diverged"
     # a bounded chaotic run is not caught by the growth rule
     assert free_run_regime(_model(LogisticMap(), start=[0.3]), n_steps=2_000, transient=100).verdict == "chaotic"
+
+
+class RotationWithThirdUnit(LatentDynamics):
+    """(z1, z2) turn on the unit circle as PolarMap's; z3' = c z3 + h (test-local). c = 1, h ≠ 0:
+    a steady drift beside the turn; c < 1: the third unit settling onto the cycle's plane."""
+
+    def __init__(self, latent_dim: int = 3, c: float = 1.0, h: float = 0.0) -> None:
+        super().__init__()
+        self.latent_dim, self.c, self.h, self.turn = latent_dim, c, h, PolarMap(theta=0.1)
+
+    def step(self, z, u=None, dt=None):
+        return torch.cat([self.turn.step(z[:, :2]), self.c * z[:, 2:] + self.h], dim=1)
+
+
+def test_a_linear_drift_is_diverged_not_periodic():
+    # z' = z + h: every exponent is exactly 0, so the spectrum alone reads "periodic or
+    # quasi-periodic"; the run never comes back, so it is no cycle
+    dyn = PLRNN(2)
+    with torch.no_grad():
+        dyn.a.copy_(torch.tensor([1.0, 1.0]))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.tensor([0.01, -0.02]))
+    regime = free_run_regime(_model(dyn, start=[0.0, 0.0]), n_steps=2_000, transient=200)
+    np.testing.assert_allclose(regime.lyapunov, [0.0, 0.0], atol=1e-12)
+    assert regime.verdict == "diverged"
+    # the same drift in one unit beside a turning pair: still no cycle
+    drift = free_run_regime(_model(RotationWithThirdUnit(h=0.01), start=[1.0, 0.0, 0.0]), n_steps=2_000,
+                            transient=200)
+    assert drift.verdict == "diverged"
+
+
+def test_a_cycle_with_a_unit_still_settling_is_not_a_drift():
+    # the turn alone, and the turn with a third unit settling slowly and monotonically onto its
+    # plane (exponent log 0.999 per step, inside the zero tolerance): both stay periodic
+    for c, start in ((1.0, [1.0, 0.0, 0.0]), (0.999, [1.0, 0.0, 5.0])):
+        regime = free_run_regime(_model(RotationWithThirdUnit(c=c), start=start), n_steps=2_000, transient=200)
+        assert regime.verdict == "periodic or quasi-periodic", c

@@ -409,6 +409,8 @@ def analyze_dynamics(model: Any, *, n_steps: int = 20_000, transient: int = 2_00
     unstable linear map's finite run); "fixed point" if over its last
     ``max(100, n_steps // 10)`` steps no latent unit moves by more than 1e-6 of the state's
     size, or if ``λ1 < 0`` and the run is still shrinking towards a point (:func:`settling`);
+    "diverged" too if ``|λ1| <= zero_tol`` and the run drifts one way without coming back
+    (:func:`drifting`: ``z' = z + h``, whose exponents are all zero);
     otherwise, with ``λ1`` the largest exponent per step, "attracting cycle" if
     ``λ1 < -zero_tol`` (a discrete-time map settles on a cycle of ``cycle_period`` steps),
     "periodic or quasi-periodic" if ``|λ1| <= zero_tol`` (a limit cycle of a flow, or a torus),
@@ -464,6 +466,10 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
         # unbounded (e.g. linear) growth, whose λ1 > 0 is no chaos and, inside the zero
         # tolerance, no cycle either
         return "diverged", None
+    if abs(lam1) <= zero_tol and drifting(z):
+        # a zero exponent and a run that keeps moving one way without coming back (z' = z + h):
+        # no cycle or torus, an unbounded drift
+        return "diverged", None
     if lam1 < 0 and settling(z):
         # still moving, but every quarter of the run smaller than the last: a slow approach to a
         # fixed point (a damped spiral), whose λ1 can sit inside the zero tolerance of a short run
@@ -498,6 +504,28 @@ def growing(series: np.ndarray, factor: float = 2.0) -> bool:
         return False
     extent = np.array([float(np.ptp(q, axis=0).max()) for q in quarters])
     return bool(np.all(extent[1:] >= factor * extent[:-1]) and extent[0] > 0)
+
+
+def drifting(series: np.ndarray) -> bool:
+    """Whether a run (time, dim) drifts away: along some dimension each of its four quarters lies
+    wholly beyond the one before (their ranges do not overlap, all in one direction), so no part
+    of the run comes back to where an earlier one was. A cycle, torus or chaotic attractor
+    revisits its states within a quarter of a run that spans several of its turns; a drift such
+    as ``z' = z + h`` never does, though its exponents are all zero. The drift must not slow
+    down (the last quarter moves at least half as far as the first), so a coordinate still
+    settling geometrically onto an attractor is not one."""
+    quarters = np.array_split(np.asarray(series, dtype=float), 4)
+    if min(len(q) for q in quarters) < 2:
+        return False
+    low = np.array([q.min(axis=0) for q in quarters])
+    high = np.array([q.max(axis=0) for q in quarters])
+    rising = np.all(high[:-1] < low[1:], axis=0)
+    falling = np.all(low[:-1] > high[1:], axis=0)
+    # and not slowing down: a coordinate still settling geometrically onto an attractor (its
+    # quarters' shifts shrinking) is an approach, not a drift
+    shift = np.abs(np.diff(np.array([q.mean(axis=0) for q in quarters]), axis=0))
+    steady = shift[-1] >= 0.5 * shift[0]
+    return bool(np.any((rising | falling) & steady))
 
 
 def at_rest(series: np.ndarray) -> bool:
