@@ -403,3 +403,55 @@ def test_newton_keeps_roots_not_the_slow_points_where_it_stalls():
     found = analysis.newton_fixed_points(lambda z: z + dt * (z.abs() - eps), starts=starts)
     np.testing.assert_allclose(np.sort(found.points[:, 0, 0]), [-eps, eps], atol=1e-12)
     np.testing.assert_allclose(np.sort(found.max_abs_eigenvalue), [1 - dt, 1 + dt], atol=1e-12)
+
+
+def test_newton_takes_a_constant_input_as_the_exact_search_does():
+    # a PLRNN with input: Newton's fixed points under u agree with the exact region solve for
+    # h + C u (an independent route), and differ from those without input
+    from dsident.dynamics import PLRNN
+
+    dyn = PLRNN(3, input_dim=2, seed=4, penalty="none").double()
+    p = multistable_plrnn(3, 4).params()
+    dyn.set_params(A=p.A, W=p.W, h=p.h)
+    with torch.no_grad():
+        dyn.C.copy_(torch.tensor([[0.4, -0.2], [0.1, 0.3], [-0.3, 0.1]], dtype=torch.float64))
+    u = np.array([0.6, -1.1])
+    exact = analysis.plrnn_cycles(dyn, 1, u=u)
+    newton = analysis.newton_fixed_points(dyn, u=u, n_starts=300, init_scale=5.0, seed=0)
+    assert len(exact) >= 1 and len(newton) == len(exact)
+    for p in exact.points[:, 0]:
+        assert np.min(np.linalg.norm(newton.points[:, 0] - p, axis=1)) < 1e-7
+    plain = analysis.newton_fixed_points(dyn, n_starts=300, init_scale=5.0, seed=0)
+    assert not np.allclose(np.sort(plain.points[:, 0, 0]), np.sort(newton.points[:, 0, 0])) or len(plain) != len(newton)
+    # through fixed_points(method="newton") too
+    again = analysis.fixed_points(dyn, method="newton", u=u, n_starts=300, init_scale=5.0, seed=0)
+    np.testing.assert_allclose(again.points, newton.points)
+
+
+def test_newton_constant_input_of_a_flow_is_a_root_of_its_vector_field():
+    # gnODE with an input: at each point Newton returns under u, the vector field with that input
+    # is zero (checked by its own vector_field, not the step Newton iterated)
+    from dsident.dynamics import GatedNODE
+
+    torch.manual_seed(0)
+    dyn = GatedNODE(2, input_dim=1, hidden_dim=16).double()
+    u = np.array([0.8])
+    fps = analysis.newton_fixed_points(dyn, u=u, dt=0.1, n_starts=100, init_scale=3.0, seed=0)
+    assert len(fps) >= 1
+    z = torch.as_tensor(fps.points[:, 0])
+    with torch.no_grad():
+        speed = dyn.vector_field(z, torch.full((len(z), 1), 0.8, dtype=torch.float64))
+    assert float(speed.abs().max()) < 1e-6
+
+
+def test_newton_refuses_an_input_it_cannot_use():
+    from dsident.dynamics import PLRNN
+
+    with pytest.raises(ValueError, match="takes no inputs"):
+        analysis.newton_fixed_points(PLRNN(2), u=[1.0])
+    with pytest.raises(ValueError, match=r"`u` must be a finite constant input of shape \(2,\)"):
+        analysis.newton_fixed_points(PLRNN(2, input_dim=2), u=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"`u` must be a finite constant input"):
+        analysis.newton_fixed_points(PLRNN(2, input_dim=2), u=[1.0, float("nan")])
+    with pytest.raises(ValueError, match="plain callable"):
+        analysis.newton_fixed_points(lambda z: 0.5 * z, starts=np.zeros((1, 1)), u=[1.0])

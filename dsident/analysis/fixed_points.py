@@ -543,19 +543,32 @@ def cycles(model: Any, period: int, **options: Any) -> FixedPoints:
 # Generic dynamics: Newton's method from many starts
 # ----------------------------------------------------------------------------------------------
 def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tensor,
-                      dt: float | None = None) -> torch.Tensor:
+                      dt: float | None = None, u: torch.Tensor | None = None) -> torch.Tensor:
     """d step / d z at each row of ``z``, shape (B, M, M); ``dt`` is the step ``step`` takes
     (an analytic ``jacobian`` of continuous-time dynamics needs it: without it, it is taken
-    over one time unit)."""
+    over one time unit), ``u`` the constant input (K,) it is taken at."""
     if dyn is not None and type(dyn).jacobian is not LatentDynamics.jacobian:
-        return dyn.jacobian(z, None, dt)
+        return dyn.jacobian(z, None if u is None else u.expand(len(z), -1), dt)
     return torch.func.vmap(torch.func.jacrev(lambda zi: step(zi[None])[0]))(z)
+
+
+def _constant_input(dyn: LatentDynamics, u: Any) -> torch.Tensor | None:
+    """``u`` as a float64 (1, K) tensor for ``dyn``'s steps, checked against its ``input_dim``."""
+    if u is None:
+        return None
+    k = int(getattr(dyn, "input_dim", 0))
+    if k == 0:
+        raise ValueError(f"`u`={u!r} was given, but {type(dyn).__name__} takes no inputs (input_dim 0).")
+    arr = np.asarray(u.detach().cpu() if isinstance(u, torch.Tensor) else u, dtype=float)
+    if arr.size != k or arr.ndim > 2 or (arr.ndim == 2 and 1 not in arr.shape) or not np.isfinite(arr).all():
+        raise ValueError(f"`u` must be a finite constant input of shape ({k},); got {u!r}.")
+    return torch.as_tensor(arr.reshape(1, k), dtype=torch.float64)
 
 
 def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
                         init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
                         patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
-                        seed: int | None = None, root_check: bool = True) -> FixedPoints:
+                        seed: int | None = None, root_check: bool = True, u: Any = None) -> FixedPoints:
     """Fixed points of any dynamics by damped Newton iteration on ``G(z) = step(z) - z``.
 
     Parameters
@@ -586,6 +599,11 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         ``step(z) - z``, which for a flow is ``dt`` times its speed, so a small ``dt`` let the
         stalled points of a gnODE (at a kink of its relu layers, the run passing by and leaving)
         through as "stable nodes". False keeps every point under ``speed_threshold``.
+    u : array_like of shape (K,), optional
+        A constant input held at every step (a model fitted with ``input_dim`` K); the fixed
+        points are those of ``step(z, u)``, as :func:`plrnn_cycles`' ``u`` for a PLRNN. Default:
+        none (a model with inputs then steps with zero input). Refused for a plain callable and
+        for a model without inputs.
 
     Returns
     -------
@@ -597,6 +615,9 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         if dt is not None:      # a plain callable is called as model(z): a step would be dropped unused
             raise ValueError(f"`dt`={dt!r} applies to a model's dynamics; a plain callable is called as model(z) and "
                              "takes none. Close over the step instead: lambda z: f(z, dt).")
+        if u is not None:
+            raise ValueError(f"`u`={u!r} applies to a model's dynamics; a plain callable is called as model(z) and "
+                             "takes none. Close over the input instead: lambda z: f(z, u).")
         dyn, step_dt = None, dt
         if starts is None:
             raise ValueError("`starts` is required when `model` is a plain callable (latent_dim is unknown).")
@@ -617,11 +638,12 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     if starts.ndim != 2 or starts.shape[1] != m:
         raise ValueError(f"`starts` must have shape (n_starts, {m}); got {starts.shape}.")
 
+    u_t = None if dyn is None else _constant_input(dyn, u)
     if dyn is not None:
         dyn_work = copy.deepcopy(dyn).double()   # float64 Newton without touching the user's model
 
         def step(z: torch.Tensor) -> torch.Tensor:
-            return dyn_work.step(z, None, step_dt)
+            return dyn_work.step(z, None if u_t is None else u_t.expand(len(z), -1), step_dt)
     else:
         def step(z: torch.Tensor) -> torch.Tensor:
             return base_step(z)
@@ -642,7 +664,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
             if not active.any():
                 break
             za, ga = z[active], g[active]
-            jac = _batched_jacobian(dyn_work if dyn is not None else None, step, za, step_dt) - eye
+            jac = _batched_jacobian(dyn_work if dyn is not None else None, step, za, step_dt, u_t) - eye
             delta = torch.linalg.lstsq(jac, -ga[..., None]).solution[..., 0]
             # backtracking: halve the step while the residual grows (at most 10 times)
             lam = torch.ones(len(za), 1, dtype=torch.float64)
@@ -663,7 +685,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
             # linearisation puts the root, if any, far away. Keep a point only when its next
             # Newton step is shorter than dedup_tol: the root it converged to is this point.
             zk = z[keep]
-            jac_k = _batched_jacobian(dyn_work if dyn is not None else None, step, zk, step_dt) - eye
+            jac_k = _batched_jacobian(dyn_work if dyn is not None else None, step, zk, step_dt, u_t) - eye
             delta = torch.linalg.lstsq(jac_k, -g[keep][..., None]).solution[..., 0]
             keep[keep.clone()] = delta.norm(dim=1) < dedup_tol
         cand = z[keep].numpy()
@@ -674,7 +696,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         pts = np.stack(points) if points else np.zeros((0, m))
         if len(pts):
             jac = _batched_jacobian(dyn_work if dyn is not None else None, step,
-                                    torch.as_tensor(pts, dtype=torch.float64), step_dt).numpy()
+                                    torch.as_tensor(pts, dtype=torch.float64), step_dt, u_t).numpy()
             eig = _sorted_eigenvalues(jac)
         else:
             eig = np.zeros((0, m), dtype=complex)
