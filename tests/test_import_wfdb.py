@@ -161,3 +161,39 @@ def test_a_record_named_without_its_extension_points_to_its_header(tmp_path, cap
     _record(tmp_path)
     assert main(["inspect", str(tmp_path / "rec"), "--out", str(tmp_path / "insp")]) == 2
     assert f"the WFDB record header '{tmp_path / 'rec.hea'}' does: give the header" in capsys.readouterr().err
+
+
+def test_a_record_digest_covers_the_signal_files_its_header_names(tmp_path):
+    # a record whose two leads live in files not named <record>.dat: editing either one must
+    # change the digest a grid keeps, or a re-run would keep results fitted to the old samples
+    from dsident.data import load_any
+    from dsident.data.importers.physionet import wfdb_files
+    from dsident.experiments.data_files import data_digests
+
+    n = 200
+    a = (1000 * np.sin(np.arange(n) / 7.0)).astype("<i2")
+    b = (800 * np.cos(np.arange(n) / 5.0)).astype("<i2")
+    a.tofile(tmp_path / "lead_a.dat")
+    b.tofile(tmp_path / "lead_b.dat")
+    (tmp_path / "rec.hea").write_text("# a hand-written header\nrec 2 250 200\n"
+                                      "lead_a.dat 16 2000/mV 16 0 0 0 0 MLII\n"
+                                      "lead_b.dat 16 2000/mV 16 0 0 0 0 V5\n")
+    assert [p.name for p in wfdb_files(tmp_path / "rec.hea")] == ["rec.hea", "lead_a.dat", "lead_b.dat"]
+    pytest.importorskip("wfdb")
+    ds = load_any(tmp_path / "rec.hea")
+    np.testing.assert_allclose(ds["x"].values[0, :, 1], b / 2000.0)            # the header read as wfdb reads it
+    cfg = {"dataset": str(tmp_path / "rec.hea")}
+    before = data_digests(cfg)
+    (b[::-1].copy()).tofile(tmp_path / "lead_b.dat")                          # the same name, other samples
+    assert data_digests(cfg) != before
+
+
+def test_a_multi_segment_record_lists_each_segment_header_and_its_signal_file(tmp_path):
+    from dsident.data.importers.physionet import wfdb_files
+
+    (tmp_path / "multi.hea").write_text("multi/3 1 250 300\nseg1 100\n~ 100\nseg2 100\n")
+    for seg in ("seg1", "seg2"):
+        (tmp_path / f"{seg}.hea").write_text(f"{seg} 1 250 100\n{seg}.dat 16 2000/mV 16 0 0 0 0 MLII\n")
+        np.zeros(100, dtype="<i2").tofile(tmp_path / f"{seg}.dat")
+    assert [p.name for p in wfdb_files(tmp_path / "multi.hea")] == [
+        "multi.hea", "seg1.hea", "seg1.dat", "seg2.hea", "seg2.dat"]

@@ -24,8 +24,9 @@ _SEEN: dict[tuple[str, int, int], str] = {}
 
 def data_digests(cfg: Mapping[str, Any]) -> dict[str, str]:
     """``{name as given: "sha1:<hex>"}`` for each data file ``cfg`` reads (shipped set names and
-    folders are left out). A WFDB header counts with its signal file, which holds the samples."""
-    from ..data.importers.physionet import wfdb_record_of
+    folders are left out). A WFDB header counts with the signal files it names, which hold the
+    samples (and a multi-segment record with its segments')."""
+    from ..data.importers.physionet import wfdb_files, wfdb_record_of
     from .inputs import is_path_like
 
     out: dict[str, str] = {}
@@ -35,8 +36,8 @@ def data_digests(cfg: Mapping[str, Any]) -> dict[str, str]:
             continue
         path = Path(str(spec))
         parts = [path]
-        if wfdb_record_of(path) is not None:          # the header and the samples, named either way
-            parts = [p for p in (path.with_suffix(".hea"), path.with_suffix(".dat")) if p.is_file()]
+        if wfdb_record_of(path) is not None:          # the header and the signal files it names
+            parts = wfdb_files(path)
         out[str(spec)] = "sha1:" + "+".join(_digest(p) for p in parts)
     return out
 

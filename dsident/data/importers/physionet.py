@@ -17,7 +17,7 @@ import xarray as xr
 from ..container import as_dataset
 from ._common import check_same_units, provenance, require, units_attr
 
-__all__ = ["from_wfdb", "WFDB_EXTENSIONS", "wfdb_record_of"]
+__all__ = ["from_wfdb", "WFDB_EXTENSIONS", "wfdb_record_of", "wfdb_files"]
 
 #: the header extension; a record's ``.dat`` signal file is read through it when the header is beside it
 WFDB_EXTENSIONS = (".hea",)
@@ -32,6 +32,42 @@ def wfdb_record_of(path: str | os.PathLike) -> Path | None:
     if path.suffix.lower() == ".dat" and path.with_suffix(".hea").is_file():
         return path.with_suffix("")
     return None
+
+
+def wfdb_files(record: str | os.PathLike) -> list[Path]:
+    """The files a WFDB record reads, found beside its header: the ``.hea`` itself and the signal
+    files its signal lines name (``100.dat``, or ``100_1.dat`` and ``100_2.dat``, or another name
+    entirely), and, for a multi-segment record, each segment's header and signal files. Files
+    not on disk are left out; a header that cannot be read gives its ``.dat`` namesake, if any."""
+    header = Path(record).with_suffix(".hea")
+    found: list[Path] = []
+
+    def visit(hea: Path, depth: int) -> None:
+        if not hea.is_file() or hea in found:
+            return
+        found.append(hea)
+        try:
+            lines = [ln.split() for ln in hea.read_text(errors="replace").splitlines()
+                     if ln.strip() and not ln.lstrip().startswith("#")]
+            first = lines[0]
+            multi = "/" in first[0]
+            # the record line: "name nsig ..." (a signal line each), or "name/nseg nsig ..." (a
+            # segment line each)
+            n_lines = int(first[0].split("/")[1]) if multi else int(first[1])
+        except (OSError, IndexError, ValueError):
+            lines, multi, n_lines = [], False, 0
+        names = [ln[0] for ln in lines[1:1 + n_lines] if ln]
+        if not names and not multi:
+            names = [hea.with_suffix(".dat").name]
+        for name in names:
+            if multi:                       # a segment: its own header, or "~" for a gap
+                if name != "~" and depth < 2:
+                    visit(hea.parent / f"{name}.hea", depth + 1)
+            elif name != "~" and (hea.parent / name).is_file() and hea.parent / name not in found:
+                found.append(hea.parent / name)
+
+    visit(header, 0)
+    return found
 
 
 def from_wfdb(record: str | os.PathLike, *, channels: str | int | Sequence[str | int] | None = None,
