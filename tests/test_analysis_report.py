@@ -581,3 +581,35 @@ def test_a_cycle_with_a_unit_still_settling_is_not_a_drift():
     for c, start in ((1.0, [1.0, 0.0, 0.0]), (0.999, [1.0, 0.0, 5.0])):
         regime = free_run_regime(_model(RotationWithThirdUnit(c=c), start=start), n_steps=2_000, transient=200)
         assert regime.verdict == "periodic or quasi-periodic", c
+
+
+class EulerLorenz(LatentDynamics):
+    """Lorenz-63 by Euler steps of 0.005 (test-local): chaotic, λ1 ≈ 0.9 per time unit, i.e.
+    ≈ 0.0045 per step, inside the zero tolerance 20 / 2000 = 0.01 of a 2 000-step run."""
+
+    def __init__(self, latent_dim: int = 3) -> None:
+        super().__init__()
+        self.latent_dim = latent_dim
+
+    def step(self, z, u=None, dt=None):
+        x, y, w = z[:, 0], z[:, 1], z[:, 2]
+        dz = torch.stack([10.0 * (y - x), x * (28.0 - w) - y, x * y - 8.0 / 3.0 * w], dim=1)
+        return z + 0.005 * dz
+
+
+def test_a_short_run_names_the_length_that_would_resolve_a_small_positive_exponent():
+    model = _model(EulerLorenz(), start=[1.0, 1.0, 20.0])
+    short = analyze_dynamics(model, n_steps=2_000, transient=500, n_starts=20, max_period=1)
+    lam1 = float(short.lyapunov[0])
+    assert 0.0025 < lam1 <= 0.01 and short.verdict == "periodic or quasi-periodic"
+    text = short.to_markdown()
+    assert "inside the zero tolerance ±0.01 of this 2000-step run" in text
+    needed = int(text.split("`--steps ")[1].split("`")[0])
+    assert needed >= 40 / lam1
+    # the run it names does tell: chaotic, and no note
+    longer = free_run_regime(model, n_steps=needed, transient=500)
+    assert longer.verdict == "chaotic"
+    # a true cycle's zero exponent gets no note
+    cycle = analyze_dynamics(_model(PolarMap(), start=[1.0, 0.0]), n_steps=2_000, transient=200, n_starts=5,
+                             max_period=1)
+    assert cycle.verdict == "periodic or quasi-periodic" and "note: λ1" not in cycle.to_markdown()

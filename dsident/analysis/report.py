@@ -11,6 +11,7 @@ Shape legend: ``M`` latent_dim, ``T`` time steps of the analysed run, ``n`` obje
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,6 +194,7 @@ class DynamicsReport:
                  f"- Lyapunov exponents (1 / {unit}): {_spectrum(lam)}",
                  f"- per step: {_spectrum(lam * self.dt)}; zero within ±{zero_tol:.2g}"
                  + _signs(lam * self.dt, zero_tol),
+                 *_resolution_note(self.verdict, lam * self.dt, zero_tol, self.info.get("n_steps")),
                  f"- Kaplan-Yorke dimension: {self.kaplan_yorke:.3f}",
                  (f"- dominant period: {self.dominant_period:.4g} {units} ({self.dominant_period / self.dt:.1f} steps)"
                   if np.isfinite(self.dominant_period) else
@@ -804,6 +806,25 @@ def _spectrum(values: np.ndarray) -> str:
         return _numbers(values)
     head = _numbers(values[:_MAX_EXPONENTS])[:-1]
     return f"{head}, … ({values.size - _MAX_EXPONENTS - 1} more; all in `to_xarray()`), {values[-1]:.4g}]"
+
+
+def _resolution_note(verdict: str, per_step: np.ndarray, zero_tol: float, n_steps: Any) -> list[str]:
+    """A line when "periodic" rests on a clearly positive λ1 inside the zero tolerance: the run
+    (``20 / n_steps`` per step) is too short to tell such an exponent from a cycle's zero one, and
+    the run length that would (twice ``20 / λ1``) is named (with a ``zero_tol`` of the caller's,
+    only the first part). Lorenz-63 at dt 0.01 (λ1 ≈ 0.009 per
+    step) reads "periodic" from a 2 000-step run."""
+    if verdict != "periodic or quasi-periodic" or per_step.size == 0 or not np.isfinite(per_step).all():
+        return []
+    lam1 = float(np.max(per_step))
+    if not (0.25 * zero_tol < lam1 <= zero_tol) or not isinstance(n_steps, (int, np.integer)):
+        return []
+    if not math.isclose(zero_tol, zero_tolerance(int(n_steps)), rel_tol=1e-9):
+        return [f"- note: λ1 = +{lam1:.2g} per step lies inside the given zero tolerance ±{zero_tol:.2g}"]
+    needed = int(math.ceil(2 * 20.0 / lam1 / 1000.0)) * 1000
+    return [f"- note: λ1 = +{lam1:.2g} per step lies inside the zero tolerance ±{zero_tol:.2g} of this "
+            f"{int(n_steps)}-step run, which cannot tell an exponent this small from a cycle's zero one; "
+            f"a run of {needed} steps or more can (`--steps {needed}`, `n_steps={needed}`)"]
 
 
 def _signs(per_step: np.ndarray, zero_tol: float) -> str:
