@@ -540,6 +540,9 @@ def choose_delay(series: Any, max_lag: int, *, n_bins: int = 32) -> tuple[int, n
     ami : ndarray of shape (max_lag + 1,)
     """
     ami = average_mutual_information(series, max_lag, n_bins=n_bins)
+    if not ami[0] > 0:                                   # one bin holds every sample: nothing to lose with lag
+        raise ValueError(f"`series` is constant (every observed sample equals {float(np.nanmax(series))!r}); "
+                         "no delay can be chosen from its average mutual information.")
     for lag in range(1, max_lag):
         if ami[lag] < ami[lag - 1] and ami[lag] <= ami[lag + 1]:
             return lag, ami
@@ -576,6 +579,11 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
         Entry m − 1 is the fraction for dimension m.
     """
     s = np.asarray(series, dtype=float).ravel()
+    for argname, value in (("delay", delay), ("max_dim", max_dim), ("max_points", max_points)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"`{argname}` must be a positive integer; got {argname}={value!r}.")
+    _positive(ratio_threshold, "ratio_threshold")
+    _positive(size_threshold, "size_threshold")
     # a delay vector that reaches a missing sample is left out; the series is never joined across a
     # gap (that would make vectors of samples that were never that far apart)
     n_all = s.size - max_dim * delay
@@ -588,6 +596,9 @@ def false_nearest_neighbors(series: Any, delay: int, max_dim: int, *, ratio_thre
         raise ValueError(f"series of {s.size} samples ({int(np.isfinite(s).sum())} observed) is too short for delay "
                          f"{delay} and max_dim {max_dim}: {n} complete delay vectors, expected at least 10.")
     scale = np.nanstd(s)
+    if not scale > 0:
+        raise ValueError(f"`series` is constant (its {int(np.isfinite(s).sum())} observed samples all equal "
+                         f"{float(np.nanmax(s))!r}); false nearest neighbours need a series that varies.")
     rng = np.random.default_rng(seed)
     refs = rng.choice(n, size=min(max_points, n), replace=False)
     out = np.empty(max_dim)
@@ -620,6 +631,8 @@ def choose_dimension(series: Any, delay: int, *, max_dim: int = 10, threshold: f
         ``max_dim`` when no dimension reaches the threshold.
     fnn : ndarray of shape (max_dim,)
     """
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0.0 < float(threshold) <= 1.0:
+        raise ValueError(f"`threshold` must be a fraction of false neighbours in (0, 1]; got threshold={threshold!r}.")
     fnn = false_nearest_neighbors(series, delay, max_dim, **fnn_options)
     below = np.flatnonzero(fnn < threshold)
     return (int(below[0]) + 1 if below.size else max_dim), fnn

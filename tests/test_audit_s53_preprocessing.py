@@ -1,0 +1,40 @@
+"""Audit session 53: preprocessing and embedding (refusals with the argument's name, flat and
+missing channels, auxiliary channels through an embedding, slow channels of irregular samples)."""
+import json
+
+import numpy as np
+import pytest
+
+from dsident.data import as_dataset
+from dsident.data import preprocessing as pp
+
+
+@pytest.mark.parametrize("kwargs, argname", [
+    ({"delay": 0}, "delay"), ({"delay": -1}, "delay"), ({"delay": 1.5}, "delay"),
+    ({"max_dim": 0}, "max_dim"), ({"max_dim": 2.0}, "max_dim"), ({"max_points": 0}, "max_points"),
+    ({"ratio_threshold": -1.0}, "ratio_threshold"), ({"size_threshold": 0.0}, "size_threshold"),
+])
+def test_false_neighbours_refuse_bad_settings_by_name(kwargs, argname):
+    # delay 0 gave a curve of zeros, a negative delay a numpy broadcast error, max_dim 0 an empty curve
+    s = np.sin(np.arange(500) / 7.0)
+    options = {"delay": 3, "max_dim": 3, **kwargs}
+    with pytest.raises(ValueError, match=f"`{argname}`"):
+        pp.false_nearest_neighbors(s, options.pop("delay"), options.pop("max_dim"), **options)
+
+
+def test_choose_dimension_refuses_a_threshold_outside_zero_one():
+    # a negative threshold can never be reached: max_dim came back as if chosen
+    with pytest.raises(ValueError, match="`threshold`"):
+        pp.choose_dimension(np.sin(np.arange(500) / 7.0), 3, max_dim=3, threshold=-0.01)
+
+
+def test_a_flat_series_gets_no_delay_or_dimension():
+    # a flat channel (a disconnected electrode) came back with delay = max_lag and dimension 1
+    flat = np.full(600, 2.5)
+    flat[100:110] = np.nan
+    with pytest.raises(ValueError, match="constant"):
+        pp.choose_delay(flat, 20)
+    with pytest.raises(ValueError, match="constant"):
+        pp.false_nearest_neighbors(flat, 2, 3)
+    with pytest.raises(ValueError, match="constant"):
+        pp.auto_embed(as_dataset(flat), max_lag=20, max_dim=3)
