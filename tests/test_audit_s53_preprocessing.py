@@ -38,3 +38,15 @@ def test_a_flat_series_gets_no_delay_or_dimension():
         pp.false_nearest_neighbors(flat, 2, 3)
     with pytest.raises(ValueError, match="constant"):
         pp.auto_embed(as_dataset(flat), max_lag=20, max_dim=3)
+
+
+def test_zscore_refuses_a_channel_without_observed_samples():
+    # an all-NaN channel was "z-scored" with mean and std NaN written into the attrs
+    x = np.random.default_rng(0).normal(size=(100, 2))
+    x[:, 1] = np.nan
+    with pytest.raises(ValueError, match=r"\['x1'\].*no observed"):
+        pp.zscore(as_dataset(x))
+    # with the constants given there is nothing to estimate: the channel stays missing
+    out = pp.zscore(as_dataset(x), mean=[0.0, 0.0], std=[1.0, 1.0])
+    assert np.isnan(out["x"].values[..., 1]).all()
+    np.testing.assert_allclose(out["x"].values[0, :, 0], x[:, 0])

@@ -118,6 +118,11 @@ def zscore(data: Any, *, mean: Sequence[float] | None = None, std: Sequence[floa
     x = to_arrays(ds).x
     n_channel = x.shape[2]
     channels = [str(c) for c in ds["channel"].values]
+    unobserved = ~np.isfinite(x).any(axis=(0, 1))
+    if (mean is None or std is None) and unobserved.any():
+        raise ValueError(f"channel(s) {[channels[i] for i in np.flatnonzero(unobserved)]} of `data` have no observed "
+                         "(non-NaN) sample, so they have no mean or std to z-score by; drop them, or pass `mean` and "
+                         "`std`.")
     if mean is None:
         mean_arr = np.nanmean(x, axis=(0, 1))
     else:
