@@ -50,3 +50,25 @@ def test_zscore_refuses_a_channel_without_observed_samples():
     out = pp.zscore(as_dataset(x), mean=[0.0, 0.0], std=[1.0, 1.0])
     assert np.isnan(out["x"].values[..., 1]).all()
     np.testing.assert_allclose(out["x"].values[0, :, 0], x[:, 0])
+
+
+def test_embedded_slow_channels_stay_auxiliary_and_keep_their_own_scale():
+    # delay_embed renamed slow(x0) to slow(x0)(t+k) but left attrs["auxiliary_channels"] naming the
+    # old channels: the scores then compared the slow channels, and unzscore gave them x0's constants
+    from dsident.data import add_slow_channels
+    from dsident.data.slow_channels import scored_channels
+
+    rng = np.random.default_rng(1)
+    t = np.arange(2000) * 0.01
+    raw = as_dataset(3.0 + 2.0 * np.sin(2 * np.pi * 0.5 * t) + 0.3 * rng.normal(size=t.size), dt=0.01)
+    slow, _ = add_slow_channels(pp.zscore(raw), 2.0)
+    emb = pp.delay_embed(slow, [0, 5])
+    names = [str(c) for c in emb["channel"].values]
+    aux = json.loads(emb.attrs["auxiliary_channels"])
+    assert aux == ["slow(x0)(t+0)", "slow(x0)(t+5)", "slow_q(x0)(t+0)", "slow_q(x0)(t+5)"]
+    assert [names[i] for i in scored_channels(emb)] == ["x0(t+0)", "x0(t+5)"]
+    back = pp.unzscore(emb)["x"].values[0]
+    np.testing.assert_allclose(back[:, 0], raw["x"].values[0, :-5, 0])           # data units again
+    np.testing.assert_allclose(back[:, 2:], emb["x"].values[0, :, 2:])           # slow channels untouched
+    # embedding only the recorded channel leaves no auxiliary channel behind
+    assert json.loads(pp.delay_embed(slow, [0, 5], channels=["x0"]).attrs["auxiliary_channels"]) == []

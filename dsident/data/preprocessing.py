@@ -31,6 +31,7 @@ from scipy.signal import resample_poly
 from scipy.spatial import cKDTree
 
 from .container import STEP_RTOL, as_dataset, to_arrays
+from .slow_channels import auxiliary_channels
 
 __all__ = [
     "zscore", "unzscore", "zscore_constants", "gaussian_smooth", "resample", "delay_embed", "average_mutual_information",
@@ -454,7 +455,9 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
     -------
     xarray.Dataset
         Each trial is ``max(delays)`` samples shorter (time index t of the output is time t of
-        the input). A NaN in the input makes every embedded sample that uses it NaN.
+        the input). A NaN in the input makes every embedded sample that uses it NaN. Embedded
+        copies of auxiliary channels (``attrs["auxiliary_channels"]``, e.g. slow channels) are
+        listed there under their new names, so scores still leave them out.
     """
     ds = as_dataset(data)
     delays = _delays(delays)
@@ -480,6 +483,9 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
             u_trials.append(arrays.u[i, : n - span])
     names = [f"{c}(t+{d})" for c in channels for d in delays]
     out = _rebuild(ds, trials, arrays.dt, channel_names=names, u_trials=u_trials, times=_times(arrays, span))
+    if "auxiliary_channels" in ds.attrs:       # an embedded slow channel stays auxiliary under its new names
+        auxiliary = set(auxiliary_channels(ds))
+        out.attrs["auxiliary_channels"] = json.dumps([f"{c}(t+{d})" for c in channels for d in delays if c in auxiliary])
     return _with_step(out, {"step": "delay_embed", "channels": list(channels), "delays": list(delays)})
 
 
