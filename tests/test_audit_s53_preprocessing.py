@@ -72,3 +72,23 @@ def test_embedded_slow_channels_stay_auxiliary_and_keep_their_own_scale():
     np.testing.assert_allclose(back[:, 2:], emb["x"].values[0, :, 2:])           # slow channels untouched
     # embedding only the recorded channel leaves no auxiliary channel behind
     assert json.loads(pp.delay_embed(slow, [0, 5], channels=["x0"]).attrs["auxiliary_channels"]) == []
+
+
+def test_slow_channels_refuse_irregular_samples_but_take_evenly_spaced_times():
+    # the Butterworth filter assumed samples dt apart and filtered irregular ones without a word
+    from dsident.data import add_slow_channels
+
+    rng = np.random.default_rng(2)
+    times = np.cumsum(rng.uniform(0.005, 0.03, size=3000))
+    irregular = as_dataset(np.sin(2 * np.pi * 0.5 * times), time=times, dt=0.0175)
+    with pytest.raises(ValueError, match="sampled irregularly.*resample"):
+        add_slow_channels(irregular, 2.0)
+    # after linear resampling (evenly spaced sample times) the same call goes through
+    even = pp.resample(irregular, 0.0175, method="linear")
+    out, _ = add_slow_channels(even, 2.0)
+    assert out.sizes["channel"] == 3
+    # times that are evenly spaced from the start are as good as none
+    t = 5.0 + np.arange(1000) * 0.01
+    a, _ = add_slow_channels(as_dataset(np.sin(t), time=t), 2.0)
+    b, _ = add_slow_channels(as_dataset(np.sin(t), dt=0.01), 2.0)
+    np.testing.assert_allclose(a["x"].values, b["x"].values)
