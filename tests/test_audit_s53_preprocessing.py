@@ -92,3 +92,15 @@ def test_slow_channels_refuse_irregular_samples_but_take_evenly_spaced_times():
     a, _ = add_slow_channels(as_dataset(np.sin(t), time=t), 2.0)
     b, _ = add_slow_channels(as_dataset(np.sin(t), dt=0.01), 2.0)
     np.testing.assert_allclose(a["x"].values, b["x"].values)
+
+
+@pytest.mark.parametrize("method", ["polyphase", "linear"])
+def test_resample_refuses_a_step_that_leaves_one_sample(method):
+    # a 10-sample trial at dt 0.1 resampled to dt 5 came back as a 1-sample trial, which every
+    # later step refused as data of "only 1 time steps"
+    with pytest.raises(ValueError, match=r"`dt`=5.0.*trial\(s\) \[1\]"):
+        pp.resample(as_dataset([np.sin(np.arange(100) * 0.1), np.sin(np.arange(10) * 0.1)], dt=0.1), 5.0,
+                    method=method)
+    # a step that leaves two samples (span 0.9 ≥ dt) is fine
+    out = pp.resample(as_dataset(np.sin(np.arange(10) * 0.1), dt=0.1), 0.9, method="linear")
+    np.testing.assert_allclose(out["x"].values[0, :, 0], np.sin([0.0, 0.9]), atol=1e-12)

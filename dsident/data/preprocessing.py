@@ -395,6 +395,15 @@ def resample(data: Any, dt: float, *, method: str = "polyphase", max_denominator
             raise ValueError(f"`data` is sampled irregularly (sample steps from {steps.min():.6g} to {steps.max():.6g},"
                              " its `sample_time`); method='polyphase' needs evenly spaced samples. Use method='linear',"
                              " which interpolates at the sample times.")
+    if arrays.time is None or method == "polyphase":
+        spans = (arrays.length - 1) * old_dt
+    else:
+        spans = np.array([arrays.time[i, n - 1] - arrays.time[i, 0] for i, n in enumerate(arrays.length)])
+    short = np.flatnonzero(np.floor(spans / new_dt + 1e-9) + 1 < 2)
+    if short.size:
+        raise ValueError(f"`dt`={new_dt!r} is longer than trial(s) {short.tolist()} (time spans "
+                         f"{[float(f'{v:.6g}') for v in spans[short]]}): each would keep 1 sample, and a trial needs at "
+                         "least 2; choose a shorter `dt`.")
     trials, u_trials = [], [] if arrays.u is not None else None
     times = None if arrays.time is None else []
     for i, n in enumerate(arrays.length):
