@@ -115,3 +115,10 @@ def test_the_ami_delay_of_a_clean_sine_is_near_a_quarter_period(period):
     assert period / 8 <= delay <= 3 * period / 8
     # the choice is still a local minimum of the curve it returns
     assert ami[delay] < ami[delay - 1] and ami[delay] <= ami[delay + 1]
+
+
+def test_delay_embed_refuses_a_repeated_channel_by_its_own_name():
+    # the refusal named `channel_names`, an argument the caller never passed
+    ds = as_dataset(np.random.default_rng(0).normal(size=(200, 2)), channel_names=["a", "b"])
+    with pytest.raises(ValueError, match=r"`channels` must not repeat a channel; got \['a', 'a'\]"):
+        pp.delay_embed(ds, [0, 2], channels=["a", "a"])

@@ -479,6 +479,8 @@ def delay_embed(data: Any, delays: Sequence[int], *, channels: Sequence[str] | N
     missing = [c for c in channels if c not in all_channels]
     if missing or len(channels) == 0:
         raise ValueError(f"`channels` must name channels of `data`; unknown {missing}, available {all_channels}.")
+    if len(set(channels)) != len(channels):
+        raise ValueError(f"`channels` must not repeat a channel; got {list(channels)}.")
     cols = [all_channels.index(c) for c in channels]
     arrays = to_arrays(ds)
     span = max(delays)
