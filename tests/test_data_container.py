@@ -316,3 +316,38 @@ def test_steps_agree_within_one_percent_of_the_reference():
 
     assert steps_agree(0.0101, 0.01) and steps_agree(0.0099, 0.01) and steps_agree(0.01, 0.01)
     assert not steps_agree(0.0102, 0.01) and not steps_agree(0.02, 0.01) and not steps_agree(10.0, 0.01)
+
+
+def test_a_dataset_thinned_by_an_xarray_step_slice_is_refused_not_read_at_the_old_dt():
+    # audit-s53: ds.isel(time=slice(None, None, 2)) keeps attrs['dt'], and as_dataset / to_arrays
+    # read the samples 2 dt apart as dt apart (every time constant and exponent off by 2)
+    from dsident.data import to_arrays
+
+    ds = as_dataset(np.sin(np.arange(100) * 0.1), dt=0.1)
+    thinned = ds.isel(time=slice(None, None, 2))
+    with pytest.raises(ValueError, match=r"steps by 0.2.*attrs\['dt'\] is 0.1"):
+        as_dataset(thinned)
+    with pytest.raises(ValueError, match=r"steps by 0.2"):
+        to_arrays(thinned)
+    with pytest.raises(ValueError, match=r"steps by 0.1 to 0.4"):      # a pick of samples
+        as_dataset(ds.isel(time=[0, 1, 5]))
+    # stating the step the samples now have reads them at it; a contiguous window is fine as before
+    fixed = as_dataset(thinned, dt=0.2)
+    assert fixed.attrs["dt"] == 0.2 and to_arrays(fixed).length.tolist() == [50]
+    np.testing.assert_allclose(fixed["x"].values[0, :, 0], np.sin(np.arange(0, 100, 2) * 0.1))
+    assert to_arrays(ds.isel(time=slice(20, 60))).length.tolist() == [40]
+
+
+def test_a_float32_time_coordinate_of_a_long_recording_is_not_taken_for_a_thinned_one(tmp_path):
+    # save_dataset(dtype="float32") stores the time coordinate in float32: each step of a long
+    # recording at 700 Hz is then off by up to 2 %, its span is not
+    import xarray as xr
+
+    ds = as_dataset(np.sin(np.arange(300_000) * 0.01), dt=1 / 700)
+    save_dataset(ds, tmp_path / "f32.nc", dtype="float32")
+    with xr.open_dataset(tmp_path / "f32.nc") as handle:
+        raw = handle.load()
+    steps = np.diff(raw["time"].values.astype(float))
+    assert steps.max() - steps.min() > 0.01 / 700               # the rounding this guards against
+    assert to_arrays(raw).dt == pytest.approx(1 / 700)
+    assert load_dataset(tmp_path / "f32.nc").attrs["dt"] == pytest.approx(1 / 700)

@@ -194,7 +194,9 @@ def test_a_semicolon_or_tab_separated_table_is_read_by_its_header_lines_separato
 
 
 @pytest.mark.parametrize("name, unit", [("time", None), ("Time (s)", "s"), ("t_ms", "ms"), ("timestamp", None),
-                                        ("t [s]", "s"), ("time (min)", "min"), ("seconds", "s"), ("ms", "ms")])
+                                        ("t [s]", "s"), ("time (min)", "min"), ("seconds", "s"), ("ms", "ms"),
+                                        # audit-s53: microsecond stamps were read as a data channel
+                                        ("time_us", "us"), ("Time (\u00b5s)", "us"), ("timestamp [usec]", "us")])
 def test_csv_time_column_names_the_time_unit(tmp_path, name, unit):
     # periods, Lyapunov exponents and axes then say "ms" where the column did
     from dsident.data.time_units import frequency_label, per_time, time_label, time_unit

@@ -146,6 +146,8 @@ def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
         attrs = dict(data.attrs)
         if dt is None:
             dt = attrs.get("dt")
+            if "sample_time" not in data:
+                _check_time_step(data)
         if u is None and "u" in data:
             u = data["u"]
             if input_names is None and "input" in data["u"].coords:
@@ -221,6 +223,8 @@ def to_arrays(ds: xr.Dataset) -> Arrays:
     if not (isinstance(ds, xr.Dataset) and "x" in ds and ds["x"].dims == ("trial", "time", "channel")
             and "length" in ds):
         ds = as_dataset(ds)
+    elif "sample_time" not in ds:
+        _check_time_step(ds)
     x = np.array(ds["x"].values, dtype=np.float64)
     length = _valid_lengths(ds, ds.attrs.get("dt"))
     inside = np.arange(x.shape[1])[None, :] < length[:, None]          # (trial, time)
@@ -318,6 +322,26 @@ def _valid_lengths(ds: xr.Dataset, dt: Any) -> np.ndarray:
         if np.isfinite(t0) and float(dt) > 0:
             offset = max(int(round(t0 / float(dt))), 0)
     return np.clip(length - offset, 0, n_time)
+
+
+def _check_time_step(ds: xr.Dataset) -> None:
+    """Refuse a regularly sampled Dataset whose ``time`` coordinate no longer steps by its own
+    ``attrs["dt"]``: an xarray slice with a step (``ds.isel(time=slice(None, None, 2))``) or a pick
+    of samples keeps ``dt``, and the data would be read at the old step (every time constant, period
+    and exponent off by the factor)."""
+    dt = ds.attrs.get("dt")
+    if "time" not in ds.coords or ds.sizes.get("time", 0) < 2 or not isinstance(dt, numbers.Real) or not dt > 0:
+        return
+    time = np.asarray(ds["time"].values, dtype=np.float64)
+    steps = np.diff(time)
+    # the mean step over the whole span: a coordinate stored as float32 (save_dataset's dtype) rounds
+    # each step by more than 1 % on a long recording, but not the span; skipping samples only lengthens it
+    mean_step = (time[-1] - time[0]) / (time.size - 1)
+    if np.isfinite(steps).all() and (not steps_agree(mean_step, dt) or steps.min() <= 0):
+        raise ValueError(f"`data`'s time coordinate steps by {steps.min():.6g} to {steps.max():.6g} but its attrs['dt'] is "
+                         f"{float(dt):g}: a slice with a step (ds.isel(time=slice(None, None, k))) or a pick of samples "
+                         "keeps dt. To change the step use dsident.data.preprocessing.resample(data, new_dt), which "
+                         "low-pass filters first; or state the step the data now have: as_dataset(data, dt=...).")
 
 
 def _cut_to_lengths(trials: list[np.ndarray], lengths: np.ndarray) -> list[np.ndarray]:

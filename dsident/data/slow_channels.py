@@ -270,13 +270,14 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     ValueError
         An unknown channel, a cutoff that is not a positive frequency below Nyquist, a trial
         shorter than ``MIN_CUTOFF_PERIODS`` periods of the cutoff, missing samples (NaN) in the
-        source channel (the filter cannot skip them: fill or cut the gaps first), a flat source
+        source channel (the filter cannot skip them: fill or cut the gaps first), irregular
+        sample times (``sample_time``: resample them first), a flat source
         channel (no slow band to scale), a non-positive ``scale``, a ``before`` whose channels
         or trials differ from ``data``'s, or an unknown ``edges``.
     """
     from scipy.signal import butter, hilbert, sosfiltfilt
 
-    from .container import as_dataset
+    from .container import STEP_RTOL, as_dataset
 
     ds = as_dataset(data)
     dt = float(ds.attrs.get("dt", 1.0))
@@ -297,6 +298,13 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     if clash:
         raise ValueError(f"the data already have the channels {clash}: slow channels were added before.")
 
+    if "sample_time" in ds:
+        steps = np.diff(ds["sample_time"].values, axis=1)
+        steps = steps[np.isfinite(steps)]
+        if steps.size and not np.all(np.abs(steps - dt) <= STEP_RTOL * dt):
+            raise ValueError(f"`data` is sampled irregularly (sample steps from {steps.min():.6g} to {steps.max():.6g}, "
+                             f"its `sample_time`; dt = {dt:g}); the slow band's filter needs evenly spaced samples: "
+                             "resample them first (dsident.data.preprocessing.resample(data, dt, method='linear')).")
     x = ds["x"].values
     lengths = _lengths(ds)
     prefix, prefix_lengths = _preceding(before, ds, names)

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["TIME_COLUMN_NAME", "time_unit", "time_unit_of_name", "time_label", "frequency_label", "per_time"]
 
-_UNIT = r"(?:s|sec|seconds?|ms|msec|milliseconds?|min|h)"
+_UNIT = r"(?:s|sec|seconds?|ms|msec|milliseconds?|us|\u00b5s|\u03bcs|usec|microseconds?|min|h)"
 #: header names read as a time axis: "time", "t", "Time (s)", "time_ms", "timestamp", "seconds", ...
 #: (a unit needs a separator or brackets, so channels such as "ts" or "th" stay data); the groups
 #: name the unit: ``bracketed`` / ``separated``, or ``base`` when the name is a unit ("seconds")
@@ -24,6 +24,7 @@ TIME_COLUMN_NAME = re.compile(r"^(?P<base>t|times?|timestamps?|seconds?|secs?|ms
 #: unit spellings in a column name -> the unit recorded ("t", "time", "timestamp" name none)
 _SPELLINGS = {"s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
               "ms": "ms", "msec": "ms", "millis": "ms", "millisecond": "ms", "milliseconds": "ms",
+              "us": "us", "\u00b5s": "us", "\u03bcs": "us", "usec": "us", "microsecond": "us", "microseconds": "us",
               "min": "min", "h": "h"}
 #: what a dataset without a known unit says (the Lorenz-63 system's "a.u.")
 _UNKNOWN = ("", "a.u.", "time unit")
