@@ -60,3 +60,54 @@ def test_numpy_integer_sizes_are_accepted_and_booleans_refused():
             Poisson(3, 2, bin_size=bad)
         with pytest.raises(ValueError, match="`noise_var` must be a positive finite variance"):
             Gaussian(3, 2, noise_var=bad)
+
+
+def _rotating_counts(n=400, n_neurons=10, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) * 0.05
+    z = np.stack([np.sin(t), np.cos(t)], 1)
+    return rng, rng.poisson(np.exp(z @ rng.normal(size=(2, n_neurons)) * 0.5 + 0.5)).astype(float)
+
+
+def _laplace_poisson(x, **options):
+    import dsident
+    from dsident import as_dataset
+
+    est = dsident.models.PLRNN(latent_dim=3, observation="poisson", readout="linear", seed=0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        est.fit(as_dataset(x, dt=0.01), method="laplace-em", progress=False, restarts=0, **options)
+    return est, [str(w.message) for w in seen]
+
+
+def test_laplace_em_starts_a_poisson_model_from_log_rates_so_a_busy_neuron_does_not_overflow():
+    """The LDS start of laplace-em took the PCA of the raw counts, so b was the mean count and the
+    rate exp(mean count): a neuron of ~240 spikes per bin overflowed, the first E-step failed, and
+    the fit returned that start (b = 240, rates of e^240) with only a warning."""
+    rng, x = _rotating_counts()
+    x[:, 8] = rng.poisson(240.0, size=len(x))
+    est, said = _laplace_poisson(x, n_iter_per_stage=3, anneal=(1.0,), check_steps=2000)
+    assert not est.history_["diverged"], est.history_["message"]
+    assert not any("diverged" in s for s in said)
+    # exp link, linear readout: the fitted rate of a neuron without modulation is its mean count
+    obs = est.model_.observation
+    z = torch.as_tensor(est.smooth(x[None])["z"].values[0], dtype=obs.B.dtype)
+    assert float(obs.rate(z)[:, 8].mean().detach()) == pytest.approx(x[:, 8].mean(), rel=0.05)
+
+
+def test_laplace_em_keeps_its_annealing_with_a_silent_neuron():
+    """A silent neuron (all counts 0) gave the bounded selection a box of width 1e-6 around 0 that
+    every positive expected count leaves: the first stage warned that no free run stayed in the
+    data's range and the annealing stopped after it."""
+    _, x = _rotating_counts()
+    x[:, 7] = 0.0
+    est, said = _laplace_poisson(x, n_iter_per_stage=3, anneal=(1.0, 0.1), check_steps=2000)
+    assert not any("data's range" in s for s in said), said
+    assert est.history_["annealing_stopped"] is None
+    assert sorted(set(est.history_["stage"])) == [0, 1]
+    assert est.history_["stage_exit"][0][est.history_["stage_kept"][0]] == -1
+    # a box of counts is at least one count wide; a continuous channel keeps its own range
+    from dsident.inference.laplace_em.selection import data_box
+
+    box = data_box(np.zeros((5, 2)) + [0.0, 3.0], np.ones((5, 2), dtype=bool), 1.0, min_width=1.0)
+    assert np.allclose(box.lo, [-1.0, 2.0]) and np.allclose(box.hi, [1.0, 4.0])
