@@ -111,3 +111,25 @@ def test_laplace_em_keeps_its_annealing_with_a_silent_neuron():
 
     box = data_box(np.zeros((5, 2)) + [0.0, 3.0], np.ones((5, 2), dtype=bool), 1.0, min_width=1.0)
     assert np.allclose(box.lo, [-1.0, 2.0]) and np.allclose(box.hi, [1.0, 4.0])
+
+
+def test_teacher_forcing_scores_a_count_models_free_runs_by_draws_as_evaluate_does():
+    """The epoch kept by teacher forcing / BPTT was chosen by the D_stsp of the expected counts,
+    which sit between the integers the data take; `evaluate` scores a count model's draws, so the
+    kept epoch was chosen by another number than the test's."""
+    import dsident
+    from dsident import as_dataset
+    from dsident.inference.teacher_forcing import _FreeRunScorer
+    from dsident.metrics import state_space_divergence
+
+    _, x = _rotating_counts(n=300, n_neurons=4)
+    ds = as_dataset(x, dt=0.01)
+    est = dsident.models.PLRNN(latent_dim=3, observation="poisson", readout="linear", seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(ds, method="bptt", progress=False, n_epochs=1, seq_len=20)
+    scorer = _FreeRunScorer(ds, eval_steps=200, burn_in=50)
+    gen = scorer.free_run(est.model_, seed=3)["x"].values[0]
+    assert np.all(gen == np.round(gen)) and gen.min() >= 0
+    draws = est.model_.generate(250, x0=x[0], seed=3, observation_noise=True)["x"].values[0, 50:]
+    assert scorer.score(est.model_, seed=3)[0] == pytest.approx(state_space_divergence(x[:200], draws))
