@@ -133,3 +133,19 @@ def test_teacher_forcing_scores_a_count_models_free_runs_by_draws_as_evaluate_do
     assert np.all(gen == np.round(gen)) and gen.min() >= 0
     draws = est.model_.generate(250, x0=x[0], seed=3, observation_noise=True)["x"].values[0, 50:]
     assert scorer.score(est.model_, seed=3)[0] == pytest.approx(state_space_divergence(x[:200], draws))
+
+
+def test_fit_without_a_test_split_writes_a_count_models_free_run_as_draws(tmp_path):
+    """`dsident fit` of a Poisson model on a file without a test split wrote generated.nc (and
+    the reconstruction figure) as expected counts, while `dsident generate` writes draws."""
+    import xarray as xr
+
+    from dsident.cli import main
+
+    _, x = _rotating_counts(n=300, n_neurons=4)
+    np.savez(tmp_path / "counts.npz", x=x, dt=0.01)
+    assert main(["fit", str(tmp_path / "counts.npz"), "--model", "shplrnn", "--method", "bptt", "--param",
+                 "hidden_dim=8", "--param", "observation=poisson", "--param", "readout=linear", "--option",
+                 "n_epochs=1", "--option", "seq_len=20", "--no-progress", "--out", str(tmp_path / "fit")]) == 0
+    gen = xr.load_dataset(tmp_path / "fit" / "generated.nc")["x"].values
+    assert np.isfinite(gen).all() and np.all(gen == np.round(gen)) and gen.min() >= 0
