@@ -388,7 +388,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
             lines += _starts_table(est, full, int(cfg["test_starts"]), _starts_length(cfg, test),
                                    int(cfg.get("seed", 0)), out, progress=progress)
     else:
-        gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)))
+        from .observations.base import draws_observations
+
+        # counts and classes as draws, as `dsident generate` writes and `evaluate` scores them
+        gen = est.generate(min(int(train.sizes["time"]), 20_000), seed=int(cfg.get("seed", 0)),
+                           **({"observation_noise": True} if draws_observations(est) else {}))
         _write_netcdf(gen, out / "generated.nc")
         from . import plotting
 

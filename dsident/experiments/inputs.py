@@ -134,26 +134,40 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     one that fails: a wrong ``--read`` key or a share that leaves a trial too short would
     otherwise fail every point of the grid, one by one."""
     import json
+    import warnings
 
+    from ..data.summary import counts_note
+
+    def key_of(cfg: Mapping[str, Any]) -> str:
+        return json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data")},
+                          sort_keys=True, default=str)
+
+    configs = list(configs)
+    # the files some point fits afresh with the Gaussian default: warned, as `dsident fit` warns, when
+    # they hold counts
+    gaussian = {key_of(cfg) for cfg in configs if not cfg.get("init") and str(
+        (cfg.get("model_params") or {}).get("observation") or "gaussian").lower() == "gaussian"}
     seen = set()
     for cfg in configs:
         if not is_path_like(str(cfg.get("dataset"))):
             continue
-        key = json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data")},
-                         sort_keys=True, default=str)
+        key = key_of(cfg)
         if key in seen:
             continue
         seen.add(key)
         what = f"data file {cfg['dataset']!r}" + (f" with --read {cfg['read']}" if cfg.get("read") else "")
         try:
             if cfg.get("test_fraction") is not None:
-                held_out_split(cfg)
+                train, _ = held_out_split(cfg)
             else:
-                load_data(cfg["dataset"], split="train", read=cfg.get("read"))
+                train = load_data(cfg["dataset"], split="train", read=cfg.get("read"))
             if cfg.get("test_data"):
                 load_data(cfg["test_data"], split="test", read=read_options_for(cfg, cfg["test_data"]))
         except (ValueError, TypeError, KeyError, OSError) as err:
             raise ValueError(f"{what}: {err} Nothing was fitted.") from None
+        note = counts_note(train) if key in gaussian else None
+        if note is not None:            # a continuous likelihood for spike counts fits, but models the wrong thing
+            warnings.warn(f"{what}: {note}", UserWarning, stacklevel=2)
 
 
 def _load_file(path: Path, dt: float | None, read: dict[str, Any] | None = None) -> xr.Dataset:

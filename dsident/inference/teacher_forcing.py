@@ -283,7 +283,13 @@ class _FreeRunScorer:
     def free_run(self, model: Any, seed: int, x0: np.ndarray | None = None) -> xr.Dataset:
         """The scored free run from ``x0`` (N,) (default: the first start; (trial, N): one run per
         row): burn-in plus reference length."""
+        from ..observations.base import draws_observations
+
         kwargs: dict[str, Any] = {"x0": self.x0s[0] if x0 is None else x0, "seed": seed}
+        if draws_observations(model):
+            # counts and classes are scored by draws, as metrics.evaluate scores them: a run of
+            # expected counts sits between the integers the data take
+            kwargs["observation_noise"] = True
         if self.u is not None:
             kwargs["u"] = self.u
         with warnings.catch_warnings():

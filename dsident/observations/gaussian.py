@@ -5,6 +5,7 @@ Shape legend: ``...`` leading dims (trial, time), ``N`` obs_dim, ``M`` latent_di
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -46,7 +47,8 @@ class Gaussian(ReadoutObservation):
     def __init__(self, obs_dim: int, latent_dim: int, readout: str | Readout = "linear",
                  noise_var: float = 1.0) -> None:
         super().__init__(obs_dim, latent_dim, readout)
-        if not (isinstance(noise_var, (int, float, np.floating)) and math.isfinite(noise_var) and noise_var > 0):
+        if (isinstance(noise_var, (bool, np.bool_)) or not isinstance(noise_var, numbers.Real)
+                or not math.isfinite(noise_var) or noise_var <= 0):
             raise ValueError(f"`noise_var` must be a positive finite variance; got noise_var={noise_var!r}.")
         self.noise_var = float(noise_var)
         self.log_var = nn.Parameter(torch.full((self.obs_dim,), math.log(self.noise_var)))

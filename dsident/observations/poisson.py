@@ -5,6 +5,7 @@ Shape legend: ``...`` leading dims (trial, time), ``N`` obs_dim (neurons), ``M``
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -66,7 +67,8 @@ class Poisson(ReadoutObservation):
         super().__init__(obs_dim, latent_dim, readout)
         if link not in LINKS:
             raise ValueError(f"`link` must be one of {list(LINKS)}; got link={link!r}.")
-        if not (isinstance(bin_size, (int, float, np.floating)) and math.isfinite(bin_size) and bin_size > 0):
+        if (isinstance(bin_size, (bool, np.bool_)) or not isinstance(bin_size, numbers.Real)
+                or not math.isfinite(bin_size) or bin_size <= 0):
             raise ValueError(f"`bin_size` must be a positive finite bin width; got bin_size={bin_size!r}.")
         self.link = link
         self.bin_size = float(bin_size)

@@ -261,6 +261,12 @@ class ReadoutObservation(ObservationModel, metaclass=ABCMeta):
         if xt.shape[-1] != self.obs_dim:
             raise ValueError(f"`x` must have a last (channel) dimension of size obs_dim={self.obs_dim}; "
                              f"got shape {tuple(xt.shape)}.")
+        try:
+            torch.broadcast_shapes(xt.shape[:-1], z.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"the leading (trial, time) dimensions of `x` {tuple(xt.shape[:-1])} and `z` "
+                             f"{tuple(z.shape[:-1])} do not match (nor broadcast); expected one latent state "
+                             "per observation.") from None
         obs = observed_mask(xt, mask)
         self._check_observed(xt, obs)
         return xt, obs

@@ -190,6 +190,19 @@ def _check_options(**options: Any) -> None:
             raise ValueError(f"`{name}` must be a positive finite variance; got {name}={value!r}")
 
 
+def _predictor_scale(x: np.ndarray, likelihood: str) -> np.ndarray:
+    """Poisson counts or Bernoulli 0/1 data mapped through the inverse link of a smoothed value,
+    as the observation models' own initialisation maps them; the Laplace parameters' predictor
+    is per bin (b holds log bin_size), so the Poisson target is log(count + PSEUDO_COUNT)."""
+    from ...observations.bernoulli import SMOOTHING
+    from ...observations.poisson import PSEUDO_COUNT
+
+    if likelihood == "poisson":
+        return np.log(x + PSEUDO_COUNT)
+    p = (x + SMOOTHING) / (1.0 + 2.0 * SMOOTHING)
+    return np.log(p) - np.log1p(-p)
+
+
 def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: bool = True,
                    n_iter_per_stage: int = 20, anneal: tuple[float, ...] = (1.0, 0.1, 0.01, 0.001),
                    fix_B_after_first_stage: bool = True, tol: float = 1e-3, n_iter_lds: int = 20,
@@ -292,9 +305,11 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     if int(check_steps) < 1:
         raise ValueError(f"`check_steps` must be a positive number of time steps; got {check_steps!r}")
     chain = chain_from_dataset(ds)
-    box = data_box(chain.x, chain.mask, bound_margin) if select != "likelihood" else None
     t0 = time.perf_counter()
     current = params_from_model(model)
+    # counts span at least one count per bin: a silent neuron's box must admit a low fitted rate
+    box = data_box(chain.x, chain.mask, bound_margin, min_width=1.0 if current.likelihood == "poisson" else 0.0) \
+        if select != "likelihood" else None
     M, K = current.latent_dim, current.input_dim
     if K != chain.s.shape[1]:
         raise ValueError(f"the model takes {K} inputs but the data have {chain.s.shape[1]} (variable `u`)")
@@ -308,7 +323,11 @@ def fit_laplace_em(model: Any, data: Any, *, seed: int | None = None, progress: 
     best_dstsp = np.inf
     z_prev = None
     if lds_init:
-        p0 = pca_init(chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
+        # the PCA reads Poisson / Bernoulli data on the predictor's scale, where B and b act (raw
+        # counts as b put the rates at exp(mean count): a busy neuron's overflowed)
+        pca_chain = chain if current.likelihood == "gaussian" else \
+            chain._replace(x=_predictor_scale(chain.x, current.likelihood))
+        p0 = pca_init(pca_chain, M, K, readout=current.readout, sigma=anneal[0], initial_var=init_var, seed=seed)
         p0 = p0._replace(likelihood=current.likelihood)
         if current.readout == "identity":    # the model's fixed offset (log bin_size for Poisson), not PCA's 0
             p0 = p0._replace(b=current.b)

@@ -69,7 +69,7 @@ class DataBox(NamedTuple):
     hi: np.ndarray
 
 
-def data_box(x: np.ndarray, mask: np.ndarray, margin: float = 1.0) -> DataBox:
+def data_box(x: np.ndarray, mask: np.ndarray, margin: float = 1.0, min_width: float = 0.0) -> DataBox:
     """The box ``[min − margin·range, max + margin·range]`` of the observed samples, per channel.
 
     Parameters
@@ -80,6 +80,10 @@ def data_box(x: np.ndarray, mask: np.ndarray, margin: float = 1.0) -> DataBox:
         True = observed.
     margin : float
         Widening in units of each channel's observed range; must be ≥ 0.
+    min_width : float
+        Smallest range a channel is given: 1 for counts, so that a silent neuron (all 0) admits
+        the small expected counts of a fitted low rate instead of a box of width ~0 that every
+        free run leaves.
     """
     if not np.isfinite(margin) or margin < 0:
         raise ValueError(f"`bound_margin` must be a finite number >= 0; got {margin!r}")
@@ -88,7 +92,7 @@ def data_box(x: np.ndarray, mask: np.ndarray, margin: float = 1.0) -> DataBox:
     lo = np.where(mask, x, np.inf).min(axis=0)
     hi = np.where(mask, x, -np.inf).max(axis=0)
     # a constant channel still gets a box of nonzero width
-    width = np.maximum(hi - lo, 1e-6 * np.maximum(1.0, np.abs(hi)))
+    width = np.maximum(hi - lo, np.maximum(1e-6 * np.maximum(1.0, np.abs(hi)), min_width))
     return DataBox(lo - margin * width, hi + margin * width)
 
 
