@@ -172,3 +172,17 @@ def test_data_at_another_step_than_the_models_are_refused_by_pe_and_predict():
             call(other)
     assert prediction_error(model, other, n=3, dt=1.0) == pytest.approx(exact, rel=1e-12)   # an explicit dt says which
     assert prediction_error(model, x, n=3) == pytest.approx(exact, rel=1e-12)              # plain arrays: the model's
+
+
+def test_a_step_the_model_would_drop_or_cannot_take_is_refused():
+    # audit-s53: a discrete-time map ignores `dt`, so PE(n) with dt=-1 or dt=0.5 returned the
+    # value at the model's own step without a word; generate() refuses the same dt
+    model = _model()
+    x = np.random.default_rng(2).normal(size=(60, 2))
+    exact = np.mean((x[:57] @ np.linalg.matrix_power(A, 3).T - x[3:]) ** 2)
+    assert prediction_error(model, x, n=3, dt=1.0) == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match=r"`dt`=0\.5: MatrixDynamics is a discrete-time map"):
+        prediction_error(model, x, n=3, dt=0.5)
+    for bad in (-1.0, 0.0, float("nan"), "1.0", True):
+        with pytest.raises(ValueError, match=r"`dt` must be a positive finite number \(the sampling step\); got dt="):
+            prediction_error(model, x, n=3, dt=bad)
