@@ -608,7 +608,15 @@ def max_lyapunov_rosenstein(x: Any, dt: float = 1.0, *, embedding_dim: int | Non
             raise ValueError(f"`x` must hold a single trial; got {xv.shape[0]} trials. Select one with ds.isel(trial=i).")
         xv = xv[0]
     else:
-        xv = np.asarray(getattr(x, "values", x), dtype=float)
+        if hasattr(x, "detach"):          # a torch tensor: its `values` is a method, not the data
+            x = x.detach().cpu().numpy()
+        elif hasattr(x, "dims") and hasattr(x, "values"):
+            x = x.values
+        try:
+            xv = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`x` must be a numeric array of shape (time,) or (time, channel), or a Dataset with "
+                            f"one trial; got {type(x).__name__}.") from None
     if xv.ndim == 1:
         xv = xv[:, None]
     if xv.ndim != 2:
