@@ -403,3 +403,32 @@ def test_newton_keeps_roots_not_the_slow_points_where_it_stalls():
     found = analysis.newton_fixed_points(lambda z: z + dt * (z.abs() - eps), starts=starts)
     np.testing.assert_allclose(np.sort(found.points[:, 0, 0]), [-eps, eps], atol=1e-12)
     np.testing.assert_allclose(np.sort(found.max_abs_eigenvalue), [1 - dt, 1 + dt], atol=1e-12)
+
+
+def test_classify_eigenvalues_refuses_what_it_cannot_classify():
+    # audit-s53: a 1-D array failed with numpy's AxisError, a list with "'list' object has no
+    # attribute 'size'", and a NaN eigenvalue was called a 'saddle'
+    stable, kind = analysis.classify_eigenvalues([[0.5, 0.2]])          # a list reads as its array
+    assert stable.tolist() == [True] and kind == ["stable node"]
+    with pytest.raises(ValueError, match=r"`eigenvalues` must have shape \(n, M\), one row per point; got shape \(2,\)"):
+        analysis.classify_eigenvalues(np.array([0.5, 1.2]))
+    with pytest.raises(ValueError, match=r"`eigenvalues` row 1 holds NaN"):
+        analysis.classify_eigenvalues(np.array([[0.5, 0.2], [np.nan, 0.5]]))
+    # an overflowed exp(λ dt) (inf + nan j) is still an unstable direction, not a NaN
+    with np.errstate(over="ignore", invalid="ignore"):
+        lam = np.exp(np.array([[1000.0 + 0j, -1.0 + 0j]]))
+    assert analysis.classify_eigenvalues(lam)[1] == ["saddle"]
+
+
+def test_spectral_abscissa_and_spectrum_statistics_name_a_bad_shape_or_histogram():
+    # audit-s53: numpy's LinAlgError / histogram messages, the latter after every fixed point was found
+    jac = np.array([[[-1.0, 2.0], [0.0, -3.0]], [[0.5, 0.0], [0.0, -0.1]]])
+    np.testing.assert_allclose(analysis.spectral_abscissa(jac), [-1.0, 0.5])   # triangular: the diagonals
+    for bad in (np.zeros(3), np.zeros((2, 3)), np.zeros((1, 2, 3))):
+        with pytest.raises(ValueError, match=r"`jacobians` must have shape \(n, M, M\)"):
+            analysis.spectral_abscissa(bad)
+    points = analysis.FixedPoints(points=np.zeros((1, 1, 2)), eigenvalues=np.array([[0.5, 0.1]]),
+                                  stable=np.array([True]), kind=["stable node"])
+    for options in ({"bins": 0}, {"value_range": (2.0, 0.0)}, {"value_range": (0.0, np.inf)}):
+        with pytest.raises(ValueError, match=r"`bins`=.* with `value_range`=.* do not define a histogram"):
+            analysis.jacobian_spectrum_statistics(points, **options)

@@ -102,7 +102,11 @@ def vector_field_jacobian(model: Any, z: Any, u: Any = None) -> np.ndarray:
 
 def spectral_abscissa(jacobians: np.ndarray) -> np.ndarray:
     """``max Re(eig J)`` for each matrix of ``jacobians`` (n, M, M) -> (n,)."""
-    return np.linalg.eigvals(np.asarray(jacobians)).real.max(axis=-1)
+    jacobians = np.asarray(jacobians)
+    if jacobians.ndim != 3 or jacobians.shape[1] != jacobians.shape[2]:
+        raise ValueError(f"`jacobians` must have shape (n, M, M), square matrices one per point; got shape "
+                         f"{jacobians.shape}.")
+    return np.linalg.eigvals(jacobians).real.max(axis=-1)
 
 
 def vector_field_fixed_points(model: Any, starts: Any, *, u: Any = None, max_iter: int = 100,

@@ -132,7 +132,15 @@ def classify_eigenvalues(eigenvalues: np.ndarray, tol: float = _MARGINAL_TOL) ->
     stable : bool ndarray of shape (n,)
     kind : list of str
     """
+    eigenvalues = np.asarray(eigenvalues)
+    if eigenvalues.ndim != 2:
+        raise ValueError(f"`eigenvalues` must have shape (n, M), one row per point; got shape {eigenvalues.shape}.")
     modulus = np.abs(eigenvalues)
+    if np.isnan(modulus).any():
+        # a NaN modulus fails every comparison below and came out a 'saddle'
+        row = int(np.flatnonzero(np.isnan(modulus).any(axis=1))[0])
+        raise ValueError(f"`eigenvalues` row {row} holds NaN; a point with undefined eigenvalues has no "
+                         f"stability type: {eigenvalues[row]!r}.")
     stable = np.all(modulus < 1.0 - tol, axis=1) if eigenvalues.size else np.zeros(len(eigenvalues), bool)
     kinds: list[str] = []
     for mod, lam in zip(modulus, eigenvalues):
