@@ -316,3 +316,17 @@ def test_steps_agree_within_one_percent_of_the_reference():
 
     assert steps_agree(0.0101, 0.01) and steps_agree(0.0099, 0.01) and steps_agree(0.01, 0.01)
     assert not steps_agree(0.0102, 0.01) and not steps_agree(0.02, 0.01) and not steps_agree(10.0, 0.01)
+
+
+def test_torch_tensors_that_require_grad_are_read_as_their_values():
+    # audit-s53: a tensor straight out of a model (requires_grad=True) failed with torch's
+    # "Can't call numpy() on Tensor that requires grad"; plain tensors were already accepted
+    import torch
+
+    x = np.random.default_rng(0).normal(size=(2, 20, 3))
+    ds = as_dataset(torch.tensor(x, requires_grad=True), u=torch.ones(2, 20, 1, requires_grad=True))
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["u"].values, np.ones((2, 20, 1)))
+    ragged = as_dataset([torch.tensor(x[0, :15], requires_grad=True), torch.tensor(x[1])])
+    np.testing.assert_array_equal(ragged["x"].values[0, :15], x[0, :15])
+    assert np.isnan(ragged["x"].values[0, 15:]).all()
