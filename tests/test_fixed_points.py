@@ -432,3 +432,30 @@ def test_spectral_abscissa_and_spectrum_statistics_name_a_bad_shape_or_histogram
     for options in ({"bins": 0}, {"value_range": (2.0, 0.0)}, {"value_range": (0.0, np.inf)}):
         with pytest.raises(ValueError, match=r"`bins`=.* with `value_range`=.* do not define a histogram"):
             analysis.jacobian_spectrum_statistics(points, **options)
+
+
+def test_newton_refuses_a_step_a_map_would_drop_or_no_flow_can_take():
+    # audit-s53: dt=-1 or dt=0.5 on a discrete-time PLRNN was dropped unused without a word
+    from dsident import dynamics
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dyn = dynamics.PLRNN(2, seed=0)
+    with torch.no_grad():
+        dyn.a.copy_(torch.tensor([0.5, 0.25]))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.tensor([1.0, -1.0]))
+    model = StateSpaceModel(dyn, Gaussian(2, 2), dt=1.0).double()
+    starts = np.zeros((3, 2))
+    found = analysis.newton_fixed_points(model, starts=starts, dt=1.0)     # its own step is fine
+    np.testing.assert_allclose(found.points[:, 0], [[2.0, -4.0 / 3.0]], rtol=1e-10)   # z = h / (1 - A)
+    for bad in (0.5, 2.0):
+        with pytest.raises(ValueError, match=r"`dt`=.*: PLRNN is a discrete-time map, one step per sample of its "
+                                             r"fit's step dt=1\.0"):
+            analysis.newton_fixed_points(model, starts=starts, dt=bad)
+    with pytest.raises(ValueError, match=r"PLRNN is a discrete-time map, one step per sample; another dt"):
+        analysis.newton_fixed_points(dyn, starts=starts, dt=1.0)
+    for bad in (-1.0, 0.0, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match=r"`dt` must be a positive finite number"):
+            analysis.newton_fixed_points(dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0),
+                                         starts=starts, dt=bad)
