@@ -394,3 +394,18 @@ def test_a_constant_test_channel_does_not_make_every_run_diverge():
     run[0, 50, 1] = 0.1 + 1.01e3                          # beyond 1e3 × the unit scale of a constant channel
     with pytest.warns(RuntimeWarning, match="diverged"):
         assert bool(evaluate(_FixedRun(run), x, pe_steps=1).diverged)
+
+
+def test_a_negative_seed_is_refused_before_the_free_run():
+    # audit-s53: seed=-1 ran the free run and then reached numpy's seeding in the GMM D_stsp
+    class Watch:
+        dt = 1.0
+        generated = False
+
+        def generate(self, *args, **kwargs):
+            Watch.generated = True
+            raise AssertionError("the free run started")
+
+    with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer; got -1\."):
+        evaluate(Watch(), np.random.default_rng(0).normal(size=(100, 2)), seed=-1)
+    assert not Watch.generated

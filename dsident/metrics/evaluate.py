@@ -121,8 +121,8 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     # record a setting that the metrics would have refused
     check_settings(stsp_method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
     _non_negative(sigma, "sigma")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"`seed` must be an integer; got {seed!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer; got {seed!r}.")
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values

@@ -87,6 +87,10 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
     """
     n_bins, alpha, gmm_scaling, gmm_points, mc_samples = check_settings(
         method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
+    if not (seed is None or isinstance(seed, np.random.Generator)
+            or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
+        # numpy refused it only when the GMM estimator ran, in its own words
+        raise ValueError(f"`seed` must be a non-negative integer, a numpy Generator or None; got seed={seed!r}.")
     xt = _finite_rows(as_trials(true, "true"))
     xg = _finite_rows(as_trials(generated, "generated"))
     _check_pair(xt, xg, "D_stsp")
