@@ -386,8 +386,16 @@ class StateSpaceModel(nn.Module):
             return None
         name, size = ("z0", self.latent_dim) if z0 is not None else ("x0", self.obs_dim)
         value = z0 if z0 is not None else x0
-        arr = torch.as_tensor(np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float),
-                              dtype=dtype, device=device)
+        if hasattr(value, "data_vars"):
+            raise TypeError(f"`{name}` must be an array of shape ({size},) or (trial, {size}); got a Dataset. For the "
+                            f"first samples of data use {name}=ds['x'].isel(time=0)." if name == "x0" else
+                            f"`{name}` must be an array of shape ({size},) or (trial, {size}); got a Dataset.")
+        try:
+            values = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{name}` must be a numeric array of shape ({size},) or (trial, {size}); got "
+                            f"{type(value).__name__} {value!r:.60}.") from None
+        arr = torch.as_tensor(values, dtype=dtype, device=device)
         if arr.ndim == 1:
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] != size:
