@@ -459,3 +459,38 @@ def test_newton_refuses_a_step_a_map_would_drop_or_no_flow_can_take():
         with pytest.raises(ValueError, match=r"`dt` must be a positive finite number"):
             analysis.newton_fixed_points(dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0),
                                          starts=starts, dt=bad)
+
+
+def test_starts_with_nan_are_refused_not_reported_as_no_fixed_points():
+    # audit-s53: NaN starts (e.g. states of a diverged run) came back as "0 fixed points"
+    from dsident import dynamics
+
+    starts = np.array([[0.0, 0.0], [np.nan, 1.0], [0.5, np.inf]])
+    with pytest.raises(ValueError, match=r"`starts` must be finite; 2 of its 3 rows hold NaN or inf \(the first is row 1\)"):
+        analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=starts)
+    found = analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=starts[:1])
+    np.testing.assert_allclose(found.points[:, 0], [[2.0, 2.0]], rtol=1e-10)     # z = 0.5 z + 1
+    flow = dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0)
+    with pytest.raises(ValueError, match=r"`starts` must be finite"):
+        analysis.vector_field_fixed_points(flow, starts)
+
+
+def test_vector_field_jacobian_names_a_bad_state_or_an_input_it_would_drop():
+    # audit-s53: a state of the wrong width failed inside torch ("mat1 and mat2 shapes cannot be
+    # multiplied"), and `u` for dynamics without inputs was dropped without a word
+    from dsident import dynamics
+
+    flow = dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0).double()
+    z = np.array([[0.3, -0.2]])
+    jac = analysis.vector_field_jacobian(flow, z)
+    eps = 1e-6                      # independent route: central differences of the vector field
+    field = lambda v: flow.vector_field(torch.tensor(v[None]), None)[0].detach().numpy()
+    fd = np.stack([(field(z[0] + eps * e) - field(z[0] - eps * e)) / (2 * eps) for e in np.eye(2)], axis=1)
+    np.testing.assert_allclose(jac[0], fd, atol=1e-7)
+    with pytest.raises(ValueError, match=r"`z` must have shape \(n, 2\) or \(2,\); got \(3, 5\)"):
+        analysis.vector_field_jacobian(flow, np.zeros((3, 5)))
+    for call in (lambda: analysis.vector_field_jacobian(flow, z, u=np.ones((1, 1))),
+                 lambda: analysis.vector_field_fixed_points(flow, z, u=np.ones(1)),
+                 lambda: analysis.vector_field_grid(flow, u=np.ones(1))):
+        with pytest.raises(ValueError, match=r"`u` was given .* but GatedNODE takes no inputs \(input_dim=0\)"):
+            call()

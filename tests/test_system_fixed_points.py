@@ -105,3 +105,11 @@ def test_pairing_is_one_to_one_and_names_the_spurious_points():
         match_fixed_points(true, np.zeros((2, 3)))
     with pytest.raises(ValueError, match="scale"):
         match_fixed_points(true, model, scale=[1.0, 0.0])
+
+
+@pytest.mark.parametrize("option", ["residual_tol", "dedup_tol"])
+@pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), "1e-8", True])
+def test_a_tolerance_that_keeps_no_root_is_refused(option, value):
+    # audit-s53: residual_tol=-1 kept no root and reported Lorenz-63 as having no fixed points
+    with pytest.raises(ValueError, match=f"`{option}` must be a positive finite number"):
+        system_fixed_points("lorenz63", n_starts=4, **{option: value})

@@ -560,6 +560,15 @@ def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tenso
     return torch.func.vmap(torch.func.jacrev(lambda zi: step(zi[None])[0]))(z)
 
 
+def _check_finite_starts(starts: np.ndarray) -> None:
+    """Refuse starts with NaN or inf: Newton cannot move them, and they came back as "no fixed points"."""
+    bad = ~np.isfinite(starts).all(axis=1)
+    if bad.any():
+        raise ValueError(f"`starts` must be finite; {int(bad.sum())} of its {len(starts)} rows hold NaN or inf "
+                         f"(the first is row {int(np.flatnonzero(bad)[0])}). Drop them, e.g. starts[np.isfinite(starts)"
+                         ".all(axis=1)].")
+
+
 def _check_map_step(dyn: Any, dt: Any, own_dt: float | None) -> None:
     """Refuse a ``dt`` that is not a positive finite number, and one that a discrete-time map would
     drop unused (it takes one step whatever ``dt`` says), as ``generate`` and ``prediction_error`` do."""
@@ -642,6 +651,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     starts = np.asarray(starts, dtype=float)
     if starts.ndim != 2 or starts.shape[1] != m:
         raise ValueError(f"`starts` must have shape (n_starts, {m}); got {starts.shape}.")
+    _check_finite_starts(starts)
 
     if dyn is not None:
         dyn_work = copy.deepcopy(dyn).double()   # float64 Newton without touching the user's model

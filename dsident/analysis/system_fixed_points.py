@@ -105,6 +105,11 @@ def system_fixed_points(data: Any, *, n_starts: int = 200, seed: int = 0, residu
         data = load(data, split="test")     # its channels and z-score are needed below
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise ValueError(f"`n_starts` must be a positive integer; got {n_starts!r}.")
+    for name, value in (("residual_tol", residual_tol), ("dedup_tol", dedup_tol)):
+        # a negative tolerance kept no root: "no fixed points" for the Lorenz system, without a word
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive finite number (in units of the state scale); got {value!r}.")
     system, _, dt = resolve_benchmark_system(data)
     name = system.name
     probe = np.asarray(system.default_x0, dtype=float)
