@@ -409,3 +409,13 @@ def test_a_negative_seed_is_refused_before_the_free_run():
     with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer; got -1\."):
         evaluate(Watch(), np.random.default_rng(0).normal(size=(100, 2)), seed=-1)
     assert not Watch.generated
+
+
+def test_summarize_names_results_that_are_not_evaluation_datasets():
+    # audit-s53: a string or a list of non-Datasets failed with "'str' object has no attribute 'attrs'"
+    for bad, fragment in (("results.nc", "got str"), (3.0, "got float"), (["a"], "entry 0 is a str"),
+                          ([xr.Dataset({"state_space_divergence": 1.0}), {"x": 1}], "entry 1 is a dict")):
+        with pytest.raises(TypeError, match=f"`results` must .*{fragment}"):
+            summarize(bad)
+    one = xr.Dataset({"state_space_divergence": 2.0, "diverged": False}, attrs={"seed": 0})
+    assert float(summarize([one, one])["state_space_divergence"].sel(statistic="median")) == 2.0

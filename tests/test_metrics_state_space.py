@@ -317,3 +317,13 @@ def test_a_seed_numpy_cannot_take_is_refused_by_name(seed):
     a = state_space_divergence(xt, xg, seed=np.random.default_rng(5), gmm_points=200, mc_samples=100)
     assert a == state_space_divergence(xt, xg, seed=5, gmm_points=200, mc_samples=100)
 
+
+
+def test_coverage_refuses_a_per_sample_flag_that_is_no_bool():
+    # audit-s53: per_sample="no" is truthy and returned the per-sample array instead of the share
+    x = np.arange(10.0)[:, None]
+    assert state_space_coverage(x, x[:5], per_sample=False) == 0.5          # the docstring's example
+    np.testing.assert_array_equal(state_space_coverage(x, x[:5], per_sample=np.bool_(True)), [1.0] * 5 + [0.0] * 5)
+    for flag in ("no", 0, None):
+        with pytest.raises(TypeError, match=f"`per_sample` must be True or False; got {flag!r}"):
+            state_space_coverage(x, x[:5], per_sample=flag)

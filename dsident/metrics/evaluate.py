@@ -270,10 +270,17 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         if dim not in results.dims:
             raise ValueError(f"`results` Dataset has no dimension {dim!r}; got dims {tuple(results.dims)}.")
         runs = [results.isel({dim: i}) for i in range(results.sizes[dim])]
+    elif isinstance(results, (str, bytes)) or not hasattr(results, "__iter__"):
+        raise TypeError(f"`results` must be evaluation results (a list of Datasets from evaluate, or one Dataset "
+                        f"stacked along `dim`); got {type(results).__name__}.")
     else:
         runs = list(results)
     if not runs:
         raise ValueError("`results` is empty; pass at least one evaluation result.")
+    bad = [i for i, r in enumerate(runs) if not isinstance(r, xr.Dataset)]
+    if bad:
+        raise TypeError(f"`results` must hold Datasets from evaluate; entry {bad[0]} is a "
+                        f"{type(runs[bad[0]]).__name__}.")
     _check_same_settings(runs)
     stats = ("median", "mad", "mean", "sem", "n_finite")
     out = xr.Dataset(coords={"statistic": list(stats)})

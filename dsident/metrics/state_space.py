@@ -146,6 +146,8 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     0.5
     """
     n_bins = _positive_int(n_bins, "n_bins")
+    if not isinstance(per_sample, (bool, np.bool_)):      # "no" read as True gave the per-sample array
+        raise TypeError(f"`per_sample` must be True or False; got {per_sample!r}.")
     trials = as_trials(true, "true")
     flat = trials.reshape(-1, trials.shape[-1])
     finite = np.all(np.isfinite(flat), axis=1)
