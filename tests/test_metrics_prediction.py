@@ -186,3 +186,16 @@ def test_a_step_the_model_would_drop_or_cannot_take_is_refused():
     for bad in (-1.0, 0.0, float("nan"), "1.0", True):
         with pytest.raises(ValueError, match=r"`dt` must be a positive finite number \(the sampling step\); got dt="):
             prediction_error(model, x, n=3, dt=bad)
+
+
+def test_an_input_driven_model_without_inputs_is_refused():
+    # audit-s53: PE(n) of a model with inputs ran its steps undriven when `u` was left out and
+    # returned that number, while predict and evaluate refuse the same data
+    B = np.array([[1.0], [0.5]])
+    model = _model(input_matrix=B)
+    rng = np.random.default_rng(3)
+    x, u = rng.normal(size=(50, 2)), rng.normal(size=(50, 1))
+    exact = np.mean((x[:-1] @ A.T + u[1:] @ B.T - x[1:]) ** 2)       # z(t+1) = A z(t) + B u(t+1)
+    assert prediction_error(model, x, n=1, u=u) == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match=r"the model's dynamics take input_dim=1 input\(s\); pass `u`"):
+        prediction_error(model, x, n=1)

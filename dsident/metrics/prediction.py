@@ -95,6 +95,11 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     if u is None and hasattr(data, "data_vars") and "u" in data:
         u = data["u"].values
     uu = None if u is None else as_trials(u, "u")
+    input_dim = int(getattr(getattr(model, "dynamics", None), "input_dim", 0) or 0)
+    if uu is None and input_dim > 0:
+        # the steps ran with no drive at all and scored an input-driven model on a run it never makes
+        raise ValueError(f"the model's dynamics take input_dim={input_dim} input(s); pass `u` of shape (trial, time, "
+                         f"{input_dim}) or a Dataset with a `u` variable (zeros for an autonomous run).")
     if uu is not None and uu.shape[:2] != x.shape[:2]:
         raise ValueError(f"`u` must cover the same (trial, time) as the data {x.shape[:2]}; got {uu.shape[:2]}.")
     if x.shape[1] <= n:
