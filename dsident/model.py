@@ -310,6 +310,9 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`n_trials` must be an integer >= 1; got n_trials={n_trials!r}.")
         if z0 is not None and x0 is not None:
             raise ValueError("pass either `z0` (a latent start state) or `x0` (an observation to encode), not both.")
+        for name, flag in (("noise", noise), ("observation_noise", observation_noise)):
+            if not isinstance(flag, (bool, np.bool_)):     # "no" is truthy: a noisy run where none was asked for
+                raise TypeError(f"`{name}` must be True or False; got {name}={flag!r}.")
         number = (int, float, np.integer, np.floating)
         if dt is not None and (isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number)
                                or not math.isfinite(float(dt)) or float(dt) <= 0):

@@ -419,3 +419,24 @@ def test_summarize_names_results_that_are_not_evaluation_datasets():
             summarize(bad)
     one = xr.Dataset({"state_space_divergence": 2.0, "diverged": False}, attrs={"seed": 0})
     assert float(summarize([one, one])["state_space_divergence"].sel(statistic="median")) == 2.0
+
+
+def test_flags_that_are_no_bool_are_refused_not_read_as_truthy():
+    # audit-s53: noise="no", per_channel="no", curve="no" are truthy strings: a noisy run, an
+    # array of distances, a PE curve where the caller asked for none of them
+    model = _model(_rotation(ANGLE))
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 300), dt=0.1)
+    x = test["x"].values[0]
+    calls = {"noise": lambda v: evaluate(model, test, noise=v),
+             "observation_noise": lambda v: evaluate(model, test, observation_noise=v),
+             "return_run": lambda v: evaluate(model, test, return_run=v),
+             "per_channel": lambda v: power_spectrum_distance(x, x, per_channel=v),
+             "curve": lambda v: dsident.metrics.prediction_error(model, x, 2, curve=v)}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"`{name}` must be True or False.*; got {name}='no'"):
+            call("no")
+    for name in ("noise", "observation_noise"):
+        with pytest.raises(TypeError, match=f"`{name}` must be True or False; got {name}=1"):
+            model.generate(5, **{name: 1})
+    assert power_spectrum_distance(x, x, per_channel=np.bool_(True)).shape == (2,)
+    assert evaluate(model, test, observation_noise=None).attrs["observation_noise"] in (0, False)

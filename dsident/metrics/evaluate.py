@@ -123,6 +123,11 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     _non_negative(sigma, "sigma")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer; got {seed!r}.")
+    for name, flag in (("noise", noise), ("observation_noise", observation_noise), ("return_run", return_run)):
+        # "no" is truthy: a noisy run (or a tuple) where the caller asked for none
+        if not (isinstance(flag, (bool, np.bool_)) or (flag is None and name == "observation_noise")):
+            raise TypeError(f"`{name}` must be True or False{' or None' if name == 'observation_noise' else ''}; "
+                            f"got {name}={flag!r}.")
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values

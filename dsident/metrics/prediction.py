@@ -85,6 +85,8 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"`n` must be a positive integer number of steps; got {n!r}.")
     n = int(n)
+    if not isinstance(curve, (bool, np.bool_)):     # "no" is truthy: the curve where PE(n) was asked for
+        raise TypeError(f"`curve` must be True or False; got curve={curve!r}.")
     if dt is not None:
         _check_step(model, dt)
     if dt is None and not (isinstance(data, xr.Dataset) and "sample_time" in data):

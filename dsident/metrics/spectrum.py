@@ -52,6 +52,8 @@ def power_spectrum_distance(true: Any, generated: Any, *, sigma: float = 20.0,
     ValueError
         Different lengths or channel counts, missing samples (NaN), or a negative ``sigma``.
     """
+    if not isinstance(per_channel, (bool, np.bool_)):     # "no" is truthy: an array where a float was asked for
+        raise TypeError(f"`per_channel` must be True or False; got per_channel={per_channel!r}.")
     xt = _gap_free(_equal_trials(true, "true"), "true")
     xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
