@@ -327,3 +327,24 @@ def test_coverage_refuses_a_per_sample_flag_that_is_no_bool():
     for flag in ("no", 0, None):
         with pytest.raises(TypeError, match=f"`per_sample` must be True or False; got {flag!r}"):
             state_space_coverage(x, x[:5], per_sample=flag)
+
+
+def test_an_overflowed_generated_value_is_refused_not_left_out_as_missing():
+    # audit-s53: a run whose second half overflowed to inf was scored on its first half alone,
+    # as if it had stayed on the attractor (NaN marks missing; inf is a diverged value)
+    from dsident.metrics import state_space_projections
+
+    rng = np.random.default_rng(0)
+    xt = rng.normal(size=(400, 2))
+    xg = xt[rng.permutation(400)]
+    half = xg.copy()
+    half[200:] = np.nan                        # missing: still scored on the observed rows
+    assert np.isfinite(state_space_divergence(xt, half))
+    bad = xg.copy()
+    bad[200:, 1] = np.inf
+    for call in (state_space_divergence, state_space_coverage, state_space_projections):
+        with pytest.raises(ValueError, match=r"`generated` contains 200 inf value\(s\), the first in trial 0 at "
+                                             r"time step 200, channel 1"):
+            call(xt, bad)
+        with pytest.raises(ValueError, match=r"`true` contains 200 inf value\(s\)"):
+            call(bad, xt)
