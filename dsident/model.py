@@ -474,7 +474,8 @@ class StateSpaceModel(nn.Module):
 
         from .data.container import check_model_step, sample_gaps
 
-        if not (isinstance(data, xr.Dataset) and "sample_time" in data):     # per-sample times set each step
+        if not (isinstance(data, xr.Dataset) and "sample_time" in data and self._continuous_time()):
+            # per-sample times set each step of an ODE; a map takes one step per sample whatever the times
             check_model_step(data, self.dt, argname="data")
         ds = as_dataset(data)
         arrays = to_arrays(ds)

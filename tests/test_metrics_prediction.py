@@ -199,3 +199,22 @@ def test_an_input_driven_model_without_inputs_is_refused():
     assert prediction_error(model, x, n=1, u=u) == pytest.approx(exact, rel=1e-12)
     with pytest.raises(ValueError, match=r"the model's dynamics take input_dim=1 input\(s\); pass `u`"):
         prediction_error(model, x, n=1)
+
+
+def test_a_map_is_not_excused_from_the_step_check_by_sample_times():
+    # audit-s53: per-sample times skipped the step check for every model, so a map fitted at
+    # step 1 predicted data sampled every ~0.05 as if at its own step; the times only set the
+    # steps of continuous-time dynamics
+    from dsident.data import as_dataset
+
+    model = _model()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(80, 2))
+    fast = as_dataset(x, time=np.cumsum(rng.uniform(0.04, 0.06, 80)))
+    for call in (lambda d: prediction_error(model, d, n=2), lambda d: model.predict(d, n=2)):
+        with pytest.raises(ValueError, match=r"`data` is sampled every 0\.0\d+ \(attrs\['dt'\]\) but the model steps by 1:"):
+            call(fast)
+    # times around the map's own step are taken one sample per step, as before
+    own = as_dataset(x, time=np.arange(80) + rng.uniform(-0.002, 0.002, 80))
+    exact = np.mean((x[:78] @ np.linalg.matrix_power(A, 2).T - x[2:]) ** 2)
+    assert prediction_error(model, own, n=2) == pytest.approx(exact, rel=1e-12)

@@ -89,7 +89,9 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
         raise TypeError(f"`curve` must be True or False; got curve={curve!r}.")
     if dt is not None:
         _check_step(model, dt)
-    if dt is None and not (isinstance(data, xr.Dataset) and "sample_time" in data):
+    continuous = getattr(model, "_continuous_time", None)
+    if dt is None and not (isinstance(data, xr.Dataset) and "sample_time" in data
+                           and (not callable(continuous) or continuous())):
         # per-sample times set each step themselves (continuous-time models); otherwise a step of
         # its own that disagrees would be predicted at the model's
         check_model_step(data, getattr(model, "dt", None), argname="data")
