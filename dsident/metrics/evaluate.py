@@ -390,6 +390,10 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
 
         name = dataset
         dataset, other = datasets.load(name, split="test"), (datasets.load(name, split="train") if other is None else other)
+    if other is not None:
+        from .spectrum import _check_same_step
+
+        _check_same_step(dataset, other, ("dataset", "other"))
     first_tag = "data" if name is None else "test"
     series = [(f"{first_tag}#{k}", s) for k, s in enumerate(_gap_free_trials(dataset))]
     if other is not None:
