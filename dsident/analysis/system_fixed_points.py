@@ -213,6 +213,10 @@ def match_fixed_points(true_points: Any, model_points: Any, *, scale: Any = None
     if model.ndim != 2 or model.shape[1] != true.shape[1]:
         raise ValueError(f"`model_points` must have shape (m, {true.shape[1]}) to match `true_points`; "
                          f"got {model.shape}.")
+    for name, points in (("true_points", true), ("model_points", model)):
+        bad = ~np.isfinite(points).all(axis=1)
+        if bad.any():     # scipy's assignment refused them as "matrix contains invalid numeric entries"
+            raise ValueError(f"`{name}` must be finite; row {int(np.flatnonzero(bad)[0])} is {points[bad][0]!r}.")
     unit = np.ones(true.shape[1]) if scale is None else np.asarray(scale, dtype=float)
     if unit.shape != (true.shape[1],) or not np.all(np.isfinite(unit) & (unit > 0)):
         raise ValueError(f"`scale` must hold {true.shape[1]} positive finite values; got {scale!r}.")
