@@ -310,6 +310,9 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`n_trials` must be an integer >= 1; got n_trials={n_trials!r}.")
         if z0 is not None and x0 is not None:
             raise ValueError("pass either `z0` (a latent start state) or `x0` (an observation to encode), not both.")
+        for name, flag in (("noise", noise), ("observation_noise", observation_noise)):
+            if not isinstance(flag, (bool, np.bool_)):     # "no" is truthy: a noisy run where none was asked for
+                raise TypeError(f"`{name}` must be True or False; got {name}={flag!r}.")
         number = (int, float, np.integer, np.floating)
         if dt is not None and (isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number)
                                or not math.isfinite(float(dt)) or float(dt) <= 0):
@@ -386,8 +389,16 @@ class StateSpaceModel(nn.Module):
             return None
         name, size = ("z0", self.latent_dim) if z0 is not None else ("x0", self.obs_dim)
         value = z0 if z0 is not None else x0
-        arr = torch.as_tensor(np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float),
-                              dtype=dtype, device=device)
+        if hasattr(value, "data_vars"):
+            raise TypeError(f"`{name}` must be an array of shape ({size},) or (trial, {size}); got a Dataset. For the "
+                            f"first samples of data use {name}=ds['x'].isel(time=0)." if name == "x0" else
+                            f"`{name}` must be an array of shape ({size},) or (trial, {size}); got a Dataset.")
+        try:
+            values = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{name}` must be a numeric array of shape ({size},) or (trial, {size}); got "
+                            f"{type(value).__name__} {value!r:.60}.") from None
+        arr = torch.as_tensor(values, dtype=dtype, device=device)
         if arr.ndim == 1:
             arr = arr[None]
         if arr.ndim != 2 or arr.shape[1] != size:
@@ -463,7 +474,8 @@ class StateSpaceModel(nn.Module):
 
         from .data.container import check_model_step, sample_gaps
 
-        if not (isinstance(data, xr.Dataset) and "sample_time" in data):     # per-sample times set each step
+        if not (isinstance(data, xr.Dataset) and "sample_time" in data and self._continuous_time()):
+            # per-sample times set each step of an ODE; a map takes one step per sample whatever the times
             check_model_step(data, self.dt, argname="data")
         ds = as_dataset(data)
         arrays = to_arrays(ds)

@@ -111,9 +111,11 @@ def test_organics_can_read_its_modulators(lorenz_window):
 @pytest.mark.parametrize("params, fragment", [({"n_heads": 0}, "`n_heads` must be an integer >= 1; got n_heads=0"),
                                               ({"n_heads": 2.5}, "got n_heads=2.5"),
                                               ({"head_dim": 0}, "`head_dim` must be an integer >= 1 or None"),
-                                              ({"head_dim": True}, "got head_dim=True")])
+                                              ({"head_dim": True}, "got head_dim=True"),
+                                              # audit-s53: a negative latent_dim failed in numpy's broadcast
+                                              ({"latent_dim": -2}, "`latent_dim` must be an integer >= 1; got latent_dim=-2")])
 def test_rfwp_names_a_head_count_or_size_that_cannot_size_its_fast_weights(params, fragment, lorenz_window):
-    est = RecurrentFWP(latent_dim=4, **params)
+    est = RecurrentFWP(**{"latent_dim": 4, **params})
     with pytest.raises(ValueError, match=fragment.replace("(", r"\(")):
         est.fit(lorenz_window, method="bptt", n_epochs=1, progress=False)
     assert not hasattr(est, "model_")

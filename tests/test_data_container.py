@@ -351,3 +351,17 @@ def test_a_float32_time_coordinate_of_a_long_recording_is_not_taken_for_a_thinne
     assert steps.max() - steps.min() > 0.01 / 700               # the rounding this guards against
     assert to_arrays(raw).dt == pytest.approx(1 / 700)
     assert load_dataset(tmp_path / "f32.nc").attrs["dt"] == pytest.approx(1 / 700)
+
+
+def test_torch_tensors_that_require_grad_are_read_as_their_values():
+    # audit-s53: a tensor straight out of a model (requires_grad=True) failed with torch's
+    # "Can't call numpy() on Tensor that requires grad"; plain tensors were already accepted
+    import torch
+
+    x = np.random.default_rng(0).normal(size=(2, 20, 3))
+    ds = as_dataset(torch.tensor(x, requires_grad=True), u=torch.ones(2, 20, 1, requires_grad=True))
+    np.testing.assert_array_equal(ds["x"].values, x)
+    np.testing.assert_array_equal(ds["u"].values, np.ones((2, 20, 1)))
+    ragged = as_dataset([torch.tensor(x[0, :15], requires_grad=True), torch.tensor(x[1])])
+    np.testing.assert_array_equal(ragged["x"].values[0, :15], x[0, :15])
+    assert np.isnan(ragged["x"].values[0, 15:]).all()

@@ -367,3 +367,12 @@ def test_a_series_given_as_channel_by_time_is_refused_with_the_transpose_suggest
     with pytest.raises(ValueError, match="too short") as short:       # a short series of few channels: no hint
         PLRNN(latent_dim=2).fit(x[:5], method=dummy_engine, n_iter=1)
     assert "transpose" not in str(short.value)
+
+
+@pytest.mark.parametrize("cls", [PLRNN, ShallowPLRNN, dsident.models.GatedNODE])
+def test_a_negative_seed_is_refused_by_name(cls, tiny_data, dummy_engine):
+    # audit-s53: numpy's seeding refused it deep inside fit with only "expected non-negative integer"
+    est = cls(latent_dim=3, seed=-1)
+    with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer or None; got seed=-1\."):
+        est.fit(tiny_data, method=dummy_engine)
+    assert not hasattr(est, "model_")

@@ -455,3 +455,94 @@ def test_newton_refuses_an_input_it_cannot_use():
         analysis.newton_fixed_points(PLRNN(2, input_dim=2), u=[1.0, float("nan")])
     with pytest.raises(ValueError, match="plain callable"):
         analysis.newton_fixed_points(lambda z: 0.5 * z, starts=np.zeros((1, 1)), u=[1.0])
+
+
+def test_classify_eigenvalues_refuses_what_it_cannot_classify():
+    # audit-s53: a 1-D array failed with numpy's AxisError, a list with "'list' object has no
+    # attribute 'size'", and a NaN eigenvalue was called a 'saddle'
+    stable, kind = analysis.classify_eigenvalues([[0.5, 0.2]])          # a list reads as its array
+    assert stable.tolist() == [True] and kind == ["stable node"]
+    with pytest.raises(ValueError, match=r"`eigenvalues` must have shape \(n, M\), one row per point; got shape \(2,\)"):
+        analysis.classify_eigenvalues(np.array([0.5, 1.2]))
+    with pytest.raises(ValueError, match=r"`eigenvalues` row 1 holds NaN"):
+        analysis.classify_eigenvalues(np.array([[0.5, 0.2], [np.nan, 0.5]]))
+    # an overflowed exp(λ dt) (inf + nan j) is still an unstable direction, not a NaN
+    with np.errstate(over="ignore", invalid="ignore"):
+        lam = np.exp(np.array([[1000.0 + 0j, -1.0 + 0j]]))
+    assert analysis.classify_eigenvalues(lam)[1] == ["saddle"]
+
+
+def test_spectral_abscissa_and_spectrum_statistics_name_a_bad_shape_or_histogram():
+    # audit-s53: numpy's LinAlgError / histogram messages, the latter after every fixed point was found
+    jac = np.array([[[-1.0, 2.0], [0.0, -3.0]], [[0.5, 0.0], [0.0, -0.1]]])
+    np.testing.assert_allclose(analysis.spectral_abscissa(jac), [-1.0, 0.5])   # triangular: the diagonals
+    for bad in (np.zeros(3), np.zeros((2, 3)), np.zeros((1, 2, 3))):
+        with pytest.raises(ValueError, match=r"`jacobians` must have shape \(n, M, M\)"):
+            analysis.spectral_abscissa(bad)
+    points = analysis.FixedPoints(points=np.zeros((1, 1, 2)), eigenvalues=np.array([[0.5, 0.1]]),
+                                  stable=np.array([True]), kind=["stable node"])
+    for options in ({"bins": 0}, {"value_range": (2.0, 0.0)}, {"value_range": (0.0, np.inf)}):
+        with pytest.raises(ValueError, match=r"`bins`=.* with `value_range`=.* do not define a histogram"):
+            analysis.jacobian_spectrum_statistics(points, **options)
+
+
+def test_newton_refuses_a_step_a_map_would_drop_or_no_flow_can_take():
+    # audit-s53: dt=-1 or dt=0.5 on a discrete-time PLRNN was dropped unused without a word
+    from dsident import dynamics
+    from dsident.model import StateSpaceModel
+    from dsident.observations import Gaussian
+
+    dyn = dynamics.PLRNN(2, seed=0)
+    with torch.no_grad():
+        dyn.a.copy_(torch.tensor([0.5, 0.25]))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.tensor([1.0, -1.0]))
+    model = StateSpaceModel(dyn, Gaussian(2, 2), dt=1.0).double()
+    starts = np.zeros((3, 2))
+    found = analysis.newton_fixed_points(model, starts=starts, dt=1.0)     # its own step is fine
+    np.testing.assert_allclose(found.points[:, 0], [[2.0, -4.0 / 3.0]], rtol=1e-10)   # z = h / (1 - A)
+    for bad in (0.5, 2.0):
+        with pytest.raises(ValueError, match=r"`dt`=.*: PLRNN is a discrete-time map, one step per sample of its "
+                                             r"fit's step dt=1\.0"):
+            analysis.newton_fixed_points(model, starts=starts, dt=bad)
+    with pytest.raises(ValueError, match=r"PLRNN is a discrete-time map, one step per sample; another dt"):
+        analysis.newton_fixed_points(dyn, starts=starts, dt=1.0)
+    for bad in (-1.0, 0.0, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match=r"`dt` must be a positive finite number"):
+            analysis.newton_fixed_points(dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0),
+                                         starts=starts, dt=bad)
+
+
+def test_starts_with_nan_are_refused_not_reported_as_no_fixed_points():
+    # audit-s53: NaN starts (e.g. states of a diverged run) came back as "0 fixed points"
+    from dsident import dynamics
+
+    starts = np.array([[0.0, 0.0], [np.nan, 1.0], [0.5, np.inf]])
+    with pytest.raises(ValueError, match=r"`starts` must be finite; 2 of its 3 rows hold NaN or inf \(the first is row 1\)"):
+        analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=starts)
+    found = analysis.newton_fixed_points(lambda z: 0.5 * z + 1.0, starts=starts[:1])
+    np.testing.assert_allclose(found.points[:, 0], [[2.0, 2.0]], rtol=1e-10)     # z = 0.5 z + 1
+    flow = dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0)
+    with pytest.raises(ValueError, match=r"`starts` must be finite"):
+        analysis.vector_field_fixed_points(flow, starts)
+
+
+def test_vector_field_jacobian_names_a_bad_state_or_an_input_it_would_drop():
+    # audit-s53: a state of the wrong width failed inside torch ("mat1 and mat2 shapes cannot be
+    # multiplied"), and `u` for dynamics without inputs was dropped without a word
+    from dsident import dynamics
+
+    flow = dynamics.GatedNODE(2, hidden_dim=4, gate_hidden_dim=4, seed=0).double()
+    z = np.array([[0.3, -0.2]])
+    jac = analysis.vector_field_jacobian(flow, z)
+    eps = 1e-6                      # independent route: central differences of the vector field
+    field = lambda v: flow.vector_field(torch.tensor(v[None]), None)[0].detach().numpy()
+    fd = np.stack([(field(z[0] + eps * e) - field(z[0] - eps * e)) / (2 * eps) for e in np.eye(2)], axis=1)
+    np.testing.assert_allclose(jac[0], fd, atol=1e-7)
+    with pytest.raises(ValueError, match=r"`z` must have shape \(n, 2\) or \(2,\); got \(3, 5\)"):
+        analysis.vector_field_jacobian(flow, np.zeros((3, 5)))
+    for call in (lambda: analysis.vector_field_jacobian(flow, z, u=np.ones((1, 1))),
+                 lambda: analysis.vector_field_fixed_points(flow, z, u=np.ones(1)),
+                 lambda: analysis.vector_field_grid(flow, u=np.ones(1))):
+        with pytest.raises(ValueError, match=r"`u` was given .* but GatedNODE takes no inputs \(input_dim=0\)"):
+            call()

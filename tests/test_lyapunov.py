@@ -296,3 +296,32 @@ def test_inputs_and_a_path_are_refused_for_a_system_or_a_step_function():
         lyapunov_spectrum(step, z0=[1.0, 1.0], n_steps=200, u=np.ones((200, 1)))
     with pytest.raises(ValueError, match=r"`u` and `path` apply to a model"):
         lyapunov_spectrum(get_system("lorenz63"), n_steps=10, dt=0.01, u=np.ones((1010, 1)), path=np.ones((1010, 3)))
+
+
+def test_rosenstein_reads_a_torch_tensor_as_its_array():
+    # audit-s53: `getattr(x, "values", x)` took a tensor's `values` *method* and failed with
+    # "float() argument must be ... not 'builtin_function_or_method'"
+    import torch
+
+    t = np.arange(1500) * 0.01
+    x = np.stack([np.sin(3 * t), np.cos(3 * t)], -1)
+    expected = max_lyapunov_rosenstein(x, 0.01)
+    assert abs(expected) < 0.05                     # a limit cycle: λ_max = 0
+    assert max_lyapunov_rosenstein(torch.tensor(x), 0.01) == expected
+    assert max_lyapunov_rosenstein(torch.tensor(x, requires_grad=True), 0.01) == expected
+    with pytest.raises(TypeError, match=r"`x` must be a numeric array .*; got str\."):
+        max_lyapunov_rosenstein("abc", 0.01)
+
+
+def test_kaplan_yorke_refuses_several_spectra_and_rosenstein_a_constant_series():
+    # audit-s53: a (models, M) array was ravelled into one pooled spectrum and given a dimension;
+    # a constant series gave a NaN exponent without a word
+    from dsident.analysis import kaplan_yorke_dimension
+
+    lorenz = [0.905, 0.0, -14.57]
+    assert kaplan_yorke_dimension(lorenz) == pytest.approx(2 + 0.905 / 14.57)   # 2 + λ1 / |λ3|
+    assert kaplan_yorke_dimension([lorenz]) == pytest.approx(2 + 0.905 / 14.57)  # one row is one spectrum
+    with pytest.raises(ValueError, match=r"`exponents` must be one spectrum, shape \(M,\); got shape \(2, 3\)"):
+        kaplan_yorke_dimension([lorenz, [-0.1, -0.2, -0.3]])
+    with pytest.raises(ValueError, match=r"`x` is constant over its finite samples"):
+        max_lyapunov_rosenstein(np.full((500, 2), 3.0), 0.01)

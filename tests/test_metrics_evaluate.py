@@ -394,3 +394,49 @@ def test_a_constant_test_channel_does_not_make_every_run_diverge():
     run[0, 50, 1] = 0.1 + 1.01e3                          # beyond 1e3 × the unit scale of a constant channel
     with pytest.warns(RuntimeWarning, match="diverged"):
         assert bool(evaluate(_FixedRun(run), x, pe_steps=1).diverged)
+
+
+def test_a_negative_seed_is_refused_before_the_free_run():
+    # audit-s53: seed=-1 ran the free run and then reached numpy's seeding in the GMM D_stsp
+    class Watch:
+        dt = 1.0
+        generated = False
+
+        def generate(self, *args, **kwargs):
+            Watch.generated = True
+            raise AssertionError("the free run started")
+
+    with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer; got -1\."):
+        evaluate(Watch(), np.random.default_rng(0).normal(size=(100, 2)), seed=-1)
+    assert not Watch.generated
+
+
+def test_summarize_names_results_that_are_not_evaluation_datasets():
+    # audit-s53: a string or a list of non-Datasets failed with "'str' object has no attribute 'attrs'"
+    for bad, fragment in (("results.nc", "got str"), (3.0, "got float"), (["a"], "entry 0 is a str"),
+                          ([xr.Dataset({"state_space_divergence": 1.0}), {"x": 1}], "entry 1 is a dict")):
+        with pytest.raises(TypeError, match=f"`results` must .*{fragment}"):
+            summarize(bad)
+    one = xr.Dataset({"state_space_divergence": 2.0, "diverged": False}, attrs={"seed": 0})
+    assert float(summarize([one, one])["state_space_divergence"].sel(statistic="median")) == 2.0
+
+
+def test_flags_that_are_no_bool_are_refused_not_read_as_truthy():
+    # audit-s53: noise="no", per_channel="no", curve="no" are truthy strings: a noisy run, an
+    # array of distances, a PE curve where the caller asked for none of them
+    model = _model(_rotation(ANGLE))
+    test = dsident.as_dataset(_orbit(_rotation(ANGLE), 300), dt=0.1)
+    x = test["x"].values[0]
+    calls = {"noise": lambda v: evaluate(model, test, noise=v),
+             "observation_noise": lambda v: evaluate(model, test, observation_noise=v),
+             "return_run": lambda v: evaluate(model, test, return_run=v),
+             "per_channel": lambda v: power_spectrum_distance(x, x, per_channel=v),
+             "curve": lambda v: dsident.metrics.prediction_error(model, x, 2, curve=v)}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"`{name}` must be True or False.*; got {name}='no'"):
+            call("no")
+    for name in ("noise", "observation_noise"):
+        with pytest.raises(TypeError, match=f"`{name}` must be True or False; got {name}=1"):
+            model.generate(5, **{name: 1})
+    assert power_spectrum_distance(x, x, per_channel=np.bool_(True)).shape == (2,)
+    assert evaluate(model, test, observation_noise=None).attrs["observation_noise"] in (0, False)

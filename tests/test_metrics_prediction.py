@@ -172,3 +172,49 @@ def test_data_at_another_step_than_the_models_are_refused_by_pe_and_predict():
             call(other)
     assert prediction_error(model, other, n=3, dt=1.0) == pytest.approx(exact, rel=1e-12)   # an explicit dt says which
     assert prediction_error(model, x, n=3) == pytest.approx(exact, rel=1e-12)              # plain arrays: the model's
+
+
+def test_a_step_the_model_would_drop_or_cannot_take_is_refused():
+    # audit-s53: a discrete-time map ignores `dt`, so PE(n) with dt=-1 or dt=0.5 returned the
+    # value at the model's own step without a word; generate() refuses the same dt
+    model = _model()
+    x = np.random.default_rng(2).normal(size=(60, 2))
+    exact = np.mean((x[:57] @ np.linalg.matrix_power(A, 3).T - x[3:]) ** 2)
+    assert prediction_error(model, x, n=3, dt=1.0) == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match=r"`dt`=0\.5: MatrixDynamics is a discrete-time map"):
+        prediction_error(model, x, n=3, dt=0.5)
+    for bad in (-1.0, 0.0, float("nan"), "1.0", True):
+        with pytest.raises(ValueError, match=r"`dt` must be a positive finite number \(the sampling step\); got dt="):
+            prediction_error(model, x, n=3, dt=bad)
+
+
+def test_an_input_driven_model_without_inputs_is_refused():
+    # audit-s53: PE(n) of a model with inputs ran its steps undriven when `u` was left out and
+    # returned that number, while predict and evaluate refuse the same data
+    B = np.array([[1.0], [0.5]])
+    model = _model(input_matrix=B)
+    rng = np.random.default_rng(3)
+    x, u = rng.normal(size=(50, 2)), rng.normal(size=(50, 1))
+    exact = np.mean((x[:-1] @ A.T + u[1:] @ B.T - x[1:]) ** 2)       # z(t+1) = A z(t) + B u(t+1)
+    assert prediction_error(model, x, n=1, u=u) == pytest.approx(exact, rel=1e-12)
+    with pytest.raises(ValueError, match=r"the model's dynamics take input_dim=1 input\(s\); pass `u`"):
+        prediction_error(model, x, n=1)
+
+
+def test_a_map_is_not_excused_from_the_step_check_by_sample_times():
+    # audit-s53: per-sample times skipped the step check for every model, so a map fitted at
+    # step 1 predicted data sampled every ~0.05 as if at its own step; the times only set the
+    # steps of continuous-time dynamics
+    from dsident.data import as_dataset
+
+    model = _model()
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(80, 2))
+    fast = as_dataset(x, time=np.cumsum(rng.uniform(0.04, 0.06, 80)))
+    for call in (lambda d: prediction_error(model, d, n=2), lambda d: model.predict(d, n=2)):
+        with pytest.raises(ValueError, match=r"`data` is sampled every 0\.0\d+ \(attrs\['dt'\]\) but the model steps by 1:"):
+            call(fast)
+    # times around the map's own step are taken one sample per step, as before
+    own = as_dataset(x, time=np.arange(80) + rng.uniform(-0.002, 0.002, 80))
+    exact = np.mean((x[:78] @ np.linalg.matrix_power(A, 2).T - x[2:]) ** 2)
+    assert prediction_error(model, own, n=2) == pytest.approx(exact, rel=1e-12)

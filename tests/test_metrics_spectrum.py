@@ -181,3 +181,21 @@ def test_z_scored_spectrum_mse_of_two_constants_is_zero():
     a, b = np.full(2000, 0.1), np.zeros(2000)
     assert power_spectrum_mse(a, b, zscore=True).total == pytest.approx(0.0, abs=1e-25)
     assert power_spectrum_mse(a, b).total == pytest.approx(0.1 ** 2 / 1001)     # raw: the DC amplitudes differ by 0.1
+
+
+def test_datasets_at_different_steps_are_refused_not_compared_bin_by_bin():
+    # audit-s53: a sine sampled every 0.1 and the same samples labelled every 0.2 (half the
+    # frequency in time units) scored D_H = 0 and a spectrum MSE of 0
+    import dsident
+    from dsident.metrics import floor, power_spectrum_mse
+
+    t = np.arange(1000)
+    x = np.sin(0.1 * t)[:, None]
+    a, b = dsident.as_dataset(x, dt=0.1), dsident.as_dataset(x, dt=0.2)
+    assert power_spectrum_distance(a, dsident.as_dataset(x, dt=0.1)) == 0.0
+    for call in (lambda: power_spectrum_distance(a, b), lambda: power_spectrum_mse(a, b)):
+        with pytest.raises(ValueError, match=r"`true` is sampled every 0\.1 \(attrs\['dt'\]\) but `generated` every 0\.2"):
+            call()
+    with pytest.raises(ValueError, match=r"`dataset` is sampled every 0\.1 \(attrs\['dt'\]\) but `other` every 0\.2"):
+        floor(a, b, n_pairs=1, length=200)
+    assert power_spectrum_distance(a, x) == 0.0             # a plain array carries no step: taken at the Dataset's

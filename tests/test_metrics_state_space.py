@@ -301,3 +301,50 @@ def test_a_constant_channel_is_constant_whatever_its_value(value):
     assert state_space_divergence(x, x) == 0.0
     assert state_space_divergence(x, g) == pytest.approx(state_space_divergence(x0, g0), rel=1e-12)
     assert state_space_coverage(x, g) == state_space_coverage(x0, g0)
+
+
+@pytest.mark.parametrize("seed", [-1, "a", 1.5, True])
+def test_a_seed_numpy_cannot_take_is_refused_by_name(seed):
+    # audit-s53: the GMM estimator passed it to numpy, which said only "expected non-negative
+    # integer" or "SeedSequence expects int ..."; the binned one ignored it
+    rng = np.random.default_rng(0)
+    xt, xg = rng.normal(size=(300, 6)), rng.normal(size=(300, 6))
+    for method in ("gmm", "bins"):
+        with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer, a numpy Generator or None; "
+                                             f"got seed={seed!r}"):
+            state_space_divergence(xt, xg, method=method, seed=seed, gmm_points=200, mc_samples=100)
+    # a Generator is used as given: the same draws give the same estimate
+    a = state_space_divergence(xt, xg, seed=np.random.default_rng(5), gmm_points=200, mc_samples=100)
+    assert a == state_space_divergence(xt, xg, seed=5, gmm_points=200, mc_samples=100)
+
+
+
+def test_coverage_refuses_a_per_sample_flag_that_is_no_bool():
+    # audit-s53: per_sample="no" is truthy and returned the per-sample array instead of the share
+    x = np.arange(10.0)[:, None]
+    assert state_space_coverage(x, x[:5], per_sample=False) == 0.5          # the docstring's example
+    np.testing.assert_array_equal(state_space_coverage(x, x[:5], per_sample=np.bool_(True)), [1.0] * 5 + [0.0] * 5)
+    for flag in ("no", 0, None):
+        with pytest.raises(TypeError, match=f"`per_sample` must be True or False; got {flag!r}"):
+            state_space_coverage(x, x[:5], per_sample=flag)
+
+
+def test_an_overflowed_generated_value_is_refused_not_left_out_as_missing():
+    # audit-s53: a run whose second half overflowed to inf was scored on its first half alone,
+    # as if it had stayed on the attractor (NaN marks missing; inf is a diverged value)
+    from dsident.metrics import state_space_projections
+
+    rng = np.random.default_rng(0)
+    xt = rng.normal(size=(400, 2))
+    xg = xt[rng.permutation(400)]
+    half = xg.copy()
+    half[200:] = np.nan                        # missing: still scored on the observed rows
+    assert np.isfinite(state_space_divergence(xt, half))
+    bad = xg.copy()
+    bad[200:, 1] = np.inf
+    for call in (state_space_divergence, state_space_coverage, state_space_projections):
+        with pytest.raises(ValueError, match=r"`generated` contains 200 inf value\(s\), the first in trial 0 at "
+                                             r"time step 200, channel 1"):
+            call(xt, bad)
+        with pytest.raises(ValueError, match=r"`true` contains 200 inf value\(s\)"):
+            call(bad, xt)

@@ -107,6 +107,22 @@ def test_generate_from_x0_encodes_it():
     np.testing.assert_allclose(run["x"].values[:, 0], x0, atol=1e-10)
 
 
+def test_generate_names_a_start_state_that_is_no_array():
+    # audit-s53: a Dataset as x0 failed with xarray's "cannot directly convert an xarray.Dataset",
+    # and a string with numpy's "could not convert string to float"
+    import dsident
+
+    model = _linear_gaussian(m=3, n=2)
+    ds = dsident.as_dataset(np.array([[1.0, 2.0], [0.5, 0.1], [0.0, 0.3]]))
+    with pytest.raises(TypeError, match=r"`x0` must be an array of shape \(2,\) or \(trial, 2\); got a Dataset\. "
+                                        r"For the first samples of data use x0=ds\['x'\]\.isel\(time=0\)"):
+        model.generate(5, x0=ds)
+    run = model.generate(5, x0=ds["x"].isel(time=0))             # the advice works: it encodes x(0)
+    np.testing.assert_allclose(run["x"].values[0, 0], [1.0, 2.0], atol=1e-10)
+    with pytest.raises(TypeError, match=r"`z0` must be a numeric array of shape \(3,\) or \(trial, 3\); got str"):
+        model.generate(5, z0="zeros")
+
+
 def test_generate_from_a_partly_missing_x0_warns_and_matches_the_observed_entries():
     model = _linear_gaussian(m=3, n=2)
     x0 = np.array([[1.0, np.nan], [-0.5, 0.25]])

@@ -194,3 +194,11 @@ def test_input_width_must_match_input_dim():
     with pytest.raises(ValueError, match="input_dim=0"):
         ShallowPLRNN(3, 4, seed=0).step(torch.zeros(1, 3), torch.zeros(1, 1))
     assert PLRNN(3, seed=0).step(torch.zeros(1, 3), torch.zeros(1, 0)).shape == (1, 3)
+
+
+def test_a_negative_seed_is_refused_by_the_dynamics_that_draw_their_start():
+    from dsident.dynamics import PLRNN, ShallowPLRNN
+
+    for cls in (PLRNN, ShallowPLRNN):
+        with pytest.raises(ValueError, match=r"`seed` must be a non-negative integer or None; got seed=-1"):
+            cls(3, seed=-1)

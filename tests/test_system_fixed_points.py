@@ -105,3 +105,22 @@ def test_pairing_is_one_to_one_and_names_the_spurious_points():
         match_fixed_points(true, np.zeros((2, 3)))
     with pytest.raises(ValueError, match="scale"):
         match_fixed_points(true, model, scale=[1.0, 0.0])
+
+
+@pytest.mark.parametrize("option", ["residual_tol", "dedup_tol"])
+@pytest.mark.parametrize("value", [-1.0, 0.0, float("nan"), "1e-8", True])
+def test_a_tolerance_that_keeps_no_root_is_refused(option, value):
+    # audit-s53: residual_tol=-1 kept no root and reported Lorenz-63 as having no fixed points
+    with pytest.raises(ValueError, match=f"`{option}` must be a positive finite number"):
+        system_fixed_points("lorenz63", n_starts=4, **{option: value})
+
+
+def test_match_names_a_non_finite_fixed_point():
+    # audit-s53: scipy's assignment refused it as "matrix contains invalid numeric entries"
+    true = np.array([[0.0, 0.0], [3.0, 4.0]])
+    found = match_fixed_points(true, np.array([[3.0, 4.1], [0.1, 0.0]]))
+    assert found.paired.tolist() == [1, 0] and found.distance == pytest.approx([0.1, 0.1])
+    with pytest.raises(ValueError, match=r"`model_points` must be finite; row 1 is array\(\[nan,  0\.\]\)"):
+        match_fixed_points(true, np.array([[3.0, 4.0], [np.nan, 0.0]]))
+    with pytest.raises(ValueError, match=r"`true_points` must be finite; row 0"):
+        match_fixed_points(np.array([[np.inf, 0.0]]), true)

@@ -22,7 +22,7 @@ import torch
 import xarray as xr
 
 from ._resolve import resolve_dynamics
-from .fixed_points import newton_fixed_points
+from .fixed_points import _check_finite_starts, newton_fixed_points
 from .flow import slice_dataset, slice_grid
 
 __all__ = ["ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
@@ -67,6 +67,9 @@ class ContinuousFixedPoints:
 def _inputs(dyn: Any, u: Any, batch: int) -> torch.Tensor | None:
     k = getattr(dyn, "input_dim", 0)
     if k == 0:
+        if u is not None and np.size(u) > 0:     # it was dropped unused
+            raise ValueError(f"`u` was given (shape {np.shape(u)}) but {type(dyn).__name__} takes no inputs "
+                             "(input_dim=0); leave it out.")
         return None
     uu = torch.zeros(k, dtype=torch.float64) if u is None else torch.as_tensor(np.asarray(u, dtype=float))
     if uu.shape[-1] != k:
@@ -89,6 +92,8 @@ def vector_field_jacobian(model: Any, z: Any, u: Any = None) -> np.ndarray:
     """
     dyn = _vector_field_dynamics(model)
     zz = torch.as_tensor(np.atleast_2d(np.asarray(z, dtype=float)))
+    if zz.ndim != 2 or zz.shape[1] != dyn.latent_dim:
+        raise ValueError(f"`z` must have shape (n, {dyn.latent_dim}) or ({dyn.latent_dim},); got {tuple(np.shape(z))}.")
     uu = _inputs(dyn, u, zz.shape[0])
     with torch.no_grad():
         if hasattr(dyn, "vector_field_jacobian"):
@@ -102,7 +107,11 @@ def vector_field_jacobian(model: Any, z: Any, u: Any = None) -> np.ndarray:
 
 def spectral_abscissa(jacobians: np.ndarray) -> np.ndarray:
     """``max Re(eig J)`` for each matrix of ``jacobians`` (n, M, M) -> (n,)."""
-    return np.linalg.eigvals(np.asarray(jacobians)).real.max(axis=-1)
+    jacobians = np.asarray(jacobians)
+    if jacobians.ndim != 3 or jacobians.shape[1] != jacobians.shape[2]:
+        raise ValueError(f"`jacobians` must have shape (n, M, M), square matrices one per point; got shape "
+                         f"{jacobians.shape}.")
+    return np.linalg.eigvals(jacobians).real.max(axis=-1)
 
 
 def vector_field_fixed_points(model: Any, starts: Any, *, u: Any = None, max_iter: int = 100,
@@ -137,6 +146,7 @@ def vector_field_fixed_points(model: Any, starts: Any, *, u: Any = None, max_ite
     starts = np.asarray(starts, dtype=float)
     if starts.ndim != 2 or starts.shape[1] != dyn.latent_dim:
         raise ValueError(f"`starts` must have shape (n_starts, {dyn.latent_dim}); got {starts.shape}.")
+    _check_finite_starts(starts)
 
     def as_map(z: torch.Tensor) -> torch.Tensor:
         return z + dyn.vector_field(z, _inputs(dyn, u, z.shape[0]))

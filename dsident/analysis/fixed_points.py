@@ -132,7 +132,15 @@ def classify_eigenvalues(eigenvalues: np.ndarray, tol: float = _MARGINAL_TOL) ->
     stable : bool ndarray of shape (n,)
     kind : list of str
     """
+    eigenvalues = np.asarray(eigenvalues)
+    if eigenvalues.ndim != 2:
+        raise ValueError(f"`eigenvalues` must have shape (n, M), one row per point; got shape {eigenvalues.shape}.")
     modulus = np.abs(eigenvalues)
+    if np.isnan(modulus).any():
+        # a NaN modulus fails every comparison below and came out a 'saddle'
+        row = int(np.flatnonzero(np.isnan(modulus).any(axis=1))[0])
+        raise ValueError(f"`eigenvalues` row {row} holds NaN; a point with undefined eigenvalues has no "
+                         f"stability type: {eigenvalues[row]!r}.")
     stable = np.all(modulus < 1.0 - tol, axis=1) if eigenvalues.size else np.zeros(len(eigenvalues), bool)
     kinds: list[str] = []
     for mod, lam in zip(modulus, eigenvalues):
@@ -565,6 +573,31 @@ def _constant_input(dyn: LatentDynamics, u: Any) -> torch.Tensor | None:
     return torch.as_tensor(arr.reshape(1, k), dtype=torch.float64)
 
 
+def _check_finite_starts(starts: np.ndarray) -> None:
+    """Refuse starts with NaN or inf: Newton cannot move them, and they came back as "no fixed points"."""
+    bad = ~np.isfinite(starts).all(axis=1)
+    if bad.any():
+        raise ValueError(f"`starts` must be finite; {int(bad.sum())} of its {len(starts)} rows hold NaN or inf "
+                         f"(the first is row {int(np.flatnonzero(bad)[0])}). Drop them, e.g. starts[np.isfinite(starts)"
+                         ".all(axis=1)].")
+
+
+def _check_map_step(dyn: Any, dt: Any, own_dt: float | None) -> None:
+    """Refuse a ``dt`` that is not a positive finite number, and one that a discrete-time map would
+    drop unused (it takes one step whatever ``dt`` says), as ``generate`` and ``prediction_error`` do."""
+    from ..data.container import steps_agree
+    from ..dynamics.solvers import ODEStepMixin
+
+    number = (int, float, np.integer, np.floating)
+    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number) or not np.isfinite(float(dt)) or float(dt) <= 0:
+        raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
+    if not isinstance(dyn, ODEStepMixin) and (own_dt is None or not steps_agree(float(dt), float(own_dt))):
+        raise ValueError(f"`dt`={float(dt)!r}: {type(dyn).__name__} is a discrete-time map, one step per sample"
+                         + ("" if own_dt is None else f" of its fit's step dt={float(own_dt)!r}")
+                         + "; another dt would be dropped unused. Leave `dt` out (continuous-time models "
+                         "integrate at any step).")
+
+
 def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
                         init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
                         patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
@@ -625,6 +658,8 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         base_step = model
     else:
         dyn, step_dt = resolve_dynamics(model, dt)
+        if dt is not None:
+            _check_map_step(dyn, dt, resolve_dynamics(model)[1])
         m = dyn.latent_dim
         base_step = None
     max_iter, patience = check_int("max_iter", max_iter, 1), check_int("patience", patience, 1)
@@ -637,6 +672,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     starts = np.asarray(starts, dtype=float)
     if starts.ndim != 2 or starts.shape[1] != m:
         raise ValueError(f"`starts` must have shape (n_starts, {m}); got {starts.shape}.")
+    _check_finite_starts(starts)
 
     u_t = None if dyn is None else _constant_input(dyn, u)
     if dyn is not None:

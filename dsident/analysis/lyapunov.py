@@ -233,7 +233,12 @@ def kaplan_yorke_dimension(exponents: Any, zero_tol: float | None = None) -> flo
     >>> round(kaplan_yorke_dimension([0.905, 0.0, -14.57]), 4)   # Lorenz-63
     2.0621
     """
-    lam = np.sort(np.asarray(exponents, dtype=float).ravel())[::-1]
+    lam = np.asarray(exponents, dtype=float)
+    if np.squeeze(lam).ndim > 1:
+        # ravel() pooled the spectra of several models (rows) into one and returned its dimension
+        raise ValueError(f"`exponents` must be one spectrum, shape (M,); got shape {lam.shape}. For several "
+                         "spectra call it once per row.")
+    lam = np.sort(lam.ravel())[::-1]
     if lam.size == 0:
         raise ValueError("`exponents` must hold at least one exponent; got an empty array.")
     if not np.isfinite(lam).all():
@@ -608,7 +613,15 @@ def max_lyapunov_rosenstein(x: Any, dt: float = 1.0, *, embedding_dim: int | Non
             raise ValueError(f"`x` must hold a single trial; got {xv.shape[0]} trials. Select one with ds.isel(trial=i).")
         xv = xv[0]
     else:
-        xv = np.asarray(getattr(x, "values", x), dtype=float)
+        if hasattr(x, "detach"):          # a torch tensor: its `values` is a method, not the data
+            x = x.detach().cpu().numpy()
+        elif hasattr(x, "dims") and hasattr(x, "values"):
+            x = x.values
+        try:
+            xv = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`x` must be a numeric array of shape (time,) or (time, channel), or a Dataset with "
+                            f"one trial; got {type(x).__name__}.") from None
     if xv.ndim == 1:
         xv = xv[:, None]
     if xv.ndim != 2:
@@ -639,6 +652,10 @@ def max_lyapunov_rosenstein(x: Any, dt: float = 1.0, *, embedding_dim: int | Non
     if n_ref <= 2 * min_separation + 2:
         raise ValueError(f"series of length {n_time} too short for horizon={horizon} and min_separation={min_separation}.")
     finite = np.all(np.isfinite(xv), axis=1)
+    if finite.any() and np.all(np.ptp(xv[finite], axis=0) == 0):
+        # every pair sits at distance 0, has no log-distance, and the fit returned NaN
+        raise ValueError("`x` is constant over its finite samples: no pair of neighbours can separate, so there is "
+                         "no exponent to fit (a run at rest has no divergence to measure).")
     candidates = np.flatnonzero(finite[:n_ref])
     tree = cKDTree(xv[candidates])
     rng = np.random.default_rng(seed)

@@ -73,6 +73,12 @@ def jacobian_spectrum_statistics(models: Any | Iterable[Any], *, band: float = 0
     """
     if isinstance(band, bool) or not isinstance(band, (int, float)) or not band > 0:
         raise ValueError(f"`band` must be a positive number; got band={band!r}.")
+    try:        # checked before the fixed points are searched, which may take minutes
+        np.histogram(np.zeros(0), bins=bins, range=value_range)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"`bins`={bins!r} with `value_range`={value_range!r} do not define a histogram: `bins` must "
+                         "be a positive integer or increasing edges, `value_range` a pair (lo, hi) of finite numbers "
+                         f"with lo < hi ({err}).") from None
     items = list(models) if isinstance(models, (list, tuple)) else [models]
     max_abs, min_dev, owner = [], [], []
     for index, item in enumerate(items):

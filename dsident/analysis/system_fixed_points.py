@@ -105,6 +105,11 @@ def system_fixed_points(data: Any, *, n_starts: int = 200, seed: int = 0, residu
         data = load(data, split="test")     # its channels and z-score are needed below
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise ValueError(f"`n_starts` must be a positive integer; got {n_starts!r}.")
+    for name, value in (("residual_tol", residual_tol), ("dedup_tol", dedup_tol)):
+        # a negative tolerance kept no root: "no fixed points" for the Lorenz system, without a word
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive finite number (in units of the state scale); got {value!r}.")
     system, _, dt = resolve_benchmark_system(data)
     name = system.name
     probe = np.asarray(system.default_x0, dtype=float)
@@ -208,6 +213,10 @@ def match_fixed_points(true_points: Any, model_points: Any, *, scale: Any = None
     if model.ndim != 2 or model.shape[1] != true.shape[1]:
         raise ValueError(f"`model_points` must have shape (m, {true.shape[1]}) to match `true_points`; "
                          f"got {model.shape}.")
+    for name, points in (("true_points", true), ("model_points", model)):
+        bad = ~np.isfinite(points).all(axis=1)
+        if bad.any():     # scipy's assignment refused them as "matrix contains invalid numeric entries"
+            raise ValueError(f"`{name}` must be finite; row {int(np.flatnonzero(bad)[0])} is {points[bad][0]!r}.")
     unit = np.ones(true.shape[1]) if scale is None else np.asarray(scale, dtype=float)
     if unit.shape != (true.shape[1],) or not np.all(np.isfinite(unit) & (unit > 0)):
         raise ValueError(f"`scale` must hold {true.shape[1]} positive finite values; got {scale!r}.")

@@ -256,6 +256,9 @@ def _numeric(values: Any, argname: str, where: str = "") -> np.ndarray:
     """Convert one array-like to float64, refusing non-numeric and complex values."""
     if isinstance(values, xr.DataArray):
         values = values.values
+    elif hasattr(values, "detach") and hasattr(values, "cpu"):
+        # a torch tensor that requires grad (or lives on a GPU) refuses np.asarray with torch's words
+        values = values.detach().cpu().numpy()
     try:
         arr = np.asarray(values)
     except ValueError as err:            # ragged nested lists

@@ -205,6 +205,8 @@ class PLRNN(LatentDynamics):
                 _check_nonnegative(name, value)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"`seed` must be an int or None; got seed={seed!r}.")
+        if seed is not None and seed < 0:      # numpy said only "expected non-negative integer"
+            raise ValueError(f"`seed` must be a non-negative integer or None; got seed={seed!r}.")
         # every constructor argument under its own name (config() relies on it)
         self.latent_dim, self.input_dim = m, k
         self.reg_fraction = float(reg_fraction)
@@ -434,6 +436,8 @@ class ShallowPLRNN(LatentDynamics):
             raise TypeError(f"`clip` must be a bool; got clip={clip!r}.")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"`seed` must be an int or None; got seed={seed!r}.")
+        if seed is not None and seed < 0:      # numpy said only "expected non-negative integer"
+            raise ValueError(f"`seed` must be a non-negative integer or None; got seed={seed!r}.")
         self.latent_dim, self.hidden_dim, self.input_dim = m, hd, k
         self.clip = bool(clip)
         self.seed = None if seed is None else int(seed)

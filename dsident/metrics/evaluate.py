@@ -121,8 +121,13 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     # record a setting that the metrics would have refused
     check_settings(stsp_method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
     _non_negative(sigma, "sigma")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"`seed` must be an integer; got {seed!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer; got {seed!r}.")
+    for name, flag in (("noise", noise), ("observation_noise", observation_noise), ("return_run", return_run)):
+        # "no" is truthy: a noisy run (or a tuple) where the caller asked for none
+        if not (isinstance(flag, (bool, np.bool_)) or (flag is None and name == "observation_noise")):
+            raise TypeError(f"`{name}` must be True or False{' or None' if name == 'observation_noise' else ''}; "
+                            f"got {name}={flag!r}.")
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values
@@ -270,10 +275,17 @@ def summarize(results: Sequence[xr.Dataset] | xr.Dataset, *, dim: str = "seed") 
         if dim not in results.dims:
             raise ValueError(f"`results` Dataset has no dimension {dim!r}; got dims {tuple(results.dims)}.")
         runs = [results.isel({dim: i}) for i in range(results.sizes[dim])]
+    elif isinstance(results, (str, bytes)) or not hasattr(results, "__iter__"):
+        raise TypeError(f"`results` must be evaluation results (a list of Datasets from evaluate, or one Dataset "
+                        f"stacked along `dim`); got {type(results).__name__}.")
     else:
         runs = list(results)
     if not runs:
         raise ValueError("`results` is empty; pass at least one evaluation result.")
+    bad = [i for i, r in enumerate(runs) if not isinstance(r, xr.Dataset)]
+    if bad:
+        raise TypeError(f"`results` must hold Datasets from evaluate; entry {bad[0]} is a "
+                        f"{type(runs[bad[0]]).__name__}.")
     _check_same_settings(runs)
     stats = ("median", "mad", "mean", "sem", "n_finite")
     out = xr.Dataset(coords={"statistic": list(stats)})
@@ -378,6 +390,10 @@ def floor(dataset: Any, other: Any = None, *, length: int | None = None, n_pairs
 
         name = dataset
         dataset, other = datasets.load(name, split="test"), (datasets.load(name, split="train") if other is None else other)
+    if other is not None:
+        from .spectrum import _check_same_step
+
+        _check_same_step(dataset, other, ("dataset", "other"))
     first_tag = "data" if name is None else "test"
     series = [(f"{first_tag}#{k}", s) for k, s in enumerate(_gap_free_trials(dataset))]
     if other is not None:

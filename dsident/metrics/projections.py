@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .state_space import _check_pair, _finite_rows, as_trials, binned_divergence, binned_settings, check_direction
+from .state_space import _check_pair, _finite_rows, _no_inf, as_trials, binned_divergence, binned_settings, check_direction
 
 __all__ = ["state_space_projections", "worst_pair"]
 
@@ -66,8 +66,8 @@ def state_space_projections(true: Any, generated: Any, *, n_bins: int = 30, smoo
     """
     check_direction(direction)
     n_bins, alpha = binned_settings(n_bins, smoothing_alpha)
-    xt = _finite_rows(as_trials(true, "true"))
-    xg = _finite_rows(as_trials(generated, "generated"))
+    xt = _finite_rows(_no_inf(as_trials(true, "true"), "true"))
+    xg = _finite_rows(_no_inf(as_trials(generated, "generated"), "generated"))
     _check_pair(xt, xg, "D_stsp projections")
     n = xt.shape[1]
     names = _channel_names(channels if channels is not None else _dataset_channels(true), n)

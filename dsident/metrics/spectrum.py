@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+import xarray as xr
 from scipy.ndimage import gaussian_filter1d
 
 from .state_space import as_trials, positive_number
@@ -52,6 +53,9 @@ def power_spectrum_distance(true: Any, generated: Any, *, sigma: float = 20.0,
     ValueError
         Different lengths or channel counts, missing samples (NaN), or a negative ``sigma``.
     """
+    if not isinstance(per_channel, (bool, np.bool_)):     # "no" is truthy: an array where a float was asked for
+        raise TypeError(f"`per_channel` must be True or False; got per_channel={per_channel!r}.")
+    _check_same_step(true, generated)
     xt = _gap_free(_equal_trials(true, "true"), "true")
     xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
@@ -171,6 +175,7 @@ def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: fl
     -------
     SpectrumMSE
     """
+    _check_same_step(true, generated)
     xt = _gap_free(_equal_trials(true, "true"), "true")
     xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
@@ -214,6 +219,19 @@ def _amplitude_spectrum(x: np.ndarray, sigma: float, zscore: bool) -> np.ndarray
     if sigma > 0:
         amp = gaussian_filter1d(amp, sigma, axis=0, mode="reflect", truncate=4.0)
     return amp
+
+
+def _check_same_step(true: Any, generated: Any, names: tuple[str, str] = ("true", "generated")) -> None:
+    """Refuse two Datasets sampled at different steps: their spectra are compared bin by bin, so the
+    same bin would be two different frequencies (a sine at 0.1 and its copy labelled 0.2 scored D_H 0)."""
+    from ..data.container import steps_agree
+
+    steps = [float(d.attrs["dt"]) if isinstance(d, xr.Dataset) and "dt" in d.attrs else None
+             for d in (true, generated)]
+    if None not in steps and not steps_agree(steps[1], steps[0]):
+        raise ValueError(f"`{names[0]}` is sampled every {steps[0]:g} (attrs['dt']) but `{names[1]}` every {steps[1]:g}; "
+                         "their spectra would compare different frequencies bin by bin. Resample one to the other's "
+                         "step (dsident.data.preprocessing.resample).")
 
 
 def _equal_trials(data: Any, argname: str) -> np.ndarray:

@@ -87,8 +87,12 @@ def state_space_divergence(true: Any, generated: Any, *, method: str = "auto", n
     """
     n_bins, alpha, gmm_scaling, gmm_points, mc_samples = check_settings(
         method, n_bins, smoothing_alpha, direction, gmm_scaling, gmm_points, mc_samples)
-    xt = _finite_rows(as_trials(true, "true"))
-    xg = _finite_rows(as_trials(generated, "generated"))
+    if not (seed is None or isinstance(seed, np.random.Generator)
+            or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0)):
+        # numpy refused it only when the GMM estimator ran, in its own words
+        raise ValueError(f"`seed` must be a non-negative integer, a numpy Generator or None; got seed={seed!r}.")
+    xt = _finite_rows(_no_inf(as_trials(true, "true"), "true"))
+    xg = _finite_rows(_no_inf(as_trials(generated, "generated"), "generated"))
     _check_pair(xt, xg, "D_stsp")
     if method == "auto":
         method = "bins" if xt.shape[1] < 6 else "gmm"
@@ -142,11 +146,13 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     0.5
     """
     n_bins = _positive_int(n_bins, "n_bins")
-    trials = as_trials(true, "true")
+    if not isinstance(per_sample, (bool, np.bool_)):      # "no" read as True gave the per-sample array
+        raise TypeError(f"`per_sample` must be True or False; got {per_sample!r}.")
+    trials = _no_inf(as_trials(true, "true"), "true")
     flat = trials.reshape(-1, trials.shape[-1])
     finite = np.all(np.isfinite(flat), axis=1)
     xt = flat[finite]
-    xg = _finite_rows(as_trials(generated, "generated"))
+    xg = _finite_rows(_no_inf(as_trials(generated, "generated"), "generated"))
     _check_pair(xt, xg, "the coverage")
     lo, hi = bin_edges(xt)
     # every true sample is on its own grid, so codes_t has one entry per row of xt
@@ -404,6 +410,19 @@ def _check_pair(xt: np.ndarray, xg: np.ndarray, what: str) -> None:
                          f"{xt.shape[1]} and {xg.shape[1]}.")
     if xt.shape[0] == 0:
         raise ValueError(f"`true` has no row without missing values; {what} needs observed samples.")
+
+
+def _no_inf(x: np.ndarray, argname: str) -> np.ndarray:
+    """``x`` unchanged, or a ValueError naming ``argname`` where it holds ±inf: NaN marks a missing
+    sample, but an inf is an overflowed (diverged) value, and leaving its rows out scored the rest
+    of a run as if it had stayed on the attractor."""
+    bad = np.isinf(x)
+    if bad.any():
+        trial, time, channel = (int(i[0]) for i in np.nonzero(bad))
+        raise ValueError(f"`{argname}` contains {int(bad.sum())} inf value(s), the first in trial {trial} at time step "
+                         f"{time}, channel {channel}; a diverged run has no state-space distribution (evaluate reports "
+                         "it as diverged). Use NaN to mark missing samples.")
+    return x
 
 
 def _finite_rows(x: np.ndarray) -> np.ndarray:

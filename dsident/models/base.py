@@ -425,6 +425,9 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             raise ValueError(f"`latent_dim` must be an integer >= 1; got latent_dim={latent_dim!r}.")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))):
             raise TypeError(f"`seed` must be an int or None; got seed={self.seed!r}.")
+        if self.seed is not None and self.seed < 0:
+            # numpy's seeding refused it later with only "expected non-negative integer"
+            raise ValueError(f"`seed` must be a non-negative integer or None; got seed={self.seed!r}.")
         if self.observation_options is not None and not isinstance(self.observation_options, dict):
             raise TypeError(f"`observation_options` must be a dict or None; got {self.observation_options!r}.")
 

@@ -350,6 +350,7 @@ class RecurrentFWP(_ContinuousTimeEstimator):
         """Fit (see :meth:`LatentModelEstimator.fit`) with process noise on the vector part only."""
         if not (isinstance(self.fast_weight_noise, (int, float)) and self.fast_weight_noise > 0):
             raise ValueError(f"`fast_weight_noise` must be a positive variance; got {self.fast_weight_noise!r}.")
+        self._check_hyperparameters()   # latent_dim sizes the noise vector below (-2 failed in numpy's broadcast)
         user_noise = self.process_noise
         noise = np.full(self._full_latent_dim(), float(self.fast_weight_noise))
         noise[:int(self.latent_dim)] = np.broadcast_to(np.asarray(user_noise, dtype=float), (int(self.latent_dim),))
