@@ -62,11 +62,33 @@ def test_bad_arguments_are_named(kwargs, message):
         add_slow_channels(as_dataset(x, dt=DT), **kwargs)
 
 
-def test_gaps_flat_channels_and_a_second_application_are_refused():
+def test_each_stretch_between_gaps_is_filtered_as_a_trial_of_its_own():
+    # an independent route: the two stretches cut out by hand as two datasets
+    x, _ = _two_tone(20_000)
+    gappy = x.copy()
+    gappy[8_000:8_100, 0] = np.nan
+    with pytest.warns(UserWarning, match=r"filtered over each observed stretch .*trial 0: 2 stretch\(es\), 100 sample"):
+        out, _ = add_slow_channels(as_dataset(gappy, dt=DT), 0.5, scale=0.25)
+    first, _ = add_slow_channels(as_dataset(x[:8_000], dt=DT), 0.5, scale=0.25)
+    second, _ = add_slow_channels(as_dataset(x[8_100:], dt=DT), 0.5, scale=0.25)
+    np.testing.assert_allclose(out["x"].values[0, :8_000, 2:], first["x"].values[0, :, 2:], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out["x"].values[0, 8_100:, 2:], second["x"].values[0, :, 2:], rtol=1e-12, atol=1e-12)
+    assert np.isnan(out["x"].values[0, 8_000:8_100, 2:]).all()                 # masked, not filled
+    np.testing.assert_array_equal(out["x"].values[0, :, :2], gappy)             # the data untouched
+    # a stretch too short for the cutoff (3 periods: 600 samples here) is left missing too
+    short = x[:5_000].copy()
+    short[100:110, 0] = np.nan
+    with pytest.warns(UserWarning, match="110 sample"):
+        out, _ = add_slow_channels(as_dataset(short, dt=DT), 0.5)
+    assert np.isnan(out["x"].values[0, :110, 2:]).all() and np.isfinite(out["x"].values[0, 110:, 2:]).all()
+
+
+def test_gaps_that_leave_no_stretch_long_enough_flat_channels_and_a_second_application_are_refused():
     x, _ = _two_tone(5_000)
     gappy = x.copy()
-    gappy[100:110, 0] = np.nan
-    with pytest.raises(ValueError, match="10 missing"):
+    gappy[500::550, 0] = np.nan                                                 # no stretch of 600 samples
+    with pytest.raises(ValueError, match="no stretch of 600 observed samples between its 9 missing ones "
+                                         r"\(the longest has 549\)"):
         add_slow_channels(as_dataset(gappy, dt=DT), 0.5)
     flat = np.column_stack([np.zeros(5_000), x[:, 1]])
     with pytest.raises(ValueError, match="no slow band"):
@@ -255,8 +277,10 @@ def test_before_must_have_the_datas_channels_and_trials():
         add_slow_channels(data, 0.5, before=as_dataset(np.stack([x, x]), dt=DT))
     gappy = x.copy()
     gappy[:3, 0] = np.nan
-    with pytest.raises(ValueError, match="`before` or the data\\) has 3 missing"):
-        add_slow_channels(data, 0.5, before=as_dataset(gappy, dt=DT))
+    # missing samples at the start of `before`: the stretch after them is filtered on its own
+    with pytest.warns(UserWarning, match="3 sample"):
+        joined, _ = add_slow_channels(data, 0.5, before=as_dataset(gappy, dt=DT))
+    assert np.isfinite(joined["x"].values).all()
 
 
 def test_load_test_filters_the_ecg_test_split_across_the_training_split():

@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -195,6 +196,13 @@ def forecast_band(band: np.ndarray, n_ahead: int, step: int, lags: int) -> np.nd
     return CubicSpline(np.arange(path.size) * step, path)(np.arange(1, n_ahead + 1))
 
 
+def _observed_stretches(series: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of each run of finite samples of a 1-D series, in order."""
+    finite = np.concatenate([[False], np.isfinite(series), [False]])
+    edges = np.flatnonzero(np.diff(finite.astype(np.int8)))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2])]
+
+
 def _extended(src: np.ndarray, sos: np.ndarray, cutoff: float, dt: float) -> tuple[np.ndarray, int]:
     """``src`` with a forecast of its slow band prepended and appended, and the length of each.
 
@@ -269,8 +277,9 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     ------
     ValueError
         An unknown channel, a cutoff that is not a positive frequency below Nyquist, a trial
-        shorter than ``MIN_CUTOFF_PERIODS`` periods of the cutoff, missing samples (NaN) in the
-        source channel (the filter cannot skip them: fill or cut the gaps first), irregular
+        shorter than ``MIN_CUTOFF_PERIODS`` periods of the cutoff, a source channel with no stretch
+        that long between its missing samples (NaN; each long stretch is filtered on its own, and
+        the slow channels are missing in the gaps and shorter stretches, with a warning), irregular
         sample times (``sample_time``: resample them first), a flat source
         channel (no slow band to scale), a non-positive ``scale``, a ``before`` whose channels
         or trials differ from ``data``'s, or an unknown ``edges``.
@@ -311,25 +320,42 @@ def add_slow_channels(data: Any, cutoff: float, *, channel: int | str = 0, scale
     sos = butter(int(order), float(cutoff), fs=1.0 / dt, output="sos")
     slow = np.full(x.shape[:2] + (2,), np.nan)
     min_len = int(math.ceil(MIN_CUTOFF_PERIODS / (cutoff * dt)))
+    gaps: list[str] = []
     for i, n in enumerate(lengths):
         head = prefix[i, :prefix_lengths[i], index]
         src = np.concatenate([head, x[i, :n, index]])
         if src.size < min_len:
             raise ValueError(f"trial {i} has {src.size} samples; slow channels with cutoff={cutoff:g} need at least "
                              f"{min_len} ({MIN_CUTOFF_PERIODS} periods of the cutoff at dt = {dt:g}).")
-        if not np.all(np.isfinite(src)):
-            where = "`before` or the data" if head.size else "the data"
-            raise ValueError(f"channel {names[index]!r} of trial {i} ({where}) has {int((~np.isfinite(src)).sum())} "
-                             "missing or non-finite samples; the slow band cannot be filtered across gaps: fill or "
-                             "cut them first.")
-        pad = 0
-        if edges == "predict":
-            src, pad = _extended(src, sos, float(cutoff), dt)
-        band = sosfiltfilt(sos, src)
-        band = band - band[pad:band.size - pad].mean()
-        keep = slice(pad + head.size, band.size - pad)
-        slow[i, :n, 0] = band[keep]
-        slow[i, :n, 1] = np.imag(hilbert(band))[keep]
+        stretches = _observed_stretches(src)
+        long = [(a, b) for a, b in stretches if b - a >= min_len]
+        if not long:
+            where = "`before` and the data" if head.size else "the data"
+            longest = max((b - a for a, b in stretches), default=0)
+            raise ValueError(f"channel {names[index]!r} of trial {i} ({where}) has no stretch of {min_len} observed "
+                             f"samples between its {int((~np.isfinite(src)).sum())} missing ones (the longest has "
+                             f"{longest}); slow channels with cutoff={cutoff:g} need {MIN_CUTOFF_PERIODS} periods of "
+                             "the cutoff without a gap.")
+        if len(stretches) > 1 or stretches[0] != (0, src.size):
+            lost = int(src.size - sum(b - a for a, b in long))
+            gaps.append(f"trial {i}: {len(long)} stretch(es), {lost} sample(s) left missing")
+        band, quad = np.full(src.size, np.nan), np.full(src.size, np.nan)
+        for a, b in long:
+            # each stretch between gaps is filtered as a trial of its own: the filter cannot run
+            # across a gap, and filling one would invent the slow band there
+            piece, pad = src[a:b], 0
+            if edges == "predict":
+                piece, pad = _extended(piece, sos, float(cutoff), dt)
+            filtered = sosfiltfilt(sos, piece)
+            filtered = filtered - filtered[pad:filtered.size - pad].mean()
+            band[a:b] = filtered[pad:filtered.size - pad]
+            quad[a:b] = np.imag(hilbert(filtered))[pad:filtered.size - pad]
+        slow[i, :n, 0] = band[head.size:]
+        slow[i, :n, 1] = quad[head.size:]
+    if gaps:
+        warnings.warn(f"channel {names[index]!r} has missing samples: its slow band was filtered over each observed "
+                      f"stretch of {min_len}+ samples on its own, and is missing in the gaps and in shorter stretches "
+                      f"({'; '.join(gaps)}).", UserWarning, stacklevel=2)
     if scale is None:
         scale = float(np.nanstd(slow[..., 0]))
         if not scale > 0:
