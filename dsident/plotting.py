@@ -43,8 +43,15 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
         dt = float(data.attrs.get("dt", 1.0))
     elif isinstance(data, xr.DataArray):
         da, dt = data, float(data.attrs.get("dt", 1.0))
+        if "time" not in da.dims:
+            raise ValueError(f"`{argname}` is a DataArray without a 'time' dimension (dims {da.dims}); name its "
+                             f"dimensions ('trial', 'time', 'channel') or pass the array's values.")
     else:
-        arr = np.asarray(data, dtype=float)
+        try:
+            arr = np.asarray(data, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{argname}` must be a dataset (xarray.Dataset with {var!r}), a DataArray or a numeric "
+                            f"array of shape (time, channel); got {type(data).__name__}.") from None
         if arr.ndim == 1:
             arr = arr[:, None]
         if arr.ndim == 3:
@@ -75,6 +82,13 @@ def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return fig
+
+
+def _check_channels(x: np.ndarray, g: np.ndarray | None) -> None:
+    """Refuse a generated run whose channels are not the data's (each panel pairs channel i of both)."""
+    if g is not None and g.shape[1] != x.shape[1]:
+        raise ValueError(f"`generated` has {g.shape[1]} channels and `true` {x.shape[1]}; each panel draws the "
+                         f"same channel of both, so they must have the same channels.")
 
 
 def _check_dims(dims: Sequence[int], n: int, argname: str = "dims") -> list[int]:
@@ -154,6 +168,7 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
     """
     x, names, _ = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     n = x.shape[1]
     if n < 2:
         raise ValueError(f"`true` needs at least 2 channels for pairwise plots; got {n}.")
@@ -202,6 +217,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
     ``label`` names ``true`` in the legend (``"generated"`` when it is a free run drawn alone)."""
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     n = x.shape[1]
     shown = min(n, 8)  # a wide recording would make unreadable panels; the first channels suffice
     fig = Figure(figsize=(9, 1.6 * shown + 0.6))
@@ -260,9 +276,11 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         inspect`` draws it so).
     """
     x, names, dt = _series(true, argname="true")
+    g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     p = _smoothed_spectra(x, sigma)
     freqs = np.fft.rfftfreq(int(np.isfinite(x).all(axis=1).sum()), d=dt)[: p.shape[0]]
-    run = None if generated is None else _run_spectra(_series(generated, argname="generated")[0], sigma, dt)
+    run = None if g is None else _run_spectra(g, sigma, dt)
     if max_frequency is None:
         cum = np.cumsum(p.mean(axis=1))
         max_frequency = float(freqs[min(np.searchsorted(cum, 0.999 * cum[-1]), len(freqs) - 1)]) or float(freqs[-1])
@@ -395,6 +413,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     """One-page summary: attractors (3-D or 2-D), the first channel over time, spectra of channel 0."""
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0]
+    _check_channels(x, g)
     fig = Figure(figsize=(13, 7.5))
     three_d = x.shape[1] >= 3
     shown = [_state_space_view(arr[:20_000], three_d) for arr in (x, g)]

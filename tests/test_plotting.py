@@ -260,3 +260,24 @@ def test_flow_field_of_a_run_at_rest_is_sliced_through_its_fixed_point_in_a_read
     # on that slice the flow vanishes at the fixed point: the grid's centre is z*
     field = original(dyn, dims=(0, 1), limits=((x0, x1), (y0, y1)), n_grid=3, anchor=seen["anchor"])
     np.testing.assert_allclose(field["flow"].values[1, 1], 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("func", [plotting.plot_attractor_pairs, plotting.plot_time_series,
+                                  plotting.plot_power_spectra, plotting.plot_reconstruction])
+def test_a_run_with_other_channels_than_the_data_is_refused_by_name(func, pair):
+    # each panel pairs channel i of both: a run with 2 of the data's 3 channels failed with numpy's
+    # "index 2 is out of bounds for axis 1 with size 2"
+    true, gen = pair
+    with pytest.raises(ValueError, match=r"`generated` has 2 channels and `true` 3"):
+        func(true, gen.isel(channel=[0, 1]))
+
+
+@pytest.mark.parametrize("bad", ["data.nc", {"x": [1.0, 2.0]}])
+def test_an_object_that_is_not_data_is_refused_by_name(bad):
+    with pytest.raises(TypeError, match=r"`true` must be a dataset .* got (str|dict)"):
+        plotting.plot_time_series(bad)
+
+
+def test_a_dataarray_without_a_time_dimension_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"`true` is a DataArray without a 'time' dimension"):
+        plotting.plot_time_series(xr.DataArray(_lorenz_like(50)))
