@@ -67,7 +67,23 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
     arr = np.asarray(da.transpose("time", *other).values, dtype=float).reshape(da.sizes["time"], -1)
     names = [str(c) for c in da.coords[other[0]].values] if other and other[0] in da.coords else \
         [f"{var}{i}" for i in range(arr.shape[1])]
+    units = _channel_units(da.attrs.get("units", data.attrs.get("units") if var == "x" else None), len(names))
+    names = [f"{n} ({u})" if u else n for n, u in zip(names, units)]
     return _trim(arr), names, dt
+
+
+def _channel_units(units: Any, n: int) -> list[str | None]:
+    """Per channel, the physical unit an ``attrs["units"]`` names: one unit for every channel
+    ("mV"), or one per channel joined by "; " ("mV; pA", as the importers write it); None where
+    it names none, or is a sentence (a generated run's "z-units: the fit's z-score ...")."""
+    if not isinstance(units, str) or not units.strip():
+        return [None] * n
+    parts = [u.strip() for u in units.split(";")]
+    if len(parts) == 1:
+        parts = parts * n
+    if len(parts) != n or any(not u or len(u) > 12 or ":" in u for u in parts):
+        return [None] * n
+    return list(parts)
 
 
 def _trim(arr: np.ndarray) -> np.ndarray:

@@ -281,3 +281,22 @@ def test_an_object_that_is_not_data_is_refused_by_name(bad):
 def test_a_dataarray_without_a_time_dimension_is_refused_by_name():
     with pytest.raises(ValueError, match=r"`true` is a DataArray without a 'time' dimension"):
         plotting.plot_time_series(xr.DataArray(_lorenz_like(50)))
+
+
+def test_channel_labels_carry_the_units_the_dataset_names():
+    # an importer's dataset says its units in attrs["units"] (one for all, or one per channel
+    # joined by "; "); the axes showed the bare channel names
+    x = as_dataset(_lorenz_like(400), dt=0.002, channel_names=["Vm", "I", "g"], provenance={"time_unit": "s"})
+    x.attrs["units"] = "mV; pA; nS"
+    fig = plotting.plot_time_series(x)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["Vm (mV)", "I (pA)", "g (nS)"]
+    ax = plotting.plot_attractor(x, dims=(2, 0, 1)).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("g (nS)", "Vm (mV)", "I (pA)")
+    assert plotting.plot_attractor_pairs(x).axes[0].get_ylabel() == "I (pA)"
+    assert plotting.plot_reconstruction(x, x).axes[-1].get_ylabel() == "Vm (mV)"
+    x.attrs["units"] = "uV"                                 # one unit for every channel
+    assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm (uV)", "I (uV)", "g (uV)"]
+    # a sentence (a z-scored run's note) or a count that does not fit the channels names no unit
+    for note in ("z-units: the fit's z-score (config.json `zscore`)", "mV; pA"):
+        x.attrs["units"] = note
+        assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm", "I", "g"]
