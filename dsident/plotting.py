@@ -72,6 +72,17 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
     return _trim(arr), names, dt
 
 
+def _sample_times(data: Any, n: int, dt: float, trial: int = 0) -> np.ndarray:
+    """The times of a series' first ``n`` samples: an irregularly sampled dataset's own
+    ``sample_time`` of that trial, else the sample index times ``dt``."""
+    if isinstance(data, xr.Dataset) and "sample_time" in data:
+        st = data["sample_time"]
+        times = np.asarray((st.isel(trial=trial) if "trial" in st.dims else st).values, dtype=float)[:n]
+        if len(times) == n and np.isfinite(times).all():
+            return times
+    return np.arange(n) * dt
+
+
 def _channel_units(units: Any, n: int) -> list[str | None]:
     """Per channel, the physical unit an ``attrs["units"]`` names: one unit for every channel
     ("mV"), or one per channel joined by "; " ("mV; pA", as the importers write it); None where
@@ -238,11 +249,11 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
     shown = min(n, 8)  # a wide recording would make unreadable panels; the first channels suffice
     fig = Figure(figsize=(9, 1.6 * shown + 0.6))
     axes = [fig.add_subplot(shown, 1, i + 1) for i in range(shown)]
-    t = np.arange(min(n_steps, len(x))) * dt
+    t = _sample_times(true, min(n_steps, len(x)), dt)
     for i, ax in enumerate(axes):
         ax.plot(t, x[: len(t), i], label=label, **{**TRUE_STYLE, "lw": 0.8})
         if g is not None:
-            tg = np.arange(min(n_steps, len(g))) * dt
+            tg = t[:1].sum() + np.arange(min(n_steps, len(g))) * dt      # a run starts where the data do
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
         ax.set_ylabel(names[i])
     axes[-1].set_xlabel(time_label(true))
@@ -469,8 +480,9 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)
     n = min(3000, len(x), len(g))
-    ax.plot(np.arange(n) * dt, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
-    ax.plot(np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
+    t = _sample_times(true, n, dt)
+    ax.plot(t, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
+    ax.plot(t[:1].sum() + np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
     ax.set_xlabel(time_label(true))
     ax.set_ylabel(names[0])
     if scores:

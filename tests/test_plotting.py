@@ -300,3 +300,19 @@ def test_channel_labels_carry_the_units_the_dataset_names():
     for note in ("z-units: the fit's z-score (config.json `zscore`)", "mV; pA"):
         x.attrs["units"] = note
         assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm", "I", "g"]
+
+
+def test_irregularly_sampled_data_are_drawn_at_their_own_sample_times():
+    # the time axis was the sample index times the nominal dt, so every irregular sample was
+    # drawn at the wrong time (here up to tens of time units off)
+    t = 100.0 + np.cumsum(np.r_[0.0, np.random.default_rng(0).uniform(0.5, 3.0, 299)])
+    x = as_dataset(np.sin(t)[:, None], time=t, provenance={"time_unit": "s"})
+    run = as_dataset(np.cos(np.arange(300.0))[:, None], dt=x.attrs["dt"])
+    line = plotting.plot_time_series(x, run).axes[0].lines
+    np.testing.assert_allclose(line[0].get_xdata(), t)
+    np.testing.assert_allclose(line[0].get_ydata(), np.sin(t))
+    # the free run steps by dt from where the data begin
+    np.testing.assert_allclose(line[1].get_xdata(), t[0] + np.arange(300) * x.attrs["dt"])
+    series = plotting.plot_reconstruction(x, run).axes[-1]
+    np.testing.assert_allclose(series.lines[0].get_xdata(), t)
+    assert series.get_xlabel() == "time (s)"
