@@ -58,7 +58,7 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
             arr = arr[trial]
         if arr.ndim != 2:
             raise ValueError(f"`{argname}` must have shape (time, channel) or (trial, time, channel); got {arr.shape}.")
-        return _trim(arr), [f"x{i}" for i in range(arr.shape[1])], 1.0
+        return _trim(arr), [f"{var}{i}" for i in range(arr.shape[1])], 1.0
     if "trial" in da.dims:
         if not 0 <= trial < da.sizes["trial"]:
             raise ValueError(f"`trial` must be in [0, {da.sizes['trial']}); got {trial}.")
@@ -337,17 +337,20 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
 
 def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequence[int] | None = None,
                              title: str | None = None, save: str | Path | None = None) -> Figure:
-    """Latent states over time (left) and the first two/three latents against each other (right).
+    """Latent states over time (left) and the first two/three of ``dims`` against each other (right).
 
     Parameters
     ----------
     latents : xarray.Dataset with ``z(trial, time, latent)`` (generated or smoothed), or ndarray (time, latent)
     dims : ints, optional
-        Latent units to draw (default: the first up to 8 over time, the first 3 in state space).
+        Latent units to draw (default: the first up to 8 over time, the first 3 in state space);
+        the state-space panel draws the first three of them (two: a 2-D plot, one: a delay plot).
     """
     z, names, dt = _series(latents, var="z", argname="latents")
     m = z.shape[1]
     dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m)
+    if not dims:
+        raise ValueError(f"`dims` must name at least one latent unit in [0, {m}); got {dims}.")
     fig = Figure(figsize=(11, 4.2))
     ax = fig.add_subplot(1, 2, 1)
     t = np.arange(min(n_steps, len(z))) * dt
@@ -356,13 +359,18 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
     ax.set_xlabel(time_label(latents))
     ax.set_ylabel("latent state")
     ax.legend(fontsize="x-small", ncol=2)
-    if m >= 3:
+    # the state space of the latents asked for (the first three of ``dims``): the panel drew
+    # latents 0-2 whatever ``dims`` named, and with two it added latent 2 as the third axis
+    sel = dims[:3]
+    if len(sel) == 3:
         ax3 = fig.add_subplot(1, 2, 2, projection="3d")
-        ax3.plot(z[:, dims[0]], z[:, dims[1] if len(dims) > 1 else 1], z[:, dims[2] if len(dims) > 2 else 2],
-                 lw=0.4, color="tab:blue")
+        ax3.plot(*(z[:, d] for d in sel), lw=0.4, color="tab:blue")
+        ax3.set_zlabel(names[sel[2]])
     else:
         ax3 = fig.add_subplot(1, 2, 2)
-        ax3.plot(*_state_space_view(z, three_d=False).T, lw=0.4, color="tab:blue")
+        ax3.plot(*_state_space_view(z[:, sel], three_d=False).T, lw=0.4, color="tab:blue")
+    ax3.set_xlabel(names[sel[0]])
+    ax3.set_ylabel(names[sel[1]] if len(sel) > 1 else f"{names[sel[0]]}, 10 samples later")
     ax3.set_title("latent state space")
     if title:
         fig.suptitle(title)

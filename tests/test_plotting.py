@@ -316,3 +316,21 @@ def test_irregularly_sampled_data_are_drawn_at_their_own_sample_times():
     series = plotting.plot_reconstruction(x, run).axes[-1]
     np.testing.assert_allclose(series.lines[0].get_xdata(), t)
     assert series.get_xlabel() == "time (s)"
+
+
+def test_latent_state_space_panel_draws_the_latents_dims_names():
+    # the panel drew latents 0, 1, 2 whatever `dims` said: dims=[3, 4] gave z3 against z4 against
+    # z2, and with fewer than three latents `dims` was ignored; its axes had no labels
+    z = np.random.default_rng(0).normal(size=(300, 5)).cumsum(axis=0)
+    ax = plotting.plot_latent_trajectories(z, dims=[4, 1, 3]).axes[1]
+    xs, ys, zs = ax.lines[0].get_data_3d()
+    np.testing.assert_array_equal(np.c_[xs, ys, zs], z[:, [4, 1, 3]])
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("z4", "z1", "z3")
+    ax = plotting.plot_latent_trajectories(z, dims=[3, 4]).axes[1]
+    assert ax.name == "rectilinear"
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), z[:, [3, 4]])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("z3", "z4")
+    ax = plotting.plot_latent_trajectories(z[:, :2], dims=[1]).axes[1]
+    np.testing.assert_array_equal(ax.lines[0].get_xydata()[:-10], np.c_[z[:-10, 1], z[10:, 1]])
+    with pytest.raises(ValueError, match="`dims` must name at least one"):
+        plotting.plot_latent_trajectories(z, dims=[])
