@@ -152,9 +152,9 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
         series.append(("generated", _series(generated, argname="generated"), GEN_STYLE))
     n_ch = series[0][1][0].shape[1]
     dims = list(dims)
-    if n_ch < len(dims):
+    if n_ch < len(dims) and dims == [0, 1, 2]:   # the default: fewer channels fall back to 2-D or a delay plot
         dims = list(range(n_ch))
-    _check_dims(dims, n_ch)
+    _check_dims(dims, n_ch)     # dims the user named are drawn or refused, never swapped for others
     fig = Figure(figsize=(5.0 * len(series), 4.6))
     lag = 10        # one channel: delay plot x(t) against x(t + 10)
     views = []

@@ -334,3 +334,13 @@ def test_latent_state_space_panel_draws_the_latents_dims_names():
     np.testing.assert_array_equal(ax.lines[0].get_xydata()[:-10], np.c_[z[:-10, 1], z[10:, 1]])
     with pytest.raises(ValueError, match="`dims` must name at least one"):
         plotting.plot_latent_trajectories(z, dims=[])
+
+
+def test_attractor_refuses_dims_the_data_lack_instead_of_drawing_other_channels(pair):
+    # with 2 channels, dims=(1, 0, 4) silently drew channels (0, 1), axes labelled x0, x1
+    true, _ = pair
+    two = true.isel(channel=[0, 1])
+    with pytest.raises(ValueError, match=r"`dims` must be channel indices in \[0, 2\); got \[1, 0, 4\]"):
+        plotting.plot_attractor(two, dims=(1, 0, 4))
+    ax = plotting.plot_attractor(two).axes[0]         # the default still falls back to the 2-D plot
+    assert ax.name == "rectilinear" and (ax.get_xlabel(), ax.get_ylabel()) == ("x0", "x1")
