@@ -460,6 +460,9 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         if three_d:
             ax = fig.add_subplot(2, 3, k + 1, projection="3d")
             ax.plot(view[:, 0], view[:, 1], view[:, 2], **style)
+            ax.set_xlabel(names[0])     # which channels the axes are: the page left them blank
+            ax.set_ylabel(names[1])
+            ax.set_zlabel(names[2])
         else:
             ax = fig.add_subplot(2, 3, k + 1)
             ax.plot(view[:, 0], view[:, 1], **style)

@@ -344,3 +344,10 @@ def test_attractor_refuses_dims_the_data_lack_instead_of_drawing_other_channels(
         plotting.plot_attractor(two, dims=(1, 0, 4))
     ax = plotting.plot_attractor(two).axes[0]         # the default still falls back to the 2-D plot
     assert ax.name == "rectilinear" and (ax.get_xlabel(), ax.get_ylabel()) == ("x0", "x1")
+
+
+def test_reconstruction_page_names_the_channels_on_its_3d_axes():
+    x = as_dataset(_lorenz_like(400), dt=0.02, channel_names=["a", "b", "c"])
+    for ax in plotting.plot_reconstruction(x, x).axes[:2]:
+        assert ax.name == "3d" and (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("a", "b", "c")
+        np.testing.assert_array_equal(np.c_[ax.lines[0].get_data_3d()], x["x"].values[0])
