@@ -99,8 +99,9 @@ def _channel_units(units: Any, n: int) -> list[str | None]:
 
 def _trim(arr: np.ndarray) -> np.ndarray:
     """Drop trailing all-NaN rows (ragged-trial padding); keep interior NaN (gaps are drawn as gaps)."""
-    finite_rows = np.flatnonzero(np.isfinite(arr).any(axis=1))
-    return arr[: finite_rows[-1] + 1] if finite_rows.size else arr[:0]
+    # NaN only: a run that diverged to inf keeps its inf rows, so the figure can say it left the frame
+    kept = np.flatnonzero(~np.isnan(arr).all(axis=1))
+    return arr[: kept[-1] + 1] if kept.size else arr[:0]
 
 
 def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
@@ -255,6 +256,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
         if g is not None:
             tg = t[:1].sum() + np.arange(min(n_steps, len(g))) * dt      # a run starts where the data do
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
+            _frame_series(ax, x[: len(t), i], g[: len(tg), i])
         ax.set_ylabel(names[i])
     axes[-1].set_xlabel(time_label(true))
     axes[0].legend(loc="upper right", fontsize="small")
@@ -428,6 +430,17 @@ def _framed(view: np.ndarray, limits: list[tuple[float, float]] | None,
     return np.where(cut[:, None], np.nan, view), end[~_outside(end, limits)], label + f"\n({_OUTSIDE})"
 
 
+def _frame_series(ax: Any, data: np.ndarray, run: np.ndarray) -> None:
+    """A time-series panel's value axis on the data's range, widened for the run at most
+    :data:`RUN_REACH` spans (autoscaled, a diverging run flattened the data to a line), with a
+    note in the panel when part of the run lies beyond it."""
+    (lo, hi), = _joint_limits([data[:, None], run[:, None]])
+    ax.set_ylim(lo, hi)
+    if ((run < lo) | (run > hi)).any():     # inf included; NaN (a run that stopped) is not outside
+        ax.text(0.01, 0.97, _OUTSIDE, transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
+                color=GEN_STYLE["color"])
+
+
 def _set_limits(ax: Any, limits: list[tuple[float, float]]) -> None:
     """Put ``ax`` (2-D or 3-D) on the shared frame ``limits``, one (low, high) per axis."""
     for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
@@ -494,6 +507,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     t = _sample_times(true, n, dt)
     ax.plot(t, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
     ax.plot(t[:1].sum() + np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
+    _frame_series(ax, x[:n, 0], g[:n, 0])
     ax.set_xlabel(time_label(true))
     ax.set_ylabel(names[0])
     if scores:

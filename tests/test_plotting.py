@@ -351,3 +351,20 @@ def test_reconstruction_page_names_the_channels_on_its_3d_axes():
     for ax in plotting.plot_reconstruction(x, x).axes[:2]:
         assert ax.name == "3d" and (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("a", "b", "c")
         np.testing.assert_array_equal(np.c_[ax.lines[0].get_data_3d()], x["x"].values[0])
+
+
+@pytest.mark.parametrize("blow_up", [1e21, np.inf])
+def test_a_diverging_run_leaves_the_time_series_panel_instead_of_flattening_the_data(blow_up):
+    # autoscaled, a run reaching 1e21 put the data (span 2) on a flat line at 0
+    x = _lorenz_like(1500)
+    run = x.copy()
+    run[700:] = blow_up
+    for fig in (plotting.plot_time_series(x, run), plotting.plot_reconstruction(x, run)):
+        ax = fig.axes[-1] if len(fig.axes) == 4 else fig.axes[0]
+        lo, hi = ax.get_ylim()
+        span = np.ptp(x[:, 0])
+        assert span / (hi - lo) >= 0.2 / (1 + 2 * 0.05)
+        assert lo <= x[:, 0].min() and hi >= x[:, 0].max()
+        assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
+    calm = plotting.plot_time_series(x, x).axes[0]
+    assert not any(plotting._OUTSIDE in t.get_text() for t in calm.texts)
