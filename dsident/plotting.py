@@ -304,6 +304,11 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         broadband noise, which on a linear axis squeeze it into the first bins (``dsident
         inspect`` draws it so).
     """
+    if max_frequency is not None and not (isinstance(max_frequency, (int, float, np.number))
+                                          and not isinstance(max_frequency, bool)
+                                          and math.isfinite(max_frequency) and max_frequency > 0):
+        raise ValueError(f"`max_frequency` must be a positive number of cycles per time unit (or None); "
+                         f"got max_frequency={max_frequency!r}.")
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     _check_channels(x, g)

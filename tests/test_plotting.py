@@ -368,3 +368,11 @@ def test_a_diverging_run_leaves_the_time_series_panel_instead_of_flattening_the_
         assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
     calm = plotting.plot_time_series(x, x).axes[0]
     assert not any(plotting._OUTSIDE in t.get_text() for t in calm.texts)
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0, float("nan"), "50"])
+def test_power_spectra_refuse_a_max_frequency_that_leaves_nothing_to_draw(pair, bad):
+    # max_frequency=-1 drew empty panels without a word
+    true, _ = pair
+    with pytest.raises(ValueError, match="`max_frequency` must be a positive number"):
+        plotting.plot_power_spectra(true, max_frequency=bad)
