@@ -284,6 +284,15 @@ def _run_spectra(arr: np.ndarray, sigma: float, dt: float) -> tuple[np.ndarray, 
     return q, np.fft.rfftfreq(n_finite, d=dt)[: q.shape[0]]
 
 
+def _note_gaps(ax: Any, arr: np.ndarray) -> None:
+    """Say in the panel when the data's spectrum left samples out: the FFT needs a gap-free
+    series, so samples with a missing channel are dropped and the pieces around them joined."""
+    n_gap = int((~np.isfinite(arr).all(axis=1)).sum())
+    if n_gap:
+        ax.text(0.98, 0.5, f"data: {n_gap} of {len(arr)} samples in gaps\nleft out, the rest joined",
+                transform=ax.transAxes, ha="right", va="center", fontsize="x-small", color="0.3")
+
+
 _NO_SPECTRUM = "generated: no finite samples\n(the free run diverged)"
 
 
@@ -335,6 +344,7 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         if log_power:
             ax.set_yscale("log")
     fig.axes[0].set_ylabel("normalised power" + (" (log)" if log_power else ""))
+    _note_gaps(fig.axes[0], x)
     fig.axes[0].legend(fontsize="small")
     if title:
         fig.suptitle(title)
@@ -504,6 +514,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         ax.plot(fg[fg <= fmax], q[fg <= fmax], color="tab:red", label="generated")
     else:       # the page still shows the data, and says why the run's curve is missing
         ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
+    _note_gaps(ax, x[:, :1])
     ax.set_title(f"power spectrum, {names[0]}")
     ax.set_xlabel(frequency_label(true))
     ax.legend(fontsize="small")

@@ -376,3 +376,21 @@ def test_power_spectra_refuse_a_max_frequency_that_leaves_nothing_to_draw(pair, 
     true, _ = pair
     with pytest.raises(ValueError, match="`max_frequency` must be a positive number"):
         plotting.plot_power_spectra(true, max_frequency=bad)
+
+
+def test_spectra_of_data_with_gaps_say_how_many_samples_they_left_out():
+    # the spectrum is taken over the samples without a gap, joined end to end: 1000 of 3000
+    # samples vanished from every channel's spectrum without a word
+    t = np.arange(3000) * 0.001
+    x = np.c_[np.sin(2 * np.pi * 5 * t), np.sin(2 * np.pi * 12 * t)]
+    x[1000:2000, 1] = np.nan
+    ds = as_dataset(x, dt=0.001, provenance={"time_unit": "s"})
+    notes = [t.get_text() for t in plotting.plot_power_spectra(ds).axes[0].texts]
+    assert any("1000 of 3000 samples in gaps" in n for n in notes)
+    notes = [t.get_text() for t in plotting.plot_reconstruction(ds, ds).axes[2].texts]
+    assert not any("in gaps" in n for n in notes)           # its spectrum is channel 0's: no gap there
+    gap0 = ds.copy(deep=True)
+    gap0["x"].values[0, 10:30, 0] = np.nan
+    notes = [t.get_text() for t in plotting.plot_reconstruction(gap0, ds).axes[2].texts]
+    assert any("20 of 3000 samples in gaps" in n for n in notes)
+    assert not plotting.plot_power_spectra(ds.isel(channel=[0])).axes[0].texts
