@@ -58,7 +58,7 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
     panels = 2 if rates is not None else 1
     fig = Figure(figsize=(5.5 * panels, 0.12 * x.shape[1] + 2.2), layout="constrained")
     axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
-    held = set(int(i) for i in (held_out or []))
+    held = set(_check_indices(held_out, x.shape[1], "held_out")) if held_out else set()
     for j in range(x.shape[1]):
         col = x[:, j]
         fired = np.flatnonzero(np.nan_to_num(col) > 0)

@@ -96,3 +96,10 @@ def test_raster_refuses_bad_arguments_by_name(spikes, kwargs, match):
 def test_an_object_that_is_not_spike_counts_is_refused_by_name():
     with pytest.raises(TypeError, match="`spikes` must be a dataset .* got str"):
         plot_raster_rates("session1.nwb")
+
+
+def test_raster_refuses_held_out_neurons_it_does_not_have(spikes):
+    # held_out=[9] of 3 neurons drew nothing orange under the title "(orange: held out)"
+    with pytest.raises(ValueError, match=r"`held_out` must be a non-empty list of indices in \[0, 3\); got \[9\]"):
+        plot_raster_rates(spikes, held_out=[9])
+    assert "held out" not in plot_raster_rates(spikes, held_out=[]).axes[0].get_title()
