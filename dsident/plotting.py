@@ -119,10 +119,10 @@ def _check_channels(x: np.ndarray, g: np.ndarray | None) -> None:
                          f"same channel of both, so they must have the same channels.")
 
 
-def _check_dims(dims: Sequence[int], n: int, argname: str = "dims") -> list[int]:
+def _check_dims(dims: Sequence[int], n: int, argname: str = "dims", what: str = "channel") -> list[int]:
     dims = list(dims)
-    if any((not isinstance(d, (int, np.integer))) or d < 0 or d >= n for d in dims):
-        raise ValueError(f"`{argname}` must be channel indices in [0, {n}); got {dims}.")
+    if any((not isinstance(d, (int, np.integer))) or isinstance(d, bool) or d < 0 or d >= n for d in dims):
+        raise ValueError(f"`{argname}` must be {what} indices in [0, {n}); got {dims}.")
     return dims
 
 
@@ -365,7 +365,7 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
     """
     z, names, dt = _series(latents, var="z", argname="latents")
     m = z.shape[1]
-    dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m)
+    dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m, what="latent")
     if not dims:
         raise ValueError(f"`dims` must name at least one latent unit in [0, {m}); got {dims}.")
     fig = Figure(figsize=(11, 4.2))
@@ -570,13 +570,30 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
     """
     from . import analysis
 
+    from .analysis._resolve import resolve_dynamics
+
     dims = list(dims)
     if len(dims) != 2:
         raise ValueError(f"`dims` must name exactly two latent units; got {dims}.")
+    m = resolve_dynamics(model)[0].latent_dim
+    _check_dims(dims, m, what="latent")
+    if bounds is not None:
+        given = bounds
+        try:
+            bounds = np.asarray(bounds, dtype=float).ravel()
+        except (TypeError, ValueError):
+            bounds = np.zeros(0)
+        if bounds.shape != (4,) or not np.isfinite(bounds).all() or bounds[0] >= bounds[1] or bounds[2] >= bounds[3]:
+            raise ValueError(f"`bounds` must be four finite numbers (xmin, xmax, ymin, ymax) with xmin < xmax and "
+                             f"ymin < ymax; got bounds={given!r}.")
     traj = _series(trajectory, var="z", argname="trajectory")[0] if trajectory is not None else None
+    if traj is not None and traj.shape[1] != m:
+        raise ValueError(f"`trajectory` has {traj.shape[1]} columns; the model has {m} latent units (pass its latent "
+                         f"states z, e.g. model.generate(...), not the observations).")
+    finite = traj[np.isfinite(traj[:, dims]).all(axis=1)] if traj is not None else None
     if bounds is None:
-        if traj is not None:
-            lo, hi = np.nanmin(traj[:, dims], axis=0), np.nanmax(traj[:, dims], axis=0)
+        if finite is not None and len(finite):      # a run that diverged to inf: the window of its finite part
+            lo, hi = finite[:, dims].min(axis=0), finite[:, dims].max(axis=0)
             pad = 0.15 * (hi - lo + 1e-9)
             # a run standing still (a fixed point) would give a window of round-off width
             still = hi - lo < 1e-3 * (1.0 + np.abs(hi) + np.abs(lo))
@@ -584,10 +601,7 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
             bounds = (lo[0] - pad[0], hi[0] + pad[0], lo[1] - pad[1], hi[1] + pad[1])
         else:
             bounds = (-3.0, 3.0, -3.0, 3.0)
-    from .analysis._resolve import resolve_dynamics
-
-    if anchor is None and traj is not None and traj.shape[1] == resolve_dynamics(model)[0].latent_dim \
-            and np.isfinite(traj).all(axis=1).any():
+    if anchor is None and traj is not None and np.isfinite(traj).all(axis=1).any():
         anchor = np.nanmean(traj[np.isfinite(traj).all(axis=1)], axis=0)
     field = analysis.flow_field(model, dims=tuple(dims), limits=((bounds[0], bounds[1]), (bounds[2], bounds[3])),
                                 n_grid=n_grid, anchor=anchor)
@@ -664,6 +678,14 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
     metrics : names
         Variables of ``results`` to show, one column each.
     """
+    if not isinstance(results, xr.Dataset):
+        raise TypeError(f"`results` must be the xarray.Dataset of records_to_dataset (dim 'point'); "
+                        f"got {type(results).__name__}.")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)     # "D_H" is one metric, not 3 letters
+    missing = [m for m in metrics if m not in results.data_vars]
+    if not metrics or missing:
+        raise ValueError(f"`metrics` must name variables of `results` ({list(results.data_vars)}); got "
+                         f"{metrics}" + (f", without {missing}." if missing else "."))
     if results.sizes.get("point", 0) == 0:
         raise ValueError("`results` holds no points to summarise.")
     datasets = sorted(set(map(str, results["dataset"].values)))

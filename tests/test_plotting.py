@@ -394,3 +394,63 @@ def test_spectra_of_data_with_gaps_say_how_many_samples_they_left_out():
     notes = [t.get_text() for t in plotting.plot_reconstruction(gap0, ds).axes[2].texts]
     assert any("20 of 3000 samples in gaps" in n for n in notes)
     assert not plotting.plot_power_spectra(ds.isel(channel=[0])).axes[0].texts
+
+
+def _contracting_plrnn(m: int = 3):
+    """z' = 0.5 z + h: one stable fixed point at z* = 2 h."""
+    import torch
+
+    from dsident.dynamics import PLRNN
+
+    dyn = PLRNN(m, seed=0).double()
+    with torch.no_grad():
+        dyn.a.copy_(torch.full((m,), 0.5, dtype=torch.float64))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.linspace(0.5, -0.5, m, dtype=torch.float64))
+    return dyn
+
+
+def test_flow_field_around_a_run_that_diverged_to_inf_frames_its_finite_part():
+    # the window was taken with nanmin/nanmax, so an inf in the run made it infinite (matplotlib:
+    # "'x' must be strictly increasing")
+    dyn = _contracting_plrnn()
+    run = np.random.default_rng(0).normal(size=(200, 3))
+    run[150:] = np.inf
+    fig = plotting.plot_flow_field(dyn, trajectory=run, n_grid=8, fixed_points=np.zeros((0, 3)))
+    (x0, x1), (y0, y1) = fig.axes[0].get_xlim(), fig.axes[0].get_ylim()
+    finite = run[:150]
+    assert x0 < finite[:, 0].min() and x1 > finite[:, 0].max() and np.isfinite([x0, x1, y0, y1]).all()
+    assert y0 < finite[:, 1].min() and y1 > finite[:, 1].max() and x1 - x0 < 3 * np.ptp(finite[:, 0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"bounds": (-1, 1)}, r"`bounds` must be four finite numbers .* got bounds=\(-1, 1\)"),
+    ({"bounds": (-1, 1, 2, np.inf)}, r"`bounds` must be four finite numbers"),
+    ({"dims": ("z0", "z1")}, r"`dims` must be .* indices in \[0, 3\); got \['z0', 'z1'\]"),
+    ({"dims": (0.7, 1.2)}, r"`dims` must be .* indices in \[0, 3\)"),
+    ({"trajectory": np.zeros((50, 5))}, r"`trajectory` has 5 columns; the model has 3 latent units"),
+])
+def test_flow_field_refuses_bad_arguments_by_name(kwargs, match):
+    # bounds of two numbers failed with "tuple index out of range", latent names with int()'s
+    # "invalid literal", dims 0.7 / 1.2 were truncated to 0 / 1, and a trajectory of 5
+    # observed channels was drawn as if its first columns were latents 0 and 1
+    with pytest.raises(ValueError, match=match):
+        plotting.plot_flow_field(_contracting_plrnn(), n_grid=6, fixed_points=np.zeros((0, 3)), **kwargs)
+
+
+def test_benchmark_summary_reads_its_metrics_argument_as_a_user_means_it():
+    # metrics="D_H" was read letter by letter ("No variable named 'D'"), an unknown metric failed
+    # with xarray's KeyError, metrics=() drew an empty figure, a DataFrame an AttributeError
+    results = xr.Dataset(
+        {"D_stsp": ("point", [0.5, 0.7]), "D_H": ("point", [0.1, 0.2]), "status": ("point", np.array(["done"] * 2))},
+        coords={"dataset": ("point", ["lorenz63"] * 2), "model": ("point", ["shplrnn"] * 2),
+                "method": ("point", ["teacher-forcing"] * 2)})
+    fig = plotting.plot_benchmark_summary(results, metrics="D_H")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["D_H"]
+    assert fig.axes[0].patches[0].get_width() == pytest.approx(0.15)      # the median of 0.1, 0.2
+    with pytest.raises(ValueError, match=r"`metrics` must name variables of `results` .* without \['MSE'\]"):
+        plotting.plot_benchmark_summary(results, metrics=("D_stsp", "MSE"))
+    with pytest.raises(ValueError, match="`metrics` must name variables"):
+        plotting.plot_benchmark_summary(results, metrics=())
+    with pytest.raises(TypeError, match="`results` must be the xarray.Dataset"):
+        plotting.plot_benchmark_summary(results.to_dataframe())
