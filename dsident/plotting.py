@@ -260,10 +260,16 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
         ax.set_ylabel(names[i])
     axes[-1].set_xlabel(time_label(true))
     axes[0].legend(loc="upper right", fontsize="small")
-    if title:
-        fig.suptitle(title)
+    _suptitle(fig, title, shown, n)
     fig.tight_layout()
     return _finish(fig, save)
+
+
+def _suptitle(fig: Figure, title: str | None, shown: int, n: int) -> None:
+    """The figure's title, saying so when only the first ``shown`` of ``n`` channels are drawn."""
+    note = f"(the first {shown} of {n} channels)" if shown < n else ""
+    if title or note:
+        fig.suptitle("\n".join(p for p in (title, note) if p))
 
 
 def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
@@ -346,8 +352,7 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
     fig.axes[0].set_ylabel("normalised power" + (" (log)" if log_power else ""))
     _note_gaps(fig.axes[0], x)
     fig.axes[0].legend(fontsize="small")
-    if title:
-        fig.suptitle(title)
+    _suptitle(fig, title, shown, n)
     fig.tight_layout()
     return _finish(fig, save)
 

@@ -454,3 +454,14 @@ def test_benchmark_summary_reads_its_metrics_argument_as_a_user_means_it():
         plotting.plot_benchmark_summary(results, metrics=())
     with pytest.raises(TypeError, match="`results` must be the xarray.Dataset"):
         plotting.plot_benchmark_summary(results.to_dataframe())
+
+
+@pytest.mark.parametrize("func", [plotting.plot_time_series, plotting.plot_power_spectra])
+def test_a_wide_recording_says_which_of_its_channels_are_drawn(func):
+    # 10 channels drew the first 8 panels with nothing saying 2 were left out
+    t = np.arange(1000) * 0.01
+    x = as_dataset(np.sin(np.outer(t, np.arange(1, 11))), dt=0.01)
+    fig = func(x, title="rec 7")
+    assert len(fig.axes) == 8
+    assert fig._suptitle.get_text() == "rec 7\n(the first 8 of 10 channels)"
+    assert func(x.isel(channel=slice(0, 3)), title="rec 7")._suptitle.get_text() == "rec 7"
