@@ -178,7 +178,7 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
             ax.set_zlabel(names[dims[2]])
         _set_limits(ax, limits or [])
         ax.set_xlabel(names[dims[0]])
-        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+{lag})")
+        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}, {lag} samples later")
         ax.set_title(label)
     if title:
         fig.suptitle(title)
@@ -404,7 +404,8 @@ def _state_space_view(arr: np.ndarray, three_d: bool) -> np.ndarray:
     one channel against itself 10 samples later (a delay embedding), shape (time, 2 or 3)."""
     if three_d:
         return arr[:, :3]
-    return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:, 0], np.roll(arr[:, 0], -10)])
+    # np.roll wrapped the last 10 samples onto the first ones: a spurious stroke from the end to the start
+    return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:-10, 0], arr[10:, 0]])
 
 
 #: how far beyond the data's range, in spans of it, a run may widen the shared panels: the data

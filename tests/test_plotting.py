@@ -331,7 +331,7 @@ def test_latent_state_space_panel_draws_the_latents_dims_names():
     np.testing.assert_array_equal(ax.lines[0].get_xydata(), z[:, [3, 4]])
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("z3", "z4")
     ax = plotting.plot_latent_trajectories(z[:, :2], dims=[1]).axes[1]
-    np.testing.assert_array_equal(ax.lines[0].get_xydata()[:-10], np.c_[z[:-10, 1], z[10:, 1]])
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), np.c_[z[:-10, 1], z[10:, 1]])
     with pytest.raises(ValueError, match="`dims` must name at least one"):
         plotting.plot_latent_trajectories(z, dims=[])
 
@@ -465,3 +465,15 @@ def test_a_wide_recording_says_which_of_its_channels_are_drawn(func):
     assert len(fig.axes) == 8
     assert fig._suptitle.get_text() == "rec 7\n(the first 8 of 10 channels)"
     assert func(x.isel(channel=slice(0, 3)), title="rec 7")._suptitle.get_text() == "rec 7"
+
+
+def test_one_channel_delay_plots_pair_each_sample_with_the_one_10_later_and_no_other():
+    # the reconstruction page built its delay plot with np.roll, pairing the last 10 samples with
+    # the first 10: a stroke across the panel that the data do not make
+    x = as_dataset(np.linspace(0.0, 1.0, 500)[:, None], dt=0.1, channel_names=["V"])
+    expected = np.c_[x["x"].values[0, :-10, 0], x["x"].values[0, 10:, 0]]
+    data_ax = plotting.plot_reconstruction(x, x).axes[0]
+    np.testing.assert_array_equal(data_ax.lines[0].get_xydata(), expected)
+    ax = plotting.plot_attractor(x).axes[0]
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), expected)
+    assert ax.get_ylabel() == data_ax.get_ylabel() == "V, 10 samples later"
