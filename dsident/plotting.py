@@ -223,6 +223,13 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
             end = g[:max_points][np.isfinite(g[:max_points, [i, j]]).all(axis=1)][-1:]
             if len(end):    # where the run ends: a run that stands still leaves no visible line
                 ax.plot(end[:, i], end[:, j], "o", color=GEN_STYLE["color"], ms=4)
+            # on the data's scale: autoscaled, a diverging run shrank the data to a dot
+            views = [x[:max_points][:, [i, j]], g[:max_points][:, [i, j]]]
+            limits = _joint_limits(views)
+            _set_limits(ax, limits)
+            if _outside(views[1][~np.isnan(views[1]).any(axis=1)], limits).any():
+                ax.text(0.02, 0.98, _OUTSIDE, transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
+                        color=GEN_STYLE["color"])
         ax.set_xlabel(names[i])
         ax.set_ylabel(names[j])
         if d is not None:

@@ -477,3 +477,15 @@ def test_one_channel_delay_plots_pair_each_sample_with_the_one_10_later_and_no_o
     ax = plotting.plot_attractor(x).axes[0]
     np.testing.assert_array_equal(ax.lines[0].get_xydata(), expected)
     assert ax.get_ylabel() == data_ax.get_ylabel() == "V, 10 samples later"
+
+
+def test_pairs_keep_the_data_in_view_beside_a_diverging_run():
+    # autoscaled, a run reaching 1e21 shrank every pair's data (span 2) to a dot
+    x = _lorenz_like(1500)
+    run = x.copy()
+    run[700:] *= 1e21
+    for ax in plotting.plot_attractor_pairs(x, run).axes:
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert x1 - x0 < 10 and y1 - y0 < 10
+        assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
+    assert not any(ax.texts for ax in plotting.plot_attractor_pairs(x, x).axes)
