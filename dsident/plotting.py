@@ -491,6 +491,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     g = _series(generated, argname="generated")[0]
     _check_channels(x, g)
     fig = Figure(figsize=(13, 7.5))
+    fig.subplots_adjust(wspace=0.4)     # room for the 3-D panels' z labels beside the spectrum
     three_d = x.shape[1] >= 3
     shown = [_state_space_view(arr[:20_000], three_d) for arr in (x, g)]
     # both panels on one scale, so a run that settles or shrinks looks it (autoscaling would blow
@@ -504,6 +505,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
             ax.set_xlabel(names[0])     # which channels the axes are: the page left them blank
             ax.set_ylabel(names[1])
             ax.set_zlabel(names[2])
+            ax.set_box_aspect(None, zoom=0.85)      # the z label inside its cell, not over the spectrum
         else:
             ax = fig.add_subplot(2, 3, k + 1)
             ax.plot(view[:, 0], view[:, 1], **style)
@@ -530,6 +532,7 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     _note_gaps(ax, x[:, :1])
     ax.set_title(f"power spectrum, {names[0]}")
     ax.set_xlabel(frequency_label(true))
+    ax.set_ylabel("normalised power")
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)
     n = min(3000, len(x), len(g))
