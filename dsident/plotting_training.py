@@ -53,6 +53,18 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
     if not isinstance(history, Mapping):
         raise ValueError(f"`history` must be a fit's history mapping (an estimator's history_); "
                          f"got {type(history).__name__}.")
+    for key in ("train_loss", "loss", "log_likelihood", "val_loss", "epoch", "step", "eval_epoch",
+                "state_space_divergence"):
+        values = history.get(key)
+        if values is None:
+            continue
+        try:
+            if isinstance(values, (str, bytes)):
+                raise TypeError
+            as_floats(values)
+        except (TypeError, ValueError):
+            raise ValueError(f"`history[{key!r}]` must be a list of numbers (None for a missing one); got "
+                             f"{values!r:.60}.") from None
     loss = next(((xk, yk, label) for xk, yk, label in _LOSS_SERIES if len(history.get(yk) or []) > 0), None)
     scored = len(history.get("eval_epoch") or []) > 0 and \
         len(history.get("state_space_divergence") or []) == len(history.get("eval_epoch") or [])

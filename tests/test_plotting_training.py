@@ -82,3 +82,11 @@ def test_a_loss_with_a_missing_epoch_stays_on_a_log_axis():
     # a validation loss that turns negative keeps the axis linear
     history |= {"eval_epoch": [2, 4], "val_loss": [5.0, -1.0]}
     assert plot_training_history(history).axes[0].get_yscale() == "linear"
+
+
+@pytest.mark.parametrize("series", ["abc", 3.0, [1.0, "x"]])
+def test_a_loss_that_is_not_a_list_of_numbers_is_refused_by_name(series):
+    # a string or a number failed with "could not convert string to float: 'a'" or
+    # "object of type 'float' has no len()"
+    with pytest.raises(ValueError, match=r"`history\['train_loss'\]` must be a list of numbers"):
+        plot_training_history({"epoch": [0, 1], "train_loss": series})
