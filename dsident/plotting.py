@@ -112,6 +112,14 @@ def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
     return fig
 
 
+def _check_count(value: Any, argname: str) -> int:
+    """A positive whole number of samples (``arr[:-50]`` would silently drop the last 50)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or not value >= 1 \
+            or not float(value).is_integer():
+        raise ValueError(f"`{argname}` must be a positive whole number of samples; got {argname}={value!r}.")
+    return int(value)
+
+
 def _check_channels(x: np.ndarray, g: np.ndarray | None) -> None:
     """Refuse a generated run whose channels are not the data's (each panel pairs channel i of both)."""
     if g is not None and g.shape[1] != x.shape[1]:
@@ -148,6 +156,7 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
     save : path, optional
         Write a PNG there.
     """
+    max_points = _check_count(max_points, "max_points")
     series = [("data", _series(true, argname="true"), TRUE_STYLE)]
     if generated is not None:
         series.append(("generated", _series(generated, argname="generated"), GEN_STYLE))
@@ -194,6 +203,7 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
     these two series; each panel is then titled with its pair's D_stsp, and the worst pair's
     panel is framed in red, so the eye goes where the model misses.
     """
+    max_points = _check_count(max_points, "max_points")
     x, names, _ = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     _check_channels(x, g)
@@ -250,6 +260,7 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
                      title: str | None = None, label: str = "data", save: str | Path | None = None) -> Figure:
     """Each channel over time (first ``n_steps`` samples): data above, generated in red on top.
     ``label`` names ``true`` in the legend (``"generated"`` when it is a free run drawn alone)."""
+    n_steps = _check_count(n_steps, "n_steps")
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
     _check_channels(x, g)
@@ -375,6 +386,7 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
         Latent units to draw (default: the first up to 8 over time, the first 3 in state space);
         the state-space panel draws the first three of them (two: a 2-D plot, one: a delay plot).
     """
+    n_steps = _check_count(n_steps, "n_steps")
     z, names, dt = _series(latents, var="z", argname="latents")
     m = z.shape[1]
     dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m, what="latent")

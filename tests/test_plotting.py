@@ -489,3 +489,16 @@ def test_pairs_keep_the_data_in_view_beside_a_diverging_run():
         assert x1 - x0 < 10 and y1 - y0 < 10
         assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
     assert not any(ax.texts for ax in plotting.plot_attractor_pairs(x, x).axes)
+
+
+@pytest.mark.parametrize("func, kwargs", [(plotting.plot_attractor, {"max_points": -50}),
+                                          (plotting.plot_attractor_pairs, {"max_points": -50}),
+                                          (plotting.plot_time_series, {"n_steps": 0}),
+                                          (plotting.plot_latent_trajectories, {"n_steps": 2.5}),
+                                          (plotting.plot_attractor, {"max_points": True})])
+def test_sample_counts_are_refused_unless_positive_whole_numbers(func, kwargs):
+    # max_points=-50 drew all but the last 50 samples (arr[:-50]); n_steps=0 drew empty panels
+    (name, value), = kwargs.items()
+    with pytest.raises(ValueError, match=rf"`{name}` must be a positive whole number of samples"):
+        func(_lorenz_like(300), **kwargs)
+    assert len(func(_lorenz_like(300), **{name: 120.0}).axes[0].lines[0].get_xdata()) == 120
