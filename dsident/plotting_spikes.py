@@ -86,7 +86,7 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
     return _finish(fig, save)
 
 
-def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons: Sequence[int] = (0, 1, 2, 3),
+def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons: Sequence[int] | None = None,
               smooth_sd: float = 2.0, title: str | None = None, save: str | Path | None = None) -> Figure:
     """Per-condition PSTHs of selected neurons: observed (smoothed counts) and, optionally, predicted.
 
@@ -98,8 +98,8 @@ def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons
         Condition label per trial, or the name of a ``(trial,)`` variable of ``spikes``.
     rates : array-like of the same shape as ``spikes``, optional
         Predicted rates; their per-condition average is drawn as solid lines (observed: dashed).
-    neurons : sequence of int, default (0, 1, 2, 3)
-        One panel per neuron.
+    neurons : sequence of int, optional
+        One panel per neuron (default: the first four, or all of fewer).
     smooth_sd : float, default 2
         Gaussian smoothing of the observed PSTH, in bins (see :func:`dsident.metrics.psth`).
     title, save
@@ -114,7 +114,10 @@ def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons
         if not isinstance(spikes, xr.Dataset) or conditions not in spikes:
             raise ValueError(f"`conditions`={conditions!r} names no (trial,) variable of `spikes`.")
         conditions = spikes[conditions].values
-    neurons = _check_indices(neurons, counts.shape[2], "neurons")
+    # the default is the first four neurons the data have: (0, 1, 2, 3) refused a recording of
+    # two with an error about `neurons`, which the user had not passed
+    neurons = list(range(min(4, counts.shape[2]))) if neurons is None else \
+        _check_indices(neurons, counts.shape[2], "neurons")
     observed = psth(counts, conditions, smooth_sd=smooth_sd)
     predicted = None
     if rates is not None:

@@ -103,3 +103,12 @@ def test_raster_refuses_held_out_neurons_it_does_not_have(spikes):
     with pytest.raises(ValueError, match=r"`held_out` must be a non-empty list of indices in \[0, 3\); got \[9\]"):
         plot_raster_rates(spikes, held_out=[9])
     assert "held out" not in plot_raster_rates(spikes, held_out=[]).axes[0].get_title()
+
+
+def test_psth_of_a_recording_with_fewer_than_four_neurons_draws_them_all():
+    # the default neurons=(0, 1, 2, 3) refused two neurons: "`neurons` must be ... got [0, 1, 2, 3]"
+    counts = RNG.poisson(0.5, size=(4, 50, 2)).astype(float)
+    fig = plot_psth(counts, ["a", "b", "a", "b"], smooth_sd=0.0)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["neuron 0", "neuron 1"]
+    np.testing.assert_allclose(visible[1].lines[1].get_ydata(), counts[[1, 3], :, 1].mean(axis=0))
