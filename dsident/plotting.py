@@ -12,6 +12,7 @@ from :mod:`dsident.analysis`.
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -555,7 +556,9 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     ax.set_xlabel(time_label(true))
     ax.set_ylabel(names[0])
     if scores:
-        text = "   ".join(f"{k} = {v:.3g}" for k, v in scores.items() if isinstance(v, (int, float)))
+        # numbers.Real: a score computed in float32 (np.float32 is no float) was left off the line
+        text = "   ".join(f"{k} = {float(v):.3g}" for k, v in scores.items()
+                           if isinstance(v, numbers.Real) and not isinstance(v, bool))
         fig.text(0.5, 0.005, text, ha="center", fontsize="small")
     if title:
         fig.suptitle(title)

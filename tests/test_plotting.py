@@ -502,3 +502,11 @@ def test_sample_counts_are_refused_unless_positive_whole_numbers(func, kwargs):
     with pytest.raises(ValueError, match=rf"`{name}` must be a positive whole number of samples"):
         func(_lorenz_like(300), **kwargs)
     assert len(func(_lorenz_like(300), **{name: 120.0}).axes[0].lines[0].get_xdata()) == 120
+
+
+def test_reconstruction_page_prints_scores_computed_in_float32():
+    # np.float32 is not a Python float: a D_H computed in float32 was left off the score line
+    x = _lorenz_like(300)
+    fig = plotting.plot_reconstruction(x, x, scores={"D_stsp": 0.25, "D_H": np.float32(0.125), "diverged": False,
+                                                     "note": "n/a"})
+    assert [t.get_text() for t in fig.texts] == ["D_stsp = 0.25   D_H = 0.125"]
