@@ -69,8 +69,28 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
     names = [str(c) for c in da.coords[other[0]].values] if other and other[0] in da.coords else \
         [f"{var}{i}" for i in range(arr.shape[1])]
     units = _channel_units(da.attrs.get("units", data.attrs.get("units") if var == "x" else None), len(names))
+    if isinstance(data, xr.Dataset) and var == "x":
+        units = _units_after_preprocessing(data, names, units)
     names = [f"{n} ({u})" if u else n for n, u in zip(names, units)]
     return _trim(arr), names, dt
+
+
+def _units_after_preprocessing(ds: xr.Dataset, names: list[str], units: list[str | None]) -> list[str | None]:
+    """``units`` as the values now are: a z-scored channel keeps its recording's ``attrs["units"]``
+    but is in z-units, and an auxiliary channel (the slow phase channels) has none."""
+    from .data.preprocessing import preprocessing_steps
+    from .data.slow_channels import auxiliary_channels
+
+    try:
+        steps = preprocessing_steps(ds)
+        auxiliary = set(auxiliary_channels(ds))
+    except (TypeError, ValueError):
+        return units
+    zscored: set[str] = set()
+    for step in steps:
+        if isinstance(step, dict) and step.get("step") == "zscore":
+            zscored |= {str(c) for c in step.get("channel", names)}
+    return [None if n in auxiliary else "z-units" if n in zscored else u for n, u in zip(names, units)]
 
 
 def _sample_times(data: Any, n: int, dt: float, trial: int = 0) -> np.ndarray:

@@ -296,6 +296,16 @@ def test_channel_labels_carry_the_units_the_dataset_names():
     assert plotting.plot_reconstruction(x, x).axes[-1].get_ylabel() == "Vm (mV)"
     x.attrs["units"] = "uV"                                 # one unit for every channel
     assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm (uV)", "I (uV)", "g (uV)"]
+    # z-scored data keep their recording's units attr but are in z-units; slow channels have none
+    from dsident.data.preprocessing import zscore
+    from dsident.data.slow_channels import add_slow_channels
+
+    scored = zscore(x)
+    assert [ax.get_ylabel() for ax in plotting.plot_time_series(scored).axes] == ["Vm (z-units)", "I (z-units)",
+                                                                                  "g (z-units)"]
+    slow, _ = add_slow_channels(x, 5.0)
+    labels = [ax.get_ylabel() for ax in plotting.plot_time_series(slow).axes]
+    assert labels == ["Vm (uV)", "I (uV)", "g (uV)", "slow(Vm)", "slow_q(Vm)"]
     # a sentence (a z-scored run's note) or a count that does not fit the channels names no unit
     for note in ("z-units: the fit's z-score (config.json `zscore`)", "mV; pA"):
         x.attrs["units"] = note
