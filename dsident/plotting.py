@@ -12,6 +12,7 @@ from :mod:`dsident.analysis`.
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,15 +44,22 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
         dt = float(data.attrs.get("dt", 1.0))
     elif isinstance(data, xr.DataArray):
         da, dt = data, float(data.attrs.get("dt", 1.0))
+        if "time" not in da.dims:
+            raise ValueError(f"`{argname}` is a DataArray without a 'time' dimension (dims {da.dims}); name its "
+                             f"dimensions ('trial', 'time', 'channel') or pass the array's values.")
     else:
-        arr = np.asarray(data, dtype=float)
+        try:
+            arr = np.asarray(data, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"`{argname}` must be a dataset (xarray.Dataset with {var!r}), a DataArray or a numeric "
+                            f"array of shape (time, channel); got {type(data).__name__}.") from None
         if arr.ndim == 1:
             arr = arr[:, None]
         if arr.ndim == 3:
             arr = arr[trial]
         if arr.ndim != 2:
             raise ValueError(f"`{argname}` must have shape (time, channel) or (trial, time, channel); got {arr.shape}.")
-        return _trim(arr), [f"x{i}" for i in range(arr.shape[1])], 1.0
+        return _trim(arr), [f"{var}{i}" for i in range(arr.shape[1])], 1.0
     if "trial" in da.dims:
         if not 0 <= trial < da.sizes["trial"]:
             raise ValueError(f"`trial` must be in [0, {da.sizes['trial']}); got {trial}.")
@@ -60,13 +68,61 @@ def _series(data: Any, *, trial: int = 0, var: str = "x", argname: str = "data")
     arr = np.asarray(da.transpose("time", *other).values, dtype=float).reshape(da.sizes["time"], -1)
     names = [str(c) for c in da.coords[other[0]].values] if other and other[0] in da.coords else \
         [f"{var}{i}" for i in range(arr.shape[1])]
+    units = _channel_units(da.attrs.get("units", data.attrs.get("units") if var == "x" else None), len(names))
+    if isinstance(data, xr.Dataset) and var == "x":
+        units = _units_after_preprocessing(data, names, units)
+    names = [f"{n} ({u})" if u else n for n, u in zip(names, units)]
     return _trim(arr), names, dt
+
+
+def _units_after_preprocessing(ds: xr.Dataset, names: list[str], units: list[str | None]) -> list[str | None]:
+    """``units`` as the values now are: a z-scored channel keeps its recording's ``attrs["units"]``
+    but is in z-units, and an auxiliary channel (the slow phase channels) has none."""
+    from .data.preprocessing import preprocessing_steps
+    from .data.slow_channels import auxiliary_channels
+
+    try:
+        steps = preprocessing_steps(ds)
+        auxiliary = set(auxiliary_channels(ds))
+    except (TypeError, ValueError):
+        return units
+    zscored: set[str] = set()
+    for step in steps:
+        if isinstance(step, dict) and step.get("step") == "zscore":
+            zscored |= {str(c) for c in step.get("channel", names)}
+    return [None if n in auxiliary else "z-units" if n in zscored else u for n, u in zip(names, units)]
+
+
+def _sample_times(data: Any, n: int, dt: float, trial: int = 0) -> np.ndarray:
+    """The times of a series' first ``n`` samples: an irregularly sampled dataset's own
+    ``sample_time`` of that trial, else the sample index times ``dt``."""
+    if isinstance(data, xr.Dataset) and "sample_time" in data:
+        st = data["sample_time"]
+        times = np.asarray((st.isel(trial=trial) if "trial" in st.dims else st).values, dtype=float)[:n]
+        if len(times) == n and np.isfinite(times).all():
+            return times
+    return np.arange(n) * dt
+
+
+def _channel_units(units: Any, n: int) -> list[str | None]:
+    """Per channel, the physical unit an ``attrs["units"]`` names: one unit for every channel
+    ("mV"), or one per channel joined by "; " ("mV; pA", as the importers write it); None where
+    it names none, or is a sentence (a generated run's "z-units: the fit's z-score ...")."""
+    if not isinstance(units, str) or not units.strip():
+        return [None] * n
+    parts = [u.strip() for u in units.split(";")]
+    if len(parts) == 1:
+        parts = parts * n
+    if len(parts) != n or any(not u or len(u) > 12 or ":" in u for u in parts):
+        return [None] * n
+    return list(parts)
 
 
 def _trim(arr: np.ndarray) -> np.ndarray:
     """Drop trailing all-NaN rows (ragged-trial padding); keep interior NaN (gaps are drawn as gaps)."""
-    finite_rows = np.flatnonzero(np.isfinite(arr).any(axis=1))
-    return arr[: finite_rows[-1] + 1] if finite_rows.size else arr[:0]
+    # NaN only: a run that diverged to inf keeps its inf rows, so the figure can say it left the frame
+    kept = np.flatnonzero(~np.isnan(arr).all(axis=1))
+    return arr[: kept[-1] + 1] if kept.size else arr[:0]
 
 
 def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
@@ -77,10 +133,25 @@ def _finish(fig: Figure, save: str | Path | None, dpi: int = 120) -> Figure:
     return fig
 
 
-def _check_dims(dims: Sequence[int], n: int, argname: str = "dims") -> list[int]:
+def _check_count(value: Any, argname: str) -> int:
+    """A positive whole number of samples (``arr[:-50]`` would silently drop the last 50)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or not value >= 1 \
+            or not float(value).is_integer():
+        raise ValueError(f"`{argname}` must be a positive whole number of samples; got {argname}={value!r}.")
+    return int(value)
+
+
+def _check_channels(x: np.ndarray, g: np.ndarray | None) -> None:
+    """Refuse a generated run whose channels are not the data's (each panel pairs channel i of both)."""
+    if g is not None and g.shape[1] != x.shape[1]:
+        raise ValueError(f"`generated` has {g.shape[1]} channels and `true` {x.shape[1]}; each panel draws the "
+                         f"same channel of both, so they must have the same channels.")
+
+
+def _check_dims(dims: Sequence[int], n: int, argname: str = "dims", what: str = "channel") -> list[int]:
     dims = list(dims)
-    if any((not isinstance(d, (int, np.integer))) or d < 0 or d >= n for d in dims):
-        raise ValueError(f"`{argname}` must be channel indices in [0, {n}); got {dims}.")
+    if any((not isinstance(d, (int, np.integer))) or isinstance(d, bool) or d < 0 or d >= n for d in dims):
+        raise ValueError(f"`{argname}` must be {what} indices in [0, {n}); got {dims}.")
     return dims
 
 
@@ -106,14 +177,15 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
     save : path, optional
         Write a PNG there.
     """
+    max_points = _check_count(max_points, "max_points")
     series = [("data", _series(true, argname="true"), TRUE_STYLE)]
     if generated is not None:
         series.append(("generated", _series(generated, argname="generated"), GEN_STYLE))
     n_ch = series[0][1][0].shape[1]
     dims = list(dims)
-    if n_ch < len(dims):
+    if n_ch < len(dims) and dims == [0, 1, 2]:   # the default: fewer channels fall back to 2-D or a delay plot
         dims = list(range(n_ch))
-    _check_dims(dims, n_ch)
+    _check_dims(dims, n_ch)     # dims the user named are drawn or refused, never swapped for others
     fig = Figure(figsize=(5.0 * len(series), 4.6))
     lag = 10        # one channel: delay plot x(t) against x(t + 10)
     views = []
@@ -136,7 +208,7 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
             ax.set_zlabel(names[dims[2]])
         _set_limits(ax, limits or [])
         ax.set_xlabel(names[dims[0]])
-        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}(t+{lag})")
+        ax.set_ylabel(names[dims[1]] if len(dims) > 1 else f"{names[dims[0]]}, {lag} samples later")
         ax.set_title(label)
     if title:
         fig.suptitle(title)
@@ -152,8 +224,10 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
     these two series; each panel is then titled with its pair's D_stsp, and the worst pair's
     panel is framed in red, so the eye goes where the model misses.
     """
+    max_points = _check_count(max_points, "max_points")
     x, names, _ = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     n = x.shape[1]
     if n < 2:
         raise ValueError(f"`true` needs at least 2 channels for pairwise plots; got {n}.")
@@ -180,6 +254,13 @@ def plot_attractor_pairs(true: Any, generated: Any | None = None, *, max_points:
             end = g[:max_points][np.isfinite(g[:max_points, [i, j]]).all(axis=1)][-1:]
             if len(end):    # where the run ends: a run that stands still leaves no visible line
                 ax.plot(end[:, i], end[:, j], "o", color=GEN_STYLE["color"], ms=4)
+            # on the data's scale: autoscaled, a diverging run shrank the data to a dot
+            views = [x[:max_points][:, [i, j]], g[:max_points][:, [i, j]]]
+            limits = _joint_limits(views)
+            _set_limits(ax, limits)
+            if _outside(views[1][~np.isnan(views[1]).any(axis=1)], limits).any():
+                ax.text(0.02, 0.98, _OUTSIDE, transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
+                        color=GEN_STYLE["color"])
         ax.set_xlabel(names[i])
         ax.set_ylabel(names[j])
         if d is not None:
@@ -200,25 +281,34 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
                      title: str | None = None, label: str = "data", save: str | Path | None = None) -> Figure:
     """Each channel over time (first ``n_steps`` samples): data above, generated in red on top.
     ``label`` names ``true`` in the legend (``"generated"`` when it is a free run drawn alone)."""
+    n_steps = _check_count(n_steps, "n_steps")
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     n = x.shape[1]
     shown = min(n, 8)  # a wide recording would make unreadable panels; the first channels suffice
     fig = Figure(figsize=(9, 1.6 * shown + 0.6))
     axes = [fig.add_subplot(shown, 1, i + 1) for i in range(shown)]
-    t = np.arange(min(n_steps, len(x))) * dt
+    t = _sample_times(true, min(n_steps, len(x)), dt)
     for i, ax in enumerate(axes):
         ax.plot(t, x[: len(t), i], label=label, **{**TRUE_STYLE, "lw": 0.8})
         if g is not None:
-            tg = np.arange(min(n_steps, len(g))) * dt
+            tg = t[:1].sum() + np.arange(min(n_steps, len(g))) * dt      # a run starts where the data do
             ax.plot(tg, g[: len(tg), i], label="generated", **{**GEN_STYLE, "lw": 0.8})
+            _frame_series(ax, x[: len(t), i], g[: len(tg), i])
         ax.set_ylabel(names[i])
     axes[-1].set_xlabel(time_label(true))
     axes[0].legend(loc="upper right", fontsize="small")
-    if title:
-        fig.suptitle(title)
+    _suptitle(fig, title, shown, n)
     fig.tight_layout()
     return _finish(fig, save)
+
+
+def _suptitle(fig: Figure, title: str | None, shown: int, n: int) -> None:
+    """The figure's title, saying so when only the first ``shown`` of ``n`` channels are drawn."""
+    note = f"(the first {shown} of {n} channels)" if shown < n else ""
+    if title or note:
+        fig.suptitle("\n".join(p for p in (title, note) if p))
 
 
 def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
@@ -237,6 +327,15 @@ def _run_spectra(arr: np.ndarray, sigma: float, dt: float) -> tuple[np.ndarray, 
         return None
     q = _smoothed_spectra(arr, sigma)
     return q, np.fft.rfftfreq(n_finite, d=dt)[: q.shape[0]]
+
+
+def _note_gaps(ax: Any, arr: np.ndarray) -> None:
+    """Say in the panel when the data's spectrum left samples out: the FFT needs a gap-free
+    series, so samples with a missing channel are dropped and the pieces around them joined."""
+    n_gap = int((~np.isfinite(arr).all(axis=1)).sum())
+    if n_gap:
+        ax.text(0.98, 0.5, f"data: {n_gap} of {len(arr)} samples in gaps\nleft out, the rest joined",
+                transform=ax.transAxes, ha="right", va="center", fontsize="x-small", color="0.3")
 
 
 _NO_SPECTRUM = "generated: no finite samples\n(the free run diverged)"
@@ -259,10 +358,17 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         broadband noise, which on a linear axis squeeze it into the first bins (``dsident
         inspect`` draws it so).
     """
+    if max_frequency is not None and not (isinstance(max_frequency, (int, float, np.number))
+                                          and not isinstance(max_frequency, bool)
+                                          and math.isfinite(max_frequency) and max_frequency > 0):
+        raise ValueError(f"`max_frequency` must be a positive number of cycles per time unit (or None); "
+                         f"got max_frequency={max_frequency!r}.")
     x, names, dt = _series(true, argname="true")
+    g = _series(generated, argname="generated")[0] if generated is not None else None
+    _check_channels(x, g)
     p = _smoothed_spectra(x, sigma)
     freqs = np.fft.rfftfreq(int(np.isfinite(x).all(axis=1).sum()), d=dt)[: p.shape[0]]
-    run = None if generated is None else _run_spectra(_series(generated, argname="generated")[0], sigma, dt)
+    run = None if g is None else _run_spectra(g, sigma, dt)
     if max_frequency is None:
         cum = np.cumsum(p.mean(axis=1))
         max_frequency = float(freqs[min(np.searchsorted(cum, 0.999 * cum[-1]), len(freqs) - 1)]) or float(freqs[-1])
@@ -283,26 +389,30 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
         if log_power:
             ax.set_yscale("log")
     fig.axes[0].set_ylabel("normalised power" + (" (log)" if log_power else ""))
+    _note_gaps(fig.axes[0], x)
     fig.axes[0].legend(fontsize="small")
-    if title:
-        fig.suptitle(title)
+    _suptitle(fig, title, shown, n)
     fig.tight_layout()
     return _finish(fig, save)
 
 
 def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequence[int] | None = None,
                              title: str | None = None, save: str | Path | None = None) -> Figure:
-    """Latent states over time (left) and the first two/three latents against each other (right).
+    """Latent states over time (left) and the first two/three of ``dims`` against each other (right).
 
     Parameters
     ----------
     latents : xarray.Dataset with ``z(trial, time, latent)`` (generated or smoothed), or ndarray (time, latent)
     dims : ints, optional
-        Latent units to draw (default: the first up to 8 over time, the first 3 in state space).
+        Latent units to draw (default: the first up to 8 over time, the first 3 in state space);
+        the state-space panel draws the first three of them (two: a 2-D plot, one: a delay plot).
     """
+    n_steps = _check_count(n_steps, "n_steps")
     z, names, dt = _series(latents, var="z", argname="latents")
     m = z.shape[1]
-    dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m)
+    dims = list(range(min(m, 8))) if dims is None else _check_dims(dims, m, what="latent")
+    if not dims:
+        raise ValueError(f"`dims` must name at least one latent unit in [0, {m}); got {dims}.")
     fig = Figure(figsize=(11, 4.2))
     ax = fig.add_subplot(1, 2, 1)
     t = np.arange(min(n_steps, len(z))) * dt
@@ -311,13 +421,18 @@ def plot_latent_trajectories(latents: Any, *, n_steps: int = 2_000, dims: Sequen
     ax.set_xlabel(time_label(latents))
     ax.set_ylabel("latent state")
     ax.legend(fontsize="x-small", ncol=2)
-    if m >= 3:
+    # the state space of the latents asked for (the first three of ``dims``): the panel drew
+    # latents 0-2 whatever ``dims`` named, and with two it added latent 2 as the third axis
+    sel = dims[:3]
+    if len(sel) == 3:
         ax3 = fig.add_subplot(1, 2, 2, projection="3d")
-        ax3.plot(z[:, dims[0]], z[:, dims[1] if len(dims) > 1 else 1], z[:, dims[2] if len(dims) > 2 else 2],
-                 lw=0.4, color="tab:blue")
+        ax3.plot(*(z[:, d] for d in sel), lw=0.4, color="tab:blue")
+        ax3.set_zlabel(names[sel[2]])
     else:
         ax3 = fig.add_subplot(1, 2, 2)
-        ax3.plot(*_state_space_view(z, three_d=False).T, lw=0.4, color="tab:blue")
+        ax3.plot(*_state_space_view(z[:, sel], three_d=False).T, lw=0.4, color="tab:blue")
+    ax3.set_xlabel(names[sel[0]])
+    ax3.set_ylabel(names[sel[1]] if len(sel) > 1 else f"{names[sel[0]]}, 10 samples later")
     ax3.set_title("latent state space")
     if title:
         fig.suptitle(title)
@@ -329,7 +444,8 @@ def _state_space_view(arr: np.ndarray, three_d: bool) -> np.ndarray:
     one channel against itself 10 samples later (a delay embedding), shape (time, 2 or 3)."""
     if three_d:
         return arr[:, :3]
-    return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:, 0], np.roll(arr[:, 0], -10)])
+    # np.roll wrapped the last 10 samples onto the first ones: a spurious stroke from the end to the start
+    return arr[:, :2] if arr.shape[1] > 1 else np.column_stack([arr[:-10, 0], arr[10:, 0]])
 
 
 #: how far beyond the data's range, in spans of it, a run may widen the shared panels: the data
@@ -375,6 +491,17 @@ def _framed(view: np.ndarray, limits: list[tuple[float, float]] | None,
     return np.where(cut[:, None], np.nan, view), end[~_outside(end, limits)], label + f"\n({_OUTSIDE})"
 
 
+def _frame_series(ax: Any, data: np.ndarray, run: np.ndarray) -> None:
+    """A time-series panel's value axis on the data's range, widened for the run at most
+    :data:`RUN_REACH` spans (autoscaled, a diverging run flattened the data to a line), with a
+    note in the panel when part of the run lies beyond it."""
+    (lo, hi), = _joint_limits([data[:, None], run[:, None]])
+    ax.set_ylim(lo, hi)
+    if ((run < lo) | (run > hi)).any():     # inf included; NaN (a run that stopped) is not outside
+        ax.text(0.01, 0.97, _OUTSIDE, transform=ax.transAxes, ha="left", va="top", fontsize="x-small",
+                color=GEN_STYLE["color"])
+
+
 def _set_limits(ax: Any, limits: list[tuple[float, float]]) -> None:
     """Put ``ax`` (2-D or 3-D) on the shared frame ``limits``, one (low, high) per axis."""
     for (lo, hi), set_lim in zip(limits, (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))):
@@ -395,7 +522,9 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
     """One-page summary: attractors (3-D or 2-D), the first channel over time, spectra of channel 0."""
     x, names, dt = _series(true, argname="true")
     g = _series(generated, argname="generated")[0]
+    _check_channels(x, g)
     fig = Figure(figsize=(13, 7.5))
+    fig.subplots_adjust(wspace=0.4)     # room for the 3-D panels' z labels beside the spectrum
     three_d = x.shape[1] >= 3
     shown = [_state_space_view(arr[:20_000], three_d) for arr in (x, g)]
     # both panels on one scale, so a run that settles or shrinks looks it (autoscaling would blow
@@ -406,6 +535,10 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         if three_d:
             ax = fig.add_subplot(2, 3, k + 1, projection="3d")
             ax.plot(view[:, 0], view[:, 1], view[:, 2], **style)
+            ax.set_xlabel(names[0])     # which channels the axes are: the page left them blank
+            ax.set_ylabel(names[1])
+            ax.set_zlabel(names[2])
+            ax.set_box_aspect(None, zoom=0.85)      # the z label inside its cell, not over the spectrum
         else:
             ax = fig.add_subplot(2, 3, k + 1)
             ax.plot(view[:, 0], view[:, 1], **style)
@@ -429,17 +562,23 @@ def plot_reconstruction(true: Any, generated: Any, *, scores: dict[str, float] |
         ax.plot(fg[fg <= fmax], q[fg <= fmax], color="tab:red", label="generated")
     else:       # the page still shows the data, and says why the run's curve is missing
         ax.text(0.5, 0.5, _NO_SPECTRUM, transform=ax.transAxes, ha="center", va="center", color="tab:red")
+    _note_gaps(ax, x[:, :1])
     ax.set_title(f"power spectrum, {names[0]}")
     ax.set_xlabel(frequency_label(true))
+    ax.set_ylabel("normalised power")
     ax.legend(fontsize="small")
     ax = fig.add_subplot(2, 1, 2)
     n = min(3000, len(x), len(g))
-    ax.plot(np.arange(n) * dt, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
-    ax.plot(np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
+    t = _sample_times(true, n, dt)
+    ax.plot(t, x[:n, 0], label="data", **{**TRUE_STYLE, "lw": 0.8})
+    ax.plot(t[:1].sum() + np.arange(n) * dt, g[:n, 0], label="generated", **{**GEN_STYLE, "lw": 0.8})
+    _frame_series(ax, x[:n, 0], g[:n, 0])
     ax.set_xlabel(time_label(true))
     ax.set_ylabel(names[0])
     if scores:
-        text = "   ".join(f"{k} = {v:.3g}" for k, v in scores.items() if isinstance(v, (int, float)))
+        # numbers.Real: a score computed in float32 (np.float32 is no float) was left off the line
+        text = "   ".join(f"{k} = {float(v):.3g}" for k, v in scores.items()
+                           if isinstance(v, numbers.Real) and not isinstance(v, bool))
         fig.text(0.5, 0.005, text, ha="center", fontsize="small")
     if title:
         fig.suptitle(title)
@@ -482,13 +621,30 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
     """
     from . import analysis
 
+    from .analysis._resolve import resolve_dynamics
+
     dims = list(dims)
     if len(dims) != 2:
         raise ValueError(f"`dims` must name exactly two latent units; got {dims}.")
+    m = resolve_dynamics(model)[0].latent_dim
+    _check_dims(dims, m, what="latent")
+    if bounds is not None:
+        given = bounds
+        try:
+            bounds = np.asarray(bounds, dtype=float).ravel()
+        except (TypeError, ValueError):
+            bounds = np.zeros(0)
+        if bounds.shape != (4,) or not np.isfinite(bounds).all() or bounds[0] >= bounds[1] or bounds[2] >= bounds[3]:
+            raise ValueError(f"`bounds` must be four finite numbers (xmin, xmax, ymin, ymax) with xmin < xmax and "
+                             f"ymin < ymax; got bounds={given!r}.")
     traj = _series(trajectory, var="z", argname="trajectory")[0] if trajectory is not None else None
+    if traj is not None and traj.shape[1] != m:
+        raise ValueError(f"`trajectory` has {traj.shape[1]} columns; the model has {m} latent units (pass its latent "
+                         f"states z, e.g. model.generate(...), not the observations).")
+    finite = traj[np.isfinite(traj[:, dims]).all(axis=1)] if traj is not None else None
     if bounds is None:
-        if traj is not None:
-            lo, hi = np.nanmin(traj[:, dims], axis=0), np.nanmax(traj[:, dims], axis=0)
+        if finite is not None and len(finite):      # a run that diverged to inf: the window of its finite part
+            lo, hi = finite[:, dims].min(axis=0), finite[:, dims].max(axis=0)
             pad = 0.15 * (hi - lo + 1e-9)
             # a run standing still (a fixed point) would give a window of round-off width
             still = hi - lo < 1e-3 * (1.0 + np.abs(hi) + np.abs(lo))
@@ -496,10 +652,7 @@ def plot_flow_field(model: Any, *, dims: Sequence[int] = (0, 1), bounds: Sequenc
             bounds = (lo[0] - pad[0], hi[0] + pad[0], lo[1] - pad[1], hi[1] + pad[1])
         else:
             bounds = (-3.0, 3.0, -3.0, 3.0)
-    from .analysis._resolve import resolve_dynamics
-
-    if anchor is None and traj is not None and traj.shape[1] == resolve_dynamics(model)[0].latent_dim \
-            and np.isfinite(traj).all(axis=1).any():
+    if anchor is None and traj is not None and np.isfinite(traj).all(axis=1).any():
         anchor = np.nanmean(traj[np.isfinite(traj).all(axis=1)], axis=0)
     field = analysis.flow_field(model, dims=tuple(dims), limits=((bounds[0], bounds[1]), (bounds[2], bounds[3])),
                                 n_grid=n_grid, anchor=anchor)
@@ -576,6 +729,14 @@ def plot_benchmark_summary(results: xr.Dataset, *, floor: dict[str, dict[str, fl
     metrics : names
         Variables of ``results`` to show, one column each.
     """
+    if not isinstance(results, xr.Dataset):
+        raise TypeError(f"`results` must be the xarray.Dataset of records_to_dataset (dim 'point'); "
+                        f"got {type(results).__name__}.")
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)     # "D_H" is one metric, not 3 letters
+    missing = [m for m in metrics if m not in results.data_vars]
+    if not metrics or missing:
+        raise ValueError(f"`metrics` must name variables of `results` ({list(results.data_vars)}); got "
+                         f"{metrics}" + (f", without {missing}." if missing else "."))
     if results.sizes.get("point", 0) == 0:
         raise ValueError("`results` holds no points to summarise.")
     datasets = sorted(set(map(str, results["dataset"].values)))

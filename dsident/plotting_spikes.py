@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
+from .data.time_units import time_label
 from .metrics.population import psth
 
 __all__ = ["plot_raster_rates", "plot_psth", "plot_latents_by_condition"]
@@ -46,13 +47,18 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
     """
     counts, dt, names = _cube(spikes, "spikes")
     _check_trial(trial, counts.shape[0])
-    stop = counts.shape[1] if n_bins is None else min(int(n_bins), counts.shape[1])
+    if n_bins is not None and (isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1):
+        raise ValueError(f"`n_bins` must be a positive integer number of bins (or None for all); got n_bins={n_bins!r}.")
+    # the trial's own bins: a ragged trial's NaN padding past its end is not a masked bin
+    observed = np.flatnonzero(~np.isnan(counts[trial]).all(axis=1))
+    length = observed[-1] + 1 if observed.size else counts.shape[1]
+    stop = length if n_bins is None else min(int(n_bins), length)
     x = counts[trial, :stop]
     t = np.arange(stop) * dt
     panels = 2 if rates is not None else 1
     fig = Figure(figsize=(5.5 * panels, 0.12 * x.shape[1] + 2.2), layout="constrained")
     axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
-    held = set(int(i) for i in (held_out or []))
+    held = set(_check_indices(held_out, x.shape[1], "held_out")) if held_out else set()
     for j in range(x.shape[1]):
         col = x[:, j]
         fired = np.flatnonzero(np.nan_to_num(col) > 0)
@@ -61,7 +67,7 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
         _shade_missing(axes[0], t, np.isnan(col), j, dt)
     axes[0].set_ylim(-0.5, x.shape[1] - 0.5)
     axes[0].invert_yaxis()
-    axes[0].set_xlabel("time")
+    axes[0].set_xlabel(time_label(spikes))
     axes[0].set_ylabel("neuron")
     axes[0].set_title("spikes" + (" (orange: held out)" if held else ""))
     if rates is not None:
@@ -71,7 +77,7 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
         image = axes[1].imshow(r[trial, :stop].T, aspect="auto", origin="upper", cmap="viridis", interpolation="nearest",
                                extent=(t[0] - dt / 2, t[-1] + dt / 2, x.shape[1] - 0.5, -0.5))
         fig.colorbar(image, ax=axes[1], label="rate (counts / bin)")
-        axes[1].set_xlabel("time")
+        axes[1].set_xlabel(time_label(spikes))
         axes[1].set_title("inferred rates")
     if names and len(names) <= 40:
         axes[0].set_yticks(range(len(names)), names, fontsize=6)
@@ -80,7 +86,7 @@ def plot_raster_rates(spikes: Any, rates: Any | None = None, *, trial: int = 0, 
     return _finish(fig, save)
 
 
-def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons: Sequence[int] = (0, 1, 2, 3),
+def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons: Sequence[int] | None = None,
               smooth_sd: float = 2.0, title: str | None = None, save: str | Path | None = None) -> Figure:
     """Per-condition PSTHs of selected neurons: observed (smoothed counts) and, optionally, predicted.
 
@@ -92,8 +98,8 @@ def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons
         Condition label per trial, or the name of a ``(trial,)`` variable of ``spikes``.
     rates : array-like of the same shape as ``spikes``, optional
         Predicted rates; their per-condition average is drawn as solid lines (observed: dashed).
-    neurons : sequence of int, default (0, 1, 2, 3)
-        One panel per neuron.
+    neurons : sequence of int, optional
+        One panel per neuron (default: the first four, or all of fewer).
     smooth_sd : float, default 2
         Gaussian smoothing of the observed PSTH, in bins (see :func:`dsident.metrics.psth`).
     title, save
@@ -108,7 +114,10 @@ def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons
         if not isinstance(spikes, xr.Dataset) or conditions not in spikes:
             raise ValueError(f"`conditions`={conditions!r} names no (trial,) variable of `spikes`.")
         conditions = spikes[conditions].values
-    neurons = _check_indices(neurons, counts.shape[2], "neurons")
+    # the default is the first four neurons the data have: (0, 1, 2, 3) refused a recording of
+    # two with an error about `neurons`, which the user had not passed
+    neurons = list(range(min(4, counts.shape[2]))) if neurons is None else \
+        _check_indices(neurons, counts.shape[2], "neurons")
     observed = psth(counts, conditions, smooth_sd=smooth_sd)
     predicted = None
     if rates is not None:
@@ -129,7 +138,7 @@ def plot_psth(spikes: Any, conditions: Any, *, rates: Any | None = None, neurons
             if predicted is not None:
                 ax.plot(t, predicted.values[c, :, j], color=colours[c], lw=1.4)
         ax.set_title(names[j] if names else f"neuron {j}", fontsize=9)
-        ax.set_xlabel("time")
+        ax.set_xlabel(time_label(spikes))
     for ax in axes[len(neurons):]:
         ax.set_visible(False)
     axes[0].set_ylabel("counts / bin")
@@ -211,7 +220,11 @@ def _cube(data: Any, argname: str) -> tuple[np.ndarray, float, list[str] | None]
         if data.ndim == 3 and data.dims[-1] in data.coords:
             names = [str(c) for c in data.coords[data.dims[-1]].values]
         data = data.values
-    arr = np.asarray(data, dtype=np.float64)
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{argname}` must be a dataset (xarray.Dataset with 'x'), a DataArray or a numeric array of "
+                        f"shape (trial, time, neuron); got {type(data).__name__}.") from None
     if arr.ndim == 2:
         arr = arr[None]
     if arr.ndim != 3:
@@ -220,7 +233,7 @@ def _cube(data: Any, argname: str) -> tuple[np.ndarray, float, list[str] | None]
 
 
 def _check_trial(trial: int, n: int) -> None:
-    if not isinstance(trial, (int, np.integer)) or not 0 <= trial < n:
+    if isinstance(trial, bool) or not isinstance(trial, (int, np.integer)) or not 0 <= trial < n:
         raise ValueError(f"`trial` must be an integer in [0, {n}); got trial={trial!r}.")
 
 

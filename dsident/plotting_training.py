@@ -53,6 +53,18 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
     if not isinstance(history, Mapping):
         raise ValueError(f"`history` must be a fit's history mapping (an estimator's history_); "
                          f"got {type(history).__name__}.")
+    for key in ("train_loss", "loss", "log_likelihood", "val_loss", "epoch", "step", "eval_epoch",
+                "state_space_divergence"):
+        values = history.get(key)
+        if values is None:
+            continue
+        try:
+            if isinstance(values, (str, bytes)):
+                raise TypeError
+            as_floats(values)
+        except (TypeError, ValueError):
+            raise ValueError(f"`history[{key!r}]` must be a list of numbers (None for a missing one); got "
+                             f"{values!r:.60}.") from None
     loss = next(((xk, yk, label) for xk, yk, label in _LOSS_SERIES if len(history.get(yk) or []) > 0), None)
     scored = len(history.get("eval_epoch") or []) > 0 and \
         len(history.get("state_space_divergence") or []) == len(history.get("eval_epoch") or [])
@@ -69,11 +81,16 @@ def plot_training_history(history: Mapping[str, Any], *, title: str | None = Non
         x = as_floats(history[xk]) if xk and len(history.get(xk) or []) == len(y) else np.arange(len(y), dtype=float)
         # a fit of one epoch has one loss value: a line through one point draws nothing
         ax.plot(x, y, color="tab:blue", lw=1, label=yk, marker="o" if len(y) == 1 else None, ms=4)
+        val = None
         if len(history.get("val_loss") or []) == len(history.get("eval_epoch") or []) and history.get("val_loss"):
             val = as_floats(history["val_loss"])
             ax.plot(as_floats(history["eval_epoch"]), val, color="tab:orange", lw=1, label="val_loss",
                     marker="o" if len(val) == 1 else None, ms=4)
-        if np.all(np.isfinite(y)) and np.all(y > 0):
+        # one NaN loss (an epoch that failed, saved as None) is a gap; it left a loss falling over
+        # decades on a linear axis, flat after its first epochs
+        drawn = np.concatenate([y, val]) if val is not None else y
+        drawn = drawn[np.isfinite(drawn)]
+        if drawn.size and np.all(drawn > 0):
             ax.set_yscale("log")
         ax.set_xlabel({"epoch": "epoch", "step": "step"}.get(xk or "", "iteration"))
         ax.set_title(label, fontsize="medium")

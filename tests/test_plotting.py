@@ -260,3 +260,263 @@ def test_flow_field_of_a_run_at_rest_is_sliced_through_its_fixed_point_in_a_read
     # on that slice the flow vanishes at the fixed point: the grid's centre is z*
     field = original(dyn, dims=(0, 1), limits=((x0, x1), (y0, y1)), n_grid=3, anchor=seen["anchor"])
     np.testing.assert_allclose(field["flow"].values[1, 1], 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("func", [plotting.plot_attractor_pairs, plotting.plot_time_series,
+                                  plotting.plot_power_spectra, plotting.plot_reconstruction])
+def test_a_run_with_other_channels_than_the_data_is_refused_by_name(func, pair):
+    # each panel pairs channel i of both: a run with 2 of the data's 3 channels failed with numpy's
+    # "index 2 is out of bounds for axis 1 with size 2"
+    true, gen = pair
+    with pytest.raises(ValueError, match=r"`generated` has 2 channels and `true` 3"):
+        func(true, gen.isel(channel=[0, 1]))
+
+
+@pytest.mark.parametrize("bad", ["data.nc", {"x": [1.0, 2.0]}])
+def test_an_object_that_is_not_data_is_refused_by_name(bad):
+    with pytest.raises(TypeError, match=r"`true` must be a dataset .* got (str|dict)"):
+        plotting.plot_time_series(bad)
+
+
+def test_a_dataarray_without_a_time_dimension_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"`true` is a DataArray without a 'time' dimension"):
+        plotting.plot_time_series(xr.DataArray(_lorenz_like(50)))
+
+
+def test_channel_labels_carry_the_units_the_dataset_names():
+    # an importer's dataset says its units in attrs["units"] (one for all, or one per channel
+    # joined by "; "); the axes showed the bare channel names
+    x = as_dataset(_lorenz_like(400), dt=0.002, channel_names=["Vm", "I", "g"], provenance={"time_unit": "s"})
+    x.attrs["units"] = "mV; pA; nS"
+    fig = plotting.plot_time_series(x)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["Vm (mV)", "I (pA)", "g (nS)"]
+    ax = plotting.plot_attractor(x, dims=(2, 0, 1)).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("g (nS)", "Vm (mV)", "I (pA)")
+    assert plotting.plot_attractor_pairs(x).axes[0].get_ylabel() == "I (pA)"
+    assert plotting.plot_reconstruction(x, x).axes[-1].get_ylabel() == "Vm (mV)"
+    x.attrs["units"] = "uV"                                 # one unit for every channel
+    assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm (uV)", "I (uV)", "g (uV)"]
+    # z-scored data keep their recording's units attr but are in z-units; slow channels have none
+    from dsident.data.preprocessing import zscore
+    from dsident.data.slow_channels import add_slow_channels
+
+    scored = zscore(x)
+    assert [ax.get_ylabel() for ax in plotting.plot_time_series(scored).axes] == ["Vm (z-units)", "I (z-units)",
+                                                                                  "g (z-units)"]
+    slow, _ = add_slow_channels(x, 5.0)
+    labels = [ax.get_ylabel() for ax in plotting.plot_time_series(slow).axes]
+    assert labels == ["Vm (uV)", "I (uV)", "g (uV)", "slow(Vm)", "slow_q(Vm)"]
+    # a sentence (a z-scored run's note) or a count that does not fit the channels names no unit
+    for note in ("z-units: the fit's z-score (config.json `zscore`)", "mV; pA"):
+        x.attrs["units"] = note
+        assert [ax.get_ylabel() for ax in plotting.plot_time_series(x).axes] == ["Vm", "I", "g"]
+
+
+def test_irregularly_sampled_data_are_drawn_at_their_own_sample_times():
+    # the time axis was the sample index times the nominal dt, so every irregular sample was
+    # drawn at the wrong time (here up to tens of time units off)
+    t = 100.0 + np.cumsum(np.r_[0.0, np.random.default_rng(0).uniform(0.5, 3.0, 299)])
+    x = as_dataset(np.sin(t)[:, None], time=t, provenance={"time_unit": "s"})
+    run = as_dataset(np.cos(np.arange(300.0))[:, None], dt=x.attrs["dt"])
+    line = plotting.plot_time_series(x, run).axes[0].lines
+    np.testing.assert_allclose(line[0].get_xdata(), t)
+    np.testing.assert_allclose(line[0].get_ydata(), np.sin(t))
+    # the free run steps by dt from where the data begin
+    np.testing.assert_allclose(line[1].get_xdata(), t[0] + np.arange(300) * x.attrs["dt"])
+    series = plotting.plot_reconstruction(x, run).axes[-1]
+    np.testing.assert_allclose(series.lines[0].get_xdata(), t)
+    assert series.get_xlabel() == "time (s)"
+
+
+def test_latent_state_space_panel_draws_the_latents_dims_names():
+    # the panel drew latents 0, 1, 2 whatever `dims` said: dims=[3, 4] gave z3 against z4 against
+    # z2, and with fewer than three latents `dims` was ignored; its axes had no labels
+    z = np.random.default_rng(0).normal(size=(300, 5)).cumsum(axis=0)
+    ax = plotting.plot_latent_trajectories(z, dims=[4, 1, 3]).axes[1]
+    xs, ys, zs = ax.lines[0].get_data_3d()
+    np.testing.assert_array_equal(np.c_[xs, ys, zs], z[:, [4, 1, 3]])
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("z4", "z1", "z3")
+    ax = plotting.plot_latent_trajectories(z, dims=[3, 4]).axes[1]
+    assert ax.name == "rectilinear"
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), z[:, [3, 4]])
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("z3", "z4")
+    ax = plotting.plot_latent_trajectories(z[:, :2], dims=[1]).axes[1]
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), np.c_[z[:-10, 1], z[10:, 1]])
+    with pytest.raises(ValueError, match="`dims` must name at least one"):
+        plotting.plot_latent_trajectories(z, dims=[])
+
+
+def test_attractor_refuses_dims_the_data_lack_instead_of_drawing_other_channels(pair):
+    # with 2 channels, dims=(1, 0, 4) silently drew channels (0, 1), axes labelled x0, x1
+    true, _ = pair
+    two = true.isel(channel=[0, 1])
+    with pytest.raises(ValueError, match=r"`dims` must be channel indices in \[0, 2\); got \[1, 0, 4\]"):
+        plotting.plot_attractor(two, dims=(1, 0, 4))
+    ax = plotting.plot_attractor(two).axes[0]         # the default still falls back to the 2-D plot
+    assert ax.name == "rectilinear" and (ax.get_xlabel(), ax.get_ylabel()) == ("x0", "x1")
+
+
+def test_reconstruction_page_names_the_channels_on_its_3d_axes():
+    x = as_dataset(_lorenz_like(400), dt=0.02, channel_names=["a", "b", "c"])
+    for ax in plotting.plot_reconstruction(x, x).axes[:2]:
+        assert ax.name == "3d" and (ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) == ("a", "b", "c")
+        np.testing.assert_array_equal(np.c_[ax.lines[0].get_data_3d()], x["x"].values[0])
+
+
+@pytest.mark.parametrize("blow_up", [1e21, np.inf])
+def test_a_diverging_run_leaves_the_time_series_panel_instead_of_flattening_the_data(blow_up):
+    # autoscaled, a run reaching 1e21 put the data (span 2) on a flat line at 0
+    x = _lorenz_like(1500)
+    run = x.copy()
+    run[700:] = blow_up
+    for fig in (plotting.plot_time_series(x, run), plotting.plot_reconstruction(x, run)):
+        ax = fig.axes[-1] if len(fig.axes) == 4 else fig.axes[0]
+        lo, hi = ax.get_ylim()
+        span = np.ptp(x[:, 0])
+        assert span / (hi - lo) >= 0.2 / (1 + 2 * 0.05)
+        assert lo <= x[:, 0].min() and hi >= x[:, 0].max()
+        assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
+    calm = plotting.plot_time_series(x, x).axes[0]
+    assert not any(plotting._OUTSIDE in t.get_text() for t in calm.texts)
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0, float("nan"), "50"])
+def test_power_spectra_refuse_a_max_frequency_that_leaves_nothing_to_draw(pair, bad):
+    # max_frequency=-1 drew empty panels without a word
+    true, _ = pair
+    with pytest.raises(ValueError, match="`max_frequency` must be a positive number"):
+        plotting.plot_power_spectra(true, max_frequency=bad)
+
+
+def test_spectra_of_data_with_gaps_say_how_many_samples_they_left_out():
+    # the spectrum is taken over the samples without a gap, joined end to end: 1000 of 3000
+    # samples vanished from every channel's spectrum without a word
+    t = np.arange(3000) * 0.001
+    x = np.c_[np.sin(2 * np.pi * 5 * t), np.sin(2 * np.pi * 12 * t)]
+    x[1000:2000, 1] = np.nan
+    ds = as_dataset(x, dt=0.001, provenance={"time_unit": "s"})
+    notes = [t.get_text() for t in plotting.plot_power_spectra(ds).axes[0].texts]
+    assert any("1000 of 3000 samples in gaps" in n for n in notes)
+    notes = [t.get_text() for t in plotting.plot_reconstruction(ds, ds).axes[2].texts]
+    assert not any("in gaps" in n for n in notes)           # its spectrum is channel 0's: no gap there
+    gap0 = ds.copy(deep=True)
+    gap0["x"].values[0, 10:30, 0] = np.nan
+    notes = [t.get_text() for t in plotting.plot_reconstruction(gap0, ds).axes[2].texts]
+    assert any("20 of 3000 samples in gaps" in n for n in notes)
+    assert not plotting.plot_power_spectra(ds.isel(channel=[0])).axes[0].texts
+
+
+def _contracting_plrnn(m: int = 3):
+    """z' = 0.5 z + h: one stable fixed point at z* = 2 h."""
+    import torch
+
+    from dsident.dynamics import PLRNN
+
+    dyn = PLRNN(m, seed=0).double()
+    with torch.no_grad():
+        dyn.a.copy_(torch.full((m,), 0.5, dtype=torch.float64))
+        dyn.W.zero_()
+        dyn.h.copy_(torch.linspace(0.5, -0.5, m, dtype=torch.float64))
+    return dyn
+
+
+def test_flow_field_around_a_run_that_diverged_to_inf_frames_its_finite_part():
+    # the window was taken with nanmin/nanmax, so an inf in the run made it infinite (matplotlib:
+    # "'x' must be strictly increasing")
+    dyn = _contracting_plrnn()
+    run = np.random.default_rng(0).normal(size=(200, 3))
+    run[150:] = np.inf
+    fig = plotting.plot_flow_field(dyn, trajectory=run, n_grid=8, fixed_points=np.zeros((0, 3)))
+    (x0, x1), (y0, y1) = fig.axes[0].get_xlim(), fig.axes[0].get_ylim()
+    finite = run[:150]
+    assert x0 < finite[:, 0].min() and x1 > finite[:, 0].max() and np.isfinite([x0, x1, y0, y1]).all()
+    assert y0 < finite[:, 1].min() and y1 > finite[:, 1].max() and x1 - x0 < 3 * np.ptp(finite[:, 0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"bounds": (-1, 1)}, r"`bounds` must be four finite numbers .* got bounds=\(-1, 1\)"),
+    ({"bounds": (-1, 1, 2, np.inf)}, r"`bounds` must be four finite numbers"),
+    ({"dims": ("z0", "z1")}, r"`dims` must be .* indices in \[0, 3\); got \['z0', 'z1'\]"),
+    ({"dims": (0.7, 1.2)}, r"`dims` must be .* indices in \[0, 3\)"),
+    ({"trajectory": np.zeros((50, 5))}, r"`trajectory` has 5 columns; the model has 3 latent units"),
+])
+def test_flow_field_refuses_bad_arguments_by_name(kwargs, match):
+    # bounds of two numbers failed with "tuple index out of range", latent names with int()'s
+    # "invalid literal", dims 0.7 / 1.2 were truncated to 0 / 1, and a trajectory of 5
+    # observed channels was drawn as if its first columns were latents 0 and 1
+    with pytest.raises(ValueError, match=match):
+        plotting.plot_flow_field(_contracting_plrnn(), n_grid=6, fixed_points=np.zeros((0, 3)), **kwargs)
+
+
+def test_benchmark_summary_reads_its_metrics_argument_as_a_user_means_it():
+    # metrics="D_H" was read letter by letter ("No variable named 'D'"), an unknown metric failed
+    # with xarray's KeyError, metrics=() drew an empty figure, a DataFrame an AttributeError
+    results = xr.Dataset(
+        {"D_stsp": ("point", [0.5, 0.7]), "D_H": ("point", [0.1, 0.2]), "status": ("point", np.array(["done"] * 2))},
+        coords={"dataset": ("point", ["lorenz63"] * 2), "model": ("point", ["shplrnn"] * 2),
+                "method": ("point", ["teacher-forcing"] * 2)})
+    fig = plotting.plot_benchmark_summary(results, metrics="D_H")
+    assert [ax.get_xlabel() for ax in fig.axes] == ["D_H"]
+    assert fig.axes[0].patches[0].get_width() == pytest.approx(0.15)      # the median of 0.1, 0.2
+    with pytest.raises(ValueError, match=r"`metrics` must name variables of `results` .* without \['MSE'\]"):
+        plotting.plot_benchmark_summary(results, metrics=("D_stsp", "MSE"))
+    with pytest.raises(ValueError, match="`metrics` must name variables"):
+        plotting.plot_benchmark_summary(results, metrics=())
+    with pytest.raises(TypeError, match="`results` must be the xarray.Dataset"):
+        plotting.plot_benchmark_summary(results.to_dataframe())
+
+
+@pytest.mark.parametrize("func", [plotting.plot_time_series, plotting.plot_power_spectra])
+def test_a_wide_recording_says_which_of_its_channels_are_drawn(func):
+    # 10 channels drew the first 8 panels with nothing saying 2 were left out
+    t = np.arange(1000) * 0.01
+    x = as_dataset(np.sin(np.outer(t, np.arange(1, 11))), dt=0.01)
+    fig = func(x, title="rec 7")
+    assert len(fig.axes) == 8
+    assert fig._suptitle.get_text() == "rec 7\n(the first 8 of 10 channels)"
+    assert func(x.isel(channel=slice(0, 3)), title="rec 7")._suptitle.get_text() == "rec 7"
+
+
+def test_one_channel_delay_plots_pair_each_sample_with_the_one_10_later_and_no_other():
+    # the reconstruction page built its delay plot with np.roll, pairing the last 10 samples with
+    # the first 10: a stroke across the panel that the data do not make
+    x = as_dataset(np.linspace(0.0, 1.0, 500)[:, None], dt=0.1, channel_names=["V"])
+    expected = np.c_[x["x"].values[0, :-10, 0], x["x"].values[0, 10:, 0]]
+    data_ax = plotting.plot_reconstruction(x, x).axes[0]
+    np.testing.assert_array_equal(data_ax.lines[0].get_xydata(), expected)
+    ax = plotting.plot_attractor(x).axes[0]
+    np.testing.assert_array_equal(ax.lines[0].get_xydata(), expected)
+    assert ax.get_ylabel() == data_ax.get_ylabel() == "V, 10 samples later"
+
+
+def test_pairs_keep_the_data_in_view_beside_a_diverging_run():
+    # autoscaled, a run reaching 1e21 shrank every pair's data (span 2) to a dot
+    x = _lorenz_like(1500)
+    run = x.copy()
+    run[700:] *= 1e21
+    for ax in plotting.plot_attractor_pairs(x, run).axes:
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert x1 - x0 < 10 and y1 - y0 < 10
+        assert any(plotting._OUTSIDE in t.get_text() for t in ax.texts)
+    assert not any(ax.texts for ax in plotting.plot_attractor_pairs(x, x).axes)
+
+
+@pytest.mark.parametrize("func, kwargs", [(plotting.plot_attractor, {"max_points": -50}),
+                                          (plotting.plot_attractor_pairs, {"max_points": -50}),
+                                          (plotting.plot_time_series, {"n_steps": 0}),
+                                          (plotting.plot_latent_trajectories, {"n_steps": 2.5}),
+                                          (plotting.plot_attractor, {"max_points": True})])
+def test_sample_counts_are_refused_unless_positive_whole_numbers(func, kwargs):
+    # max_points=-50 drew all but the last 50 samples (arr[:-50]); n_steps=0 drew empty panels
+    (name, value), = kwargs.items()
+    with pytest.raises(ValueError, match=rf"`{name}` must be a positive whole number of samples"):
+        func(_lorenz_like(300), **kwargs)
+    assert len(func(_lorenz_like(300), **{name: 120.0}).axes[0].lines[0].get_xdata()) == 120
+
+
+def test_reconstruction_page_prints_scores_computed_in_float32():
+    # np.float32 is not a Python float: a D_H computed in float32 was left off the score line
+    x = _lorenz_like(300)
+    fig = plotting.plot_reconstruction(x, x, scores={"D_stsp": 0.25, "D_H": np.float32(0.125), "diverged": False,
+                                                     "note": "n/a"})
+    assert [t.get_text() for t in fig.texts] == ["D_stsp = 0.25   D_H = 0.125"]

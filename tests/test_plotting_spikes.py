@@ -62,3 +62,53 @@ def test_latents_by_condition(dims):
         plot_latents_by_condition(z, labels[:3])
     with pytest.raises(ValueError, match="dims"):
         plot_latents_by_condition(z, labels, dims=(0,))
+
+
+def test_raster_of_a_short_trial_ends_with_it_and_names_the_time_unit():
+    # a ragged trial's NaN padding past its end was drawn and shaded grey as if its bins were masked,
+    # and the time axis said "time" although the data are binned in seconds
+    from dsident.data import as_dataset
+
+    counts = RNG.poisson(0.5, size=(200, 3)).astype(float)
+    ds = as_dataset([counts, counts[:120]], dt=0.01, provenance={"time_unit": "s"})
+    fig = plot_raster_rates(ds, np.nan_to_num(ds["x"].values), trial=1, n_bins=None)
+    raster = fig.axes[0]
+    assert not [c for c in raster.collections if not hasattr(c, "get_segments")]     # nothing shaded
+    assert raster.get_xlim()[1] < 1.25                       # the trial's 120 bins of 0.01 s, not 200
+    assert fig.axes[1].images[0].get_array().shape == (3, 120)
+    assert raster.get_xlabel() == "time (s)"
+    assert plot_psth(ds, [0, 1], neurons=[0]).axes[0].get_xlabel() == "time (s)"
+    # a masked bin inside the trial is still shaded
+    ds["x"].values[1, 50:60, 0] = np.nan
+    shaded = [c for c in plot_raster_rates(ds, trial=1, n_bins=None).axes[0].collections
+              if not hasattr(c, "get_segments")]
+    assert len(shaded) == 1
+
+
+@pytest.mark.parametrize("kwargs, match", [({"n_bins": 0}, "`n_bins` must be a positive integer"),
+                                           ({"trial": True}, "`trial` must be an integer")])
+def test_raster_refuses_bad_arguments_by_name(spikes, kwargs, match):
+    # n_bins=0 failed with numpy's IndexError; trial=True indexed the array with a boolean
+    with pytest.raises(ValueError, match=match):
+        plot_raster_rates(spikes, np.full(spikes["x"].shape, 0.5), **kwargs)
+
+
+def test_an_object_that_is_not_spike_counts_is_refused_by_name():
+    with pytest.raises(TypeError, match="`spikes` must be a dataset .* got str"):
+        plot_raster_rates("session1.nwb")
+
+
+def test_raster_refuses_held_out_neurons_it_does_not_have(spikes):
+    # held_out=[9] of 3 neurons drew nothing orange under the title "(orange: held out)"
+    with pytest.raises(ValueError, match=r"`held_out` must be a non-empty list of indices in \[0, 3\); got \[9\]"):
+        plot_raster_rates(spikes, held_out=[9])
+    assert "held out" not in plot_raster_rates(spikes, held_out=[]).axes[0].get_title()
+
+
+def test_psth_of_a_recording_with_fewer_than_four_neurons_draws_them_all():
+    # the default neurons=(0, 1, 2, 3) refused two neurons: "`neurons` must be ... got [0, 1, 2, 3]"
+    counts = RNG.poisson(0.5, size=(4, 50, 2)).astype(float)
+    fig = plot_psth(counts, ["a", "b", "a", "b"], smooth_sd=0.0)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["neuron 0", "neuron 1"]
+    np.testing.assert_allclose(visible[1].lines[1].get_ydata(), counts[[1, 3], :, 1].mean(axis=0))

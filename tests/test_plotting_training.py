@@ -71,3 +71,22 @@ def test_svi_and_em_histories_draw_their_own_loss():
 def test_a_history_with_nothing_to_draw_is_refused_by_name(bad):
     with pytest.raises(ValueError, match="`history`"):
         plot_training_history(bad)
+
+
+def test_a_loss_with_a_missing_epoch_stays_on_a_log_axis():
+    # one NaN (None in a saved history) put a loss falling from 1000 to 0.1 on a linear axis
+    history = {"epoch": [0, 1, 2, 3, 4], "train_loss": [1000.0, None, 10.0, 1.0, 0.1]}
+    (ax,) = plot_training_history(history).axes
+    assert ax.get_yscale() == "log"
+    np.testing.assert_array_equal(np.isnan(lines(ax)["train_loss"].get_ydata()), [0, 1, 0, 0, 0])
+    # a validation loss that turns negative keeps the axis linear
+    history |= {"eval_epoch": [2, 4], "val_loss": [5.0, -1.0]}
+    assert plot_training_history(history).axes[0].get_yscale() == "linear"
+
+
+@pytest.mark.parametrize("series", ["abc", 3.0, [1.0, "x"]])
+def test_a_loss_that_is_not_a_list_of_numbers_is_refused_by_name(series):
+    # a string or a number failed with "could not convert string to float: 'a'" or
+    # "object of type 'float' has no len()"
+    with pytest.raises(ValueError, match=r"`history\['train_loss'\]` must be a list of numbers"):
+        plot_training_history({"epoch": [0, 1], "train_loss": series})
