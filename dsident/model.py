@@ -657,8 +657,10 @@ def read_saved_model(path: str | os.PathLike, *,
 
 def _build_component(entry: dict[str, Any], registry: dict[str, type], kind: str) -> Any:
     """Rebuild a component from ``{"class": name, "config": kwargs}`` via its registry."""
-    # importing the packages registers every built-in class
+    # importing the packages registers every built-in class (dsident.models defines the
+    # LatentFeatureObservation of the ODE-RFWP and ORGaNICs fits)
     import dsident.dynamics  # noqa: F401
+    import dsident.models  # noqa: F401
     import dsident.observations  # noqa: F401
 
     name = entry.get("class")

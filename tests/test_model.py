@@ -344,6 +344,28 @@ def test_save_load_custom_dynamics_and_metadata(tmp_path):
     torch.testing.assert_close(loaded.log_joint(x, z, u=u), model.log_joint(x, z, u=u))
 
 
+def test_a_fast_weight_model_loads_in_a_fresh_interpreter(tmp_path):
+    # ODE-RFWP and ORGaNICs fits read their latent through dsident.models' LatentFeatureObservation;
+    # StateSpaceModel.load in a session that never imported dsident.models called it unknown
+    import subprocess
+    import sys
+
+    from dsident.dynamics.rfwp import RecurrentFWP
+    from dsident.models import LatentFeatureObservation
+
+    dyn = RecurrentFWP(3, n_heads=2, hidden_dim=8, seed=0)
+    obs = LatentFeatureObservation(2, dyn.latent_dim, dyn.observed_latent_dim)
+    model = StateSpaceModel(dyn, obs, dt=0.1, channel_names=["a", "b"])
+    path = model.save(tmp_path / "m")
+    expected = model.generate(20, seed=0)["x"].values
+    script = ("import sys, numpy as np; from dsident import StateSpaceModel; "
+              "m = StateSpaceModel.load(sys.argv[1]); np.save(sys.argv[2], m.generate(20, seed=0)['x'].values)")
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "x.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), expected)
+
+
 def test_tampered_tensor_file_is_refused(tmp_path):
     path = _linear_gaussian().save(tmp_path / "m")
     payload = bytearray((path / "tensors.pt").read_bytes())
