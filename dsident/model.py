@@ -631,6 +631,29 @@ def read_saved_config(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{str(directory)!r} was written in model file format version {version!r} (by dsident "
                          f"{config.get('dsident_version', '?')}); this dsident {__version__} reads format version "
                          f"{FORMAT_VERSION}.")
+    # a hand-edited or damaged config would otherwise fail deep inside load with a bare KeyError
+    expected = {"dynamics": "a {class, config} object", "observation": "a {class, config} object",
+                "tensors": "a {file, sha256} object", "dt": "a number"}
+    for key, what in expected.items():
+        value = config.get(key)
+        if key == "dt":
+            bad = isinstance(value, bool) or not isinstance(value, (int, float))
+        elif key == "tensors":
+            bad = not (isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("file", "sha256")))
+        else:
+            bad = not (isinstance(value, dict) and isinstance(value.get("class"), str)
+                       and isinstance(value.get("config", {}), dict))
+        if bad:
+            raise ValueError(f"{str(config_file)!r} is incomplete or damaged: `{key}` must be {what}; got "
+                             f"{key}={value!r}. Save the model again (or restore config.json).")
+    dtype = config.get("dtype", "float32")
+    if not (isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype)
+            and getattr(torch, dtype).is_floating_point):
+        raise ValueError(f"{str(config_file)!r} is damaged: `dtype` must be the name of a torch floating-point "
+                         f"type (e.g. 'float32'); got dtype={dtype!r}.")
+    if not isinstance(config.get("metadata", {}), dict):
+        raise ValueError(f"{str(config_file)!r} is damaged: `metadata` must be an object; "
+                         f"got metadata={config.get('metadata')!r}.")
     return config
 
 

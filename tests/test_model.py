@@ -390,6 +390,22 @@ def test_wrong_format_version_and_non_model_paths(tmp_path):
         StateSpaceModel.load(path)
 
 
+@pytest.mark.parametrize("key, value", [("tensors", None), ("dt", None), ("dynamics", None),
+                                        ("observation", {"config": {}}), ("dtype", "float16x"), ("metadata", [])])
+def test_a_damaged_config_is_refused_naming_the_entry(tmp_path, key, value):
+    # a config.json with its format marker but a missing or mangled entry raised a bare KeyError,
+    # TypeError or AttributeError from inside load
+    path = _linear_gaussian().save(tmp_path / "m")
+    config = json.loads((path / "config.json").read_text())
+    if value is None:
+        del config[key]
+    else:
+        config[key] = value
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"damaged: `{key}` must be"):
+        StateSpaceModel.load(path)
+
+
 def test_save_is_atomic_and_keeps_the_previous_save(tmp_path, monkeypatch):
     model = _linear_gaussian()
     path = model.save(tmp_path / "m")
