@@ -271,6 +271,21 @@ def test_save_load_with_an_observation_instance(tiny_data, dummy_engine, tmp_pat
     assert isinstance(loaded.observation, Gaussian) and loaded.observation.readout == "identity"
 
 
+def test_a_fast_weight_fit_with_an_observation_instance_loads_it_back_and_refits(tiny_data, dummy_engine, tmp_path):
+    # RecurrentFWP wraps the likelihood in a LatentFeatureObservation over the full state (7 units
+    # here); load handed that wrapper back as the `observation` hyperparameter, so get_params lied
+    # and a refit of the loaded estimator was refused for its latent_dim
+    est = dsident.models.RecurrentFWP(latent_dim=3, n_heads=2, hidden_dim=6, seed=0,
+                                      observation=Gaussian(3, 3, readout="linear"))
+    est.fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
+    loaded = LatentModelEstimator.load(tmp_path / "est")
+    assert type(loaded.observation) is Gaussian
+    assert (loaded.observation.obs_dim, loaded.observation.latent_dim) == (3, 3)
+    assert loaded.model_.latent_dim > 3
+    loaded.fit(tiny_data, method=dummy_engine)
+    assert type(loaded.model_.observation.inner) is Gaussian
+
+
 def test_using_a_fitted_estimator_changes_nothing(tiny_data, dummy_engine):
     est = PLRNN(latent_dim=3, seed=0).fit(tiny_data, method=dummy_engine)
     before = dict(vars(est))

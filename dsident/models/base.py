@@ -513,7 +513,13 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         model = StateSpaceModel.load(path)
         params = dict(entry.get("params", {}))
         if isinstance(params.get("observation"), dict):          # an instance was passed at fit time
-            params["observation"] = copy.deepcopy(model.observation)
+            fitted = model.observation
+            inner = getattr(fitted, "inner", None)
+            if isinstance(inner, ObservationModel) and type(fitted).__name__ != params["observation"].get("instance"):
+                # ODE-RFWP / ORGaNICs wrap the user's likelihood in a LatentFeatureObservation over the
+                # full state: the hyperparameter is the likelihood itself, sized to the read units
+                fitted = inner
+            params["observation"] = copy.deepcopy(fitted)
         estimator = target(**params)
         estimator.model_ = model
         estimator.history_ = entry.get("history", {})
