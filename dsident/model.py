@@ -624,6 +624,12 @@ def read_saved_config(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError as err:
         raise ValueError(f"{str(config_file)!r} is not valid JSON: {err}") from err
     if not isinstance(config, dict) or config.get("format") != _FORMAT_NAME:
+        if _is_saved_model(directory / "model"):
+            zscored = isinstance(config, dict) and bool(config.get("zscore"))
+            raise ValueError(f"`path` {str(directory)!r} is a `dsident fit` output folder, not a saved model: load "
+                             f"its model from {str(directory / 'model')!r}"
+                             + (" (fitted in z-units: standardise data with the `zscore` constants of this "
+                                "folder's config.json)" if zscored else "") + ".")
         raise ValueError(f"{str(config_file)!r} is not a dsident model configuration (format "
                          f"{config.get('format') if isinstance(config, dict) else None!r}, expected {_FORMAT_NAME!r}).")
     version = config.get("format_version")

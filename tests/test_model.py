@@ -406,6 +406,17 @@ def test_a_damaged_config_is_refused_naming_the_entry(tmp_path, key, value):
         StateSpaceModel.load(path)
 
 
+def test_a_fit_output_folder_points_to_its_model(tmp_path):
+    # `dsident fit --out run` writes run/config.json (the run's settings) beside run/model; loading
+    # `run` said only that its config.json was "not a dsident model configuration"
+    run = tmp_path / "run"
+    _linear_gaussian().save(run / "model")
+    (run / "config.json").write_text(json.dumps({"model": "plrnn", "zscore": {"mean": [0.0], "std": [2.0]}}))
+    with pytest.raises(ValueError, match=r"`dsident fit` output folder.*run[/\\]model'.*z-units"):
+        StateSpaceModel.load(run)
+    assert StateSpaceModel.load(run / "model").config() == _linear_gaussian().config()
+
+
 def test_save_is_atomic_and_keeps_the_previous_save(tmp_path, monkeypatch):
     model = _linear_gaussian()
     path = model.save(tmp_path / "m")
