@@ -1,6 +1,7 @@
 """Estimator face: scikit-learn contract, errors, fit through engines, save/load."""
 from __future__ import annotations
 
+import json
 import sys
 import types
 import warnings
@@ -284,6 +285,18 @@ def test_a_fast_weight_fit_with_an_observation_instance_loads_it_back_and_refits
     assert loaded.model_.latent_dim > 3
     loaded.fit(tiny_data, method=dummy_engine)
     assert type(loaded.model_.observation.inner) is Gaussian
+
+
+def test_a_save_with_a_hyperparameter_this_version_lacks_is_refused_by_name(tiny_data, dummy_engine, tmp_path):
+    # a save by another dsident version whose PLRNN took one more hyperparameter: load raised
+    # PLRNN.__init__()'s bare TypeError
+    path = PLRNN(latent_dim=3, seed=0).fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
+    config = json.loads((path / "config.json").read_text())
+    config["metadata"]["estimator"]["params"]["dropout"] = 0.1
+    config["dsident_version"] = "9.9"
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"hyperparameter\(s\) \['dropout'\].*saved by dsident 9.9"):
+        PLRNN.load(path)
 
 
 def test_using_a_fitted_estimator_changes_nothing(tiny_data, dummy_engine):
