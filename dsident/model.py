@@ -470,6 +470,7 @@ class StateSpaceModel(nn.Module):
         n_trials, n_time, n_ch = arrays.x.shape
         if n_ch != self.obs_dim:
             raise ValueError(f"`data` has {n_ch} channels but the model observes obs_dim={self.obs_dim}.")
+        check_channel_order(ds["channel"].values, self, argname="data")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < n_time:
             raise ValueError(f"`n` must be an integer in [1, {n_time - 1}] (shorter than the data); got n={n!r}.")
         n = int(n)
@@ -593,6 +594,17 @@ class StateSpaceModel(nn.Module):
 # --------------------------------------------------------------------------------------------
 # file helpers
 # --------------------------------------------------------------------------------------------
+def check_channel_order(channels: Any, model: Any, *, argname: str) -> None:
+    """Refuse data that hold the model's channels under their names but in another order: read by
+    position, each would stand for another channel. Other names (a plain array's x0, x1, ...) pass."""
+    names = getattr(model, "channel_names", None)
+    given = [str(c) for c in channels]
+    if names and given != list(names) and sorted(given) == sorted(names):
+        raise ValueError(f"`{argname}` has the model's channels in another order ({given}; the model was fitted "
+                         f"on {list(names)}): channels are read by position, so reorder them, e.g. "
+                         f"`data.sel(channel={list(names)})`.")
+
+
 def _write_synced(path: Path, payload: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(payload)

@@ -304,6 +304,27 @@ def test_predict_integrates_continuous_dynamics_over_the_actual_gaps_of_irregula
             assert np.isnan(pred[r, len(t):]).all()
 
 
+def test_data_with_the_models_channels_in_another_order_are_refused(tmp_path):
+    # a reloaded model scored / predicted data whose channels were its own names reordered,
+    # reading each channel as another one without a word
+    from dsident import as_dataset
+    from dsident.metrics import evaluate
+
+    model = _linear_gaussian(n=3)
+    model.channel_names = ["V", "n", "h"]
+    loaded = StateSpaceModel.load(model.save(tmp_path / "m"))
+    x = model.generate(60, noise=True, seed=0)["x"].values[0]
+    ordered = as_dataset(x, dt=0.1, channel_names=["V", "n", "h"])
+    swapped = ordered.isel(channel=[2, 0, 1])
+    with pytest.raises(ValueError, match=r"`data` has the model's channels in another order.*\['h', 'V', 'n'\]"):
+        loaded.predict(swapped, 2)
+    with pytest.raises(ValueError, match="`test` has the model's channels in another order"):
+        evaluate(loaded, swapped, pe_steps=2)
+    # the order the message asks for is the model's own, and other names are read by position
+    by_name = loaded.predict(swapped.sel(channel=["V", "n", "h"]), 2)["x"].values
+    np.testing.assert_array_equal(by_name, loaded.predict(x, 2)["x"].values)
+
+
 def test_smooth_needs_an_attached_smoother():
     model = _linear_gaussian()
     x = np.zeros((1, 5, 2))
