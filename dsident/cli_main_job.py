@@ -618,6 +618,10 @@ def _evaluate_and_draw(model: Any, test: Any, out: Path, cfg: dict[str, Any], *,
     if cfg.get("zscore"):       # scored as fitted: a run near 0 is not one near 0 mV
         gen.attrs["units"] = ("z-units: the fit's z-score (config.json `zscore`; `dsident generate` writes "
                               "the data's units)")
+    from .data.time_units import time_unit
+
+    if time_unit(test):             # its time axis is the test data's, in their unit (as `generate` says)
+        gen.attrs["provenance"] = json.dumps({"source": "dsident evaluate", "time_unit": time_unit(test)})
     _write_netcdf(gen, out / "generated.nc")
     shown = {k: v for k, v in scores.items() if k != "diverged"}
     plotting.plot_reconstruction(test, gen, scores=shown, title=label, save=out / "reconstruction.png")

@@ -482,6 +482,7 @@ class StateSpaceModel(nn.Module):
         n_trials, n_time, n_ch = arrays.x.shape
         if n_ch != self.obs_dim:
             raise ValueError(f"`data` has {n_ch} channels but the model observes obs_dim={self.obs_dim}.")
+        check_channel_order(ds["channel"].values, self, argname="data")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n < n_time:
             raise ValueError(f"`n` must be an integer in [1, {n_time - 1}] (shorter than the data); got n={n!r}.")
         n = int(n)
@@ -605,6 +606,17 @@ class StateSpaceModel(nn.Module):
 # --------------------------------------------------------------------------------------------
 # file helpers
 # --------------------------------------------------------------------------------------------
+def check_channel_order(channels: Any, model: Any, *, argname: str) -> None:
+    """Refuse data that hold the model's channels under their names but in another order: read by
+    position, each would stand for another channel. Other names (a plain array's x0, x1, ...) pass."""
+    names = getattr(model, "channel_names", None)
+    given = [str(c) for c in channels]
+    if names and given != list(names) and sorted(given) == sorted(names):
+        raise ValueError(f"`{argname}` has the model's channels in another order ({given}; the model was fitted "
+                         f"on {list(names)}): channels are read by position, so reorder them, e.g. "
+                         f"`data.sel(channel={list(names)})`.")
+
+
 def _write_synced(path: Path, payload: bytes) -> None:
     with open(path, "wb") as fh:
         fh.write(payload)
@@ -636,6 +648,12 @@ def read_saved_config(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError as err:
         raise ValueError(f"{str(config_file)!r} is not valid JSON: {err}") from err
     if not isinstance(config, dict) or config.get("format") != _FORMAT_NAME:
+        if _is_saved_model(directory / "model"):
+            zscored = isinstance(config, dict) and bool(config.get("zscore"))
+            raise ValueError(f"`path` {str(directory)!r} is a `dsident fit` output folder, not a saved model: load "
+                             f"its model from {str(directory / 'model')!r}"
+                             + (" (fitted in z-units: standardise data with the `zscore` constants of this "
+                                "folder's config.json)" if zscored else "") + ".")
         raise ValueError(f"{str(config_file)!r} is not a dsident model configuration (format "
                          f"{config.get('format') if isinstance(config, dict) else None!r}, expected {_FORMAT_NAME!r}).")
     version = config.get("format_version")
@@ -643,6 +661,29 @@ def read_saved_config(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{str(directory)!r} was written in model file format version {version!r} (by dsident "
                          f"{config.get('dsident_version', '?')}); this dsident {__version__} reads format version "
                          f"{FORMAT_VERSION}.")
+    # a hand-edited or damaged config would otherwise fail deep inside load with a bare KeyError
+    expected = {"dynamics": "a {class, config} object", "observation": "a {class, config} object",
+                "tensors": "a {file, sha256} object", "dt": "a number"}
+    for key, what in expected.items():
+        value = config.get(key)
+        if key == "dt":
+            bad = isinstance(value, bool) or not isinstance(value, (int, float))
+        elif key == "tensors":
+            bad = not (isinstance(value, dict) and all(isinstance(value.get(k), str) for k in ("file", "sha256")))
+        else:
+            bad = not (isinstance(value, dict) and isinstance(value.get("class"), str)
+                       and isinstance(value.get("config", {}), dict))
+        if bad:
+            raise ValueError(f"{str(config_file)!r} is incomplete or damaged: `{key}` must be {what}; got "
+                             f"{key}={value!r}. Save the model again (or restore config.json).")
+    dtype = config.get("dtype", "float32")
+    if not (isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype)
+            and getattr(torch, dtype).is_floating_point):
+        raise ValueError(f"{str(config_file)!r} is damaged: `dtype` must be the name of a torch floating-point "
+                         f"type (e.g. 'float32'); got dtype={dtype!r}.")
+    if not isinstance(config.get("metadata", {}), dict):
+        raise ValueError(f"{str(config_file)!r} is damaged: `metadata` must be an object; "
+                         f"got metadata={config.get('metadata')!r}.")
     return config
 
 
@@ -669,8 +710,10 @@ def read_saved_model(path: str | os.PathLike, *,
 
 def _build_component(entry: dict[str, Any], registry: dict[str, type], kind: str) -> Any:
     """Rebuild a component from ``{"class": name, "config": kwargs}`` via its registry."""
-    # importing the packages registers every built-in class
+    # importing the packages registers every built-in class (dsident.models defines the
+    # LatentFeatureObservation of the ODE-RFWP and ORGaNICs fits)
     import dsident.dynamics  # noqa: F401
+    import dsident.models  # noqa: F401
     import dsident.observations  # noqa: F401
 
     name = entry.get("class")

@@ -920,6 +920,9 @@ def test_a_csv_in_ms_gives_periods_and_exponents_in_ms(tmp_path):
     with xr.open_dataset(out / "metrics.nc", engine="h5netcdf") as saved:
         assert saved.attrs["period_data"] == pytest.approx(20.0)
         assert saved.attrs["period_channel"] in ("a", "b")
+    with xr.open_dataset(out / "generated.nc", engine="h5netcdf") as run:     # the scored free run says ms too
+        assert json.loads(run.attrs["provenance"])["time_unit"] == "ms"
+        np.testing.assert_allclose(np.diff(run["time"].values), 0.5)
     assert main(["analyze", str(out), "--steps", "400", "--transient", "50", "--max-period", "1",
                  "--no-progress"]) == 0
     report = (out / "analysis" / "analysis.md").read_text()

@@ -1,6 +1,7 @@
 """Estimator face: scikit-learn contract, errors, fit through engines, save/load."""
 from __future__ import annotations
 
+import json
 import sys
 import types
 import warnings
@@ -269,6 +270,33 @@ def test_save_load_with_an_observation_instance(tiny_data, dummy_engine, tmp_pat
     est.fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
     loaded = PLRNN.load(tmp_path / "est")
     assert isinstance(loaded.observation, Gaussian) and loaded.observation.readout == "identity"
+
+
+def test_a_fast_weight_fit_with_an_observation_instance_loads_it_back_and_refits(tiny_data, dummy_engine, tmp_path):
+    # RecurrentFWP wraps the likelihood in a LatentFeatureObservation over the full state (7 units
+    # here); load handed that wrapper back as the `observation` hyperparameter, so get_params lied
+    # and a refit of the loaded estimator was refused for its latent_dim
+    est = dsident.models.RecurrentFWP(latent_dim=3, n_heads=2, hidden_dim=6, seed=0,
+                                      observation=Gaussian(3, 3, readout="linear"))
+    est.fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
+    loaded = LatentModelEstimator.load(tmp_path / "est")
+    assert type(loaded.observation) is Gaussian
+    assert (loaded.observation.obs_dim, loaded.observation.latent_dim) == (3, 3)
+    assert loaded.model_.latent_dim > 3
+    loaded.fit(tiny_data, method=dummy_engine)
+    assert type(loaded.model_.observation.inner) is Gaussian
+
+
+def test_a_save_with_a_hyperparameter_this_version_lacks_is_refused_by_name(tiny_data, dummy_engine, tmp_path):
+    # a save by another dsident version whose PLRNN took one more hyperparameter: load raised
+    # PLRNN.__init__()'s bare TypeError
+    path = PLRNN(latent_dim=3, seed=0).fit(tiny_data, method=dummy_engine).save(tmp_path / "est")
+    config = json.loads((path / "config.json").read_text())
+    config["metadata"]["estimator"]["params"]["dropout"] = 0.1
+    config["dsident_version"] = "9.9"
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"hyperparameter\(s\) \['dropout'\].*saved by dsident 9.9"):
+        PLRNN.load(path)
 
 
 def test_using_a_fitted_estimator_changes_nothing(tiny_data, dummy_engine):

@@ -320,6 +320,27 @@ def test_predict_integrates_continuous_dynamics_over_the_actual_gaps_of_irregula
             assert np.isnan(pred[r, len(t):]).all()
 
 
+def test_data_with_the_models_channels_in_another_order_are_refused(tmp_path):
+    # a reloaded model scored / predicted data whose channels were its own names reordered,
+    # reading each channel as another one without a word
+    from dsident import as_dataset
+    from dsident.metrics import evaluate
+
+    model = _linear_gaussian(n=3)
+    model.channel_names = ["V", "n", "h"]
+    loaded = StateSpaceModel.load(model.save(tmp_path / "m"))
+    x = model.generate(60, noise=True, seed=0)["x"].values[0]
+    ordered = as_dataset(x, dt=0.1, channel_names=["V", "n", "h"])
+    swapped = ordered.isel(channel=[2, 0, 1])
+    with pytest.raises(ValueError, match=r"`data` has the model's channels in another order.*\['h', 'V', 'n'\]"):
+        loaded.predict(swapped, 2)
+    with pytest.raises(ValueError, match="`test` has the model's channels in another order"):
+        evaluate(loaded, swapped, pe_steps=2)
+    # the order the message asks for is the model's own, and other names are read by position
+    by_name = loaded.predict(swapped.sel(channel=["V", "n", "h"]), 2)["x"].values
+    np.testing.assert_array_equal(by_name, loaded.predict(x, 2)["x"].values)
+
+
 def test_smooth_needs_an_attached_smoother():
     model = _linear_gaussian()
     x = np.zeros((1, 5, 2))
@@ -360,6 +381,28 @@ def test_save_load_custom_dynamics_and_metadata(tmp_path):
     torch.testing.assert_close(loaded.log_joint(x, z, u=u), model.log_joint(x, z, u=u))
 
 
+def test_a_fast_weight_model_loads_in_a_fresh_interpreter(tmp_path):
+    # ODE-RFWP and ORGaNICs fits read their latent through dsident.models' LatentFeatureObservation;
+    # StateSpaceModel.load in a session that never imported dsident.models called it unknown
+    import subprocess
+    import sys
+
+    from dsident.dynamics.rfwp import RecurrentFWP
+    from dsident.models import LatentFeatureObservation
+
+    dyn = RecurrentFWP(3, n_heads=2, hidden_dim=8, seed=0)
+    obs = LatentFeatureObservation(2, dyn.latent_dim, dyn.observed_latent_dim)
+    model = StateSpaceModel(dyn, obs, dt=0.1, channel_names=["a", "b"])
+    path = model.save(tmp_path / "m")
+    expected = model.generate(20, seed=0)["x"].values
+    script = ("import sys, numpy as np; from dsident import StateSpaceModel; "
+              "m = StateSpaceModel.load(sys.argv[1]); np.save(sys.argv[2], m.generate(20, seed=0)['x'].values)")
+    done = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "x.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), expected)
+
+
 def test_tampered_tensor_file_is_refused(tmp_path):
     path = _linear_gaussian().save(tmp_path / "m")
     payload = bytearray((path / "tensors.pt").read_bytes())
@@ -382,6 +425,33 @@ def test_wrong_format_version_and_non_model_paths(tmp_path):
     (path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="NoSuchDynamics.*known classes"):
         StateSpaceModel.load(path)
+
+
+@pytest.mark.parametrize("key, value", [("tensors", None), ("dt", None), ("dynamics", None),
+                                        ("observation", {"config": {}}), ("dtype", "float16x"), ("metadata", [])])
+def test_a_damaged_config_is_refused_naming_the_entry(tmp_path, key, value):
+    # a config.json with its format marker but a missing or mangled entry raised a bare KeyError,
+    # TypeError or AttributeError from inside load
+    path = _linear_gaussian().save(tmp_path / "m")
+    config = json.loads((path / "config.json").read_text())
+    if value is None:
+        del config[key]
+    else:
+        config[key] = value
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"damaged: `{key}` must be"):
+        StateSpaceModel.load(path)
+
+
+def test_a_fit_output_folder_points_to_its_model(tmp_path):
+    # `dsident fit --out run` writes run/config.json (the run's settings) beside run/model; loading
+    # `run` said only that its config.json was "not a dsident model configuration"
+    run = tmp_path / "run"
+    _linear_gaussian().save(run / "model")
+    (run / "config.json").write_text(json.dumps({"model": "plrnn", "zscore": {"mean": [0.0], "std": [2.0]}}))
+    with pytest.raises(ValueError, match=r"`dsident fit` output folder.*run[/\\]model'.*z-units"):
+        StateSpaceModel.load(run)
+    assert StateSpaceModel.load(run / "model").config() == _linear_gaussian().config()
 
 
 def test_save_is_atomic_and_keeps_the_previous_save(tmp_path, monkeypatch):

@@ -138,6 +138,9 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     if obs_dim is not None and n_channels != int(obs_dim):
         raise ValueError(f"`test` has {n_channels} channel(s) but the model observes {int(obs_dim)} (obs_dim): "
                          "score it on data with the channels it was fitted to, in the same order.")
+    from ..model import check_channel_order
+
+    check_channel_order(ds["channel"].values, fitted, argname="test")
     input_dim = getattr(fitted, "input_dim", None)
     n_inputs = 0 if u is None else u.shape[-1]
     if input_dim is not None and n_inputs != int(input_dim):

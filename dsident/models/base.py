@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from .._text import listed
+from .._version import __version__
 from ..data import as_dataset, to_arrays
 from ..dynamics.base import LatentDynamics
 from ..model import StateSpaceModel, read_saved_config
@@ -516,7 +517,19 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         model = StateSpaceModel.load(path)
         params = dict(entry.get("params", {}))
         if isinstance(params.get("observation"), dict):          # an instance was passed at fit time
-            params["observation"] = copy.deepcopy(model.observation)
+            fitted = model.observation
+            inner = getattr(fitted, "inner", None)
+            if isinstance(inner, ObservationModel) and type(fitted).__name__ != params["observation"].get("instance"):
+                # ODE-RFWP / ORGaNICs wrap the user's likelihood in a LatentFeatureObservation over the
+                # full state: the hyperparameter is the likelihood itself, sized to the read units
+                fitted = inner
+            params["observation"] = copy.deepcopy(fitted)
+        unknown = sorted(set(params) - set(target._get_param_names()))
+        if unknown:
+            # a save by another dsident version: a bare TypeError from __init__ would not say so
+            raise ValueError(f"{str(path)!r} holds a {name} with hyperparameter(s) {unknown} that this dsident "
+                             f"{__version__}'s {name} does not take (saved by dsident "
+                             f"{config.get('dsident_version', '?')}); load it with that version.")
         estimator = target(**params)
         estimator.model_ = model
         estimator.history_ = entry.get("history", {})
