@@ -162,11 +162,12 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     test split's are filtered across the training split it continues (:func:`.inputs.load_test`),
     so the free runs do not start on the filter's edge effect. With ``delay_embedding`` the training
     data are embedded first, with the delays chosen on them, and the test data with the same
-    delays. A data file with ``test_fraction``
+    delays. With ``zscore`` (true) every channel is standardised with the training split's mean
+    and std, which the returned configuration records and the test split reuses. A data file with ``test_fraction``
     (a benchmark or sweep on a file: :func:`.config.held_out_by_default`) is split in time
     (:func:`.inputs.run_test`): the fit never sees its held-out ends.
     """
-    from .inputs import channels_for_fit, cut, held_out_split, load_data, run_test
+    from .inputs import channels_for_fit, cut, held_out_split, load_data, run_test, zscore_for_fit, zscored_as_fit
 
     cfg = dict(cfg)
     # a data file's held-out ends (`test_fraction`): the rest is the training data, and the
@@ -176,6 +177,10 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
                                                        read=cfg.get("read"))
     if cfg.get("train_length"):
         train = cut(train, int(cfg["train_length"]))
+    if isinstance(cfg.get("zscore"), Mapping):     # a saved configuration: its fit's constants
+        train = zscored_as_fit(train, cfg)
+    elif cfg.get("zscore"):                        # as `dsident fit --zscore`: the training data's constants,
+        train, cfg["zscore"] = zscore_for_fit(train)   # which the test data (run_test) and config.json reuse
     train, cfg = channels_for_fit(train, cfg)      # the delays and scale chosen here, kept for the test's
     test = run_test(cfg, length=cfg.get("eval_length"), held=held)
     return train, test, cfg

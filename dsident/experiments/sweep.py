@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .config import RUN_KEYS, SCORING_KEYS, held_out_by_default, load_config_file, resolve_config, save_config
+from .config import RUN_KEYS, SCORING_KEYS, check_run_types, held_out_by_default, load_config_file, resolve_config, save_config
 from .inputs import check_grid_datasets, check_grid_files
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
@@ -66,6 +66,13 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
             raise ValueError(f"grid entry {key!r} must be a non-empty list of values; got {values!r}.")
+    names = [k.rpartition(".")[2] for k in grid]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:            # one value would silently win, and the table's column would be ambiguous
+        raise ValueError(f"grid entries {sorted(k for k in grid if k.rpartition('.')[2] in twice)} share the name "
+                         f"{twice}: one would overwrite the other, or the table's column would mean two settings; "
+                         "give each setting once in [grid].")
+    check_run_types({k: v for k, v in base.items() if k in ("model", "method", "seed", "model_params", "fit_options")})
     for key in ("dataset", "model"):
         if key not in base and key not in grid:
             raise ValueError(f"a sweep needs `{key}` (in the file or in [grid]); got keys {sorted(base)}.")
@@ -77,8 +84,8 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     configs = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         settings = {k: v for k, v in base.items() if k in RUN_KEYS}
-        settings["model_params"] = dict(base.get("model_params", {}))
-        settings["fit_options"] = dict(base.get("fit_options", {}))
+        settings["model_params"] = dict(base.get("model_params") or {})
+        settings["fit_options"] = dict(base.get("fit_options") or {})
         for key, value in zip(keys, combo):
             table, _, name = key.rpartition(".")
             if table in ("model_params", "fit_options"):
@@ -261,8 +268,9 @@ def make_executor(engine: str | None = None, scheduler: str | None = None, n_wor
     if slurm_options and engine not in ("slurm", "submitit-local"):
         raise ValueError(f"slurm options {sorted(slurm_options)} are only used by engine 'slurm'; "
                          f"got engine {engine!r}.")
-    if n_workers is not None and int(n_workers) < 1:
-        raise ValueError(f"`n_workers` must be >= 1; got {n_workers!r}.")
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer))
+                                  or n_workers < 1):
+        raise ValueError(f"`n_workers` must be a whole number of processes >= 1; got n_workers={n_workers!r}.")
     if engine == "dask":
         try:
             from distributed import Client
@@ -375,6 +383,12 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
                          "...) and an inference option in [fit_options] (n_epochs, seq_len, ...), or in [grid] to "
                          "sweep it" + ("; a sampling step belongs to the data file (an .npz's `dt`, a CSV's time "
                                        "column)" if "dt" in unknown else "") + ".")
+    workers, engine = data.get("n_workers"), data.get("engine")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"the sweep file's `n_workers` must be a whole number of processes >= 1; got "
+                         f"n_workers={workers!r}.")
+    if engine is not None and (not isinstance(engine, str) or engine.lower() not in EXECUTOR_ENGINES):
+        raise ValueError(f"the sweep file's `engine` must be one of {list(EXECUTOR_ENGINES)}; got engine={engine!r}.")
     if not isinstance(data.get("slurm", {}), Mapping):
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
