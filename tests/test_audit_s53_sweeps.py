@@ -1,4 +1,5 @@
-"""Audit s53 (sweeps and grids): a sweep's `zscore`, and settings of the wrong kind refused by name."""
+"""Audit s53 (sweeps and grids): a sweep's `zscore`, settings of the wrong kind refused by name,
+off-grid D_stsp counted in the tables, and the sweep table's rows in numeric order."""
 from __future__ import annotations
 
 import json
@@ -105,3 +106,39 @@ def test_an_empty_yaml_table_is_no_settings_and_make_executor_checks_its_worker_
     with pytest.raises(ValueError, match=r"`n_workers` must be a whole number of processes >= 1; got n_workers=2.0"):
         sweep.make_executor("process", n_workers=2.0)
 
+
+def _record(latent_dim, seed, d_stsp, diverged=0.0, status="done"):
+    return {"point_id": f"p{latent_dim}_{seed}", "status": status, "fit_time": 1.0,
+            "error": None if status == "done" else "RuntimeError: boom",
+            "config": {"dataset": "lorenz63", "model": "shplrnn", "method": "bptt", "seed": seed,
+                       "model_params": {"latent_dim": latent_dim}},
+            "scores": {"D_stsp": d_stsp, "D_H": 0.1, "PE": 0.2, "diverged": diverged}}
+
+
+def _rows(text, first):
+    return [line for line in text.splitlines() if line.startswith(f"| {first} |")]
+
+
+def test_sweep_rows_count_off_grid_seeds_and_come_in_numeric_order():
+    nan = float("nan")
+    recs = [_record(16, 0, nan), _record(16, 1, nan),                        # both runs off the data's grid
+            _record(8, 0, 0.5), _record(8, 1, nan), _record(8, 2, nan),       # one scored, two off grid
+            _record(100, 0, 2.0), _record(100, 1, nan, diverged=1.0),         # a diverged run is not off grid
+            _record(100, 2, nan, status="failed")]
+    ds = runner.records_to_dataset(recs, sweep_keys=["latent_dim"])
+    text = sweep.sweep_table(ds, ["latent_dim"])
+    # numbers in numeric order, not as text ("100" < "16" < "8")
+    order = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and
+             line.split("|")[1].strip().isdigit()]
+    assert order == ["8", "16", "100"]
+    assert "| 8 | 3/3 | 0.5 (2/3 off grid) |" in text           # the median of the one scored seed, said so
+    assert "| 16 | 2/2 | off grid |" in text                     # was "–", as if no seed had been scored
+    row = _rows(text, 100)[0]
+    assert "| 100 | 2/3 | 2 |" in row and "off grid" not in row and "| 0.50 |" in row     # diverged: its own column
+    assert "off grid: no sample of that many seeds' free runs fell on the test data's grid" in text
+    # the benchmark table says the same of its cells
+    bench = tables.markdown_table(runner.records_to_dataset([_record(8, 0, 0.5), _record(8, 1, nan),
+                                                             _record(8, 2, 1.5)]))
+    assert "| shplrnn × bptt | 1 ± 0.5 (1/3 off grid) |" in bench and "off grid: no sample" in bench
+    clean = tables.markdown_table(runner.records_to_dataset([_record(8, 0, 0.5), _record(8, 1, 1.5)]))
+    assert "off grid" not in clean

@@ -43,8 +43,8 @@ from .config import RUN_KEYS, SCORING_KEYS, check_run_types, held_out_by_default
 from .inputs import check_grid_datasets, check_grid_files
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
-from .tables import (BURSTS_EXPLAINED, data_bursts_cell, late_bursts_cell, median_mad, regime_cell, test_data_note,
-                     _fmt)
+from .tables import (BURSTS_EXPLAINED, OFF_GRID_EXPLAINED, data_bursts_cell, late_bursts_cell, median_mad,
+                     regime_cell, test_data_note, with_off_grid, _fmt)
 
 #: keys of a sweep file besides the run configuration
 SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
@@ -472,6 +472,14 @@ def _data_bursts_lines(results: xr.Dataset) -> list[str]:
             f"did. The test data: {'; '.join(said)}"]
 
 
+def _in_order(value: Any) -> tuple:
+    """A sort key for a swept value: numbers by size (latent_dim 8 before 16, tau 2.0 before 10.0),
+    then anything else by its text."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
     """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD, and
     where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`); with
@@ -493,7 +501,8 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
         combos.setdefault(tuple(results[k].values[i].item() if hasattr(results[k].values[i], "item")
                                 else results[k].values[i] for k in keys), []).append(i)
     errors = []
-    for combo, idx in sorted(combos.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    off_grid = False
+    for combo, idx in sorted(combos.items(), key=lambda kv: tuple(map(_in_order, kv[0]))):
         done = [i for i in idx if results["status"].values[i] == "done"]
         cells = [str(v) for v in combo] + [f"{len(done)}/{len(idx)}"]
         for m in metrics:
@@ -504,6 +513,9 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
             else:
                 cells.append("–" if k == 0 else _fmt(med) if k == 1 or m == "fit_time"
                              else f"{_fmt(med)} ± {_fmt(mad, 2)}")
+                if m == "D_stsp":       # a seed whose run never entered the data's grid is not unscored
+                    cells[-1] = with_off_grid(cells[-1], results[m].values[done], results["diverged"].values[done])
+                    off_grid = off_grid or "off grid" in cells[-1]
         cells.append(regime_cell(results["regime"].values[done]) if "regime" in results else "–")
         if bursting:
             cells.append(late_bursts_cell(results, np.isin(np.arange(n), done)) if done else "–")
@@ -512,5 +524,5 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
                    f"{(str(results['error'].values[i]).splitlines() or ['no error recorded'])[0][:200]}"
                    for i in idx if i not in done]
     machines = describe_machines(results["machine"].values) if "machine" in results else None
-    tail = errors + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
+    tail = errors + ([f"- {OFF_GRID_EXPLAINED}"] if off_grid else []) + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
     return "\n".join(lines + ([""] + tail if tail else [])) + "\n"
