@@ -142,3 +142,17 @@ def test_sweep_rows_count_off_grid_seeds_and_come_in_numeric_order():
     assert "| shplrnn × bptt | 1 ± 0.5 (1/3 off grid) |" in bench and "off grid: no sample" in bench
     clean = tables.markdown_table(runner.records_to_dataset([_record(8, 0, 0.5), _record(8, 1, 1.5)]))
     assert "off grid" not in clean
+
+
+def test_a_relative_data_path_beside_the_sweep_file_is_named_from_another_folder(tmp_path, monkeypatch):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    _offset_recording(tmp_path / "proj" / "rec.npz")
+    path = tmp_path / "proj" / "sweep.toml"
+    path.write_text('dataset = "rec.npz"\nmodel = "shplrnn"\nmethod = "bptt"\n[grid]\nseed = [0]\n')
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match=r"`dataset` 'rec.npz' of the sweep file .* is not in the working directory "
+                                         r".*elsewhere.*beside the file: run the sweep from .*proj"):
+        sweep.plan_sweep(path)
+    monkeypatch.chdir(tmp_path / "proj")        # from the file's folder the same file reads
+    assert "1 point (1 combination)" in sweep.plan_sweep(path)

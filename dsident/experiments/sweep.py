@@ -392,11 +392,32 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
     if not isinstance(data.get("slurm", {}), Mapping):
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
+    if isinstance(spec, (str, Path)):
+        _check_relative_paths(configs, Path(spec))
     check_grid_datasets(c["dataset"] for c in configs)
     check_grid_files(configs)
     if check_options:          # a replacement point function takes its own settings
         check_run_options(configs)
     return data, configs, swept
+
+
+def _check_relative_paths(configs: Sequence[Mapping[str, Any]], spec: Path) -> None:
+    """Refuse a relative data path that is missing from the working directory but lies beside the
+    sweep file, saying so: paths in the file are read from the working directory (as ``out``), so
+    ``dsident sweep ../proj/sweep.toml`` from another folder used to say only that the file does not exist."""
+    from .inputs import is_path_like
+
+    for cfg in configs:
+        for key in ("dataset", "test_data"):
+            name = cfg.get(key)
+            if not isinstance(name, (str, Path)) or not is_path_like(str(name)) or Path(name).is_absolute():
+                continue
+            beside = spec.parent / name
+            if not Path(name).exists() and beside.is_file():
+                raise ValueError(f"`{key}` {str(name)!r} of the sweep file {str(spec)!r} is not in the working directory "
+                                 f"{os.getcwd()!r}, which relative paths in a sweep file are read from (as `out`); it "
+                                 f"is at {str(beside)!r}, beside the file: run the sweep from {str(spec.parent)!r}, or "
+                                 "give the path from here or an absolute one.")
 
 
 def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = None) -> str:
