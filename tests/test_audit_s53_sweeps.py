@@ -156,3 +156,31 @@ def test_a_relative_data_path_beside_the_sweep_file_is_named_from_another_folder
         sweep.plan_sweep(path)
     monkeypatch.chdir(tmp_path / "proj")        # from the file's folder the same file reads
     assert "1 point (1 combination)" in sweep.plan_sweep(path)
+
+
+class _InlineExecutor:
+    """``submit`` runs the point here and hands back a finished future (no pool to pickle for)."""
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        fut = Future()
+        fut.set_result(fn(*args))
+        return fut
+
+
+def _guide_point(cfg, out_root):
+    """A stand-in point whose D_stsp is its SVI guide's width (fit_options.hidden_dim) over 100."""
+    return {"point_id": runner.point_id(cfg), "config": cfg, "status": "done", "error": None, "fit_time": 0.1,
+            "scores": {"D_stsp": cfg["fit_options"]["hidden_dim"] / 100 + cfg["seed"] / 100, "D_H": 0.1,
+                       "PE": 0.2, "diverged": 0.0}}
+
+
+def test_a_swept_engine_option_is_read_from_fit_options_not_the_model_setting_of_its_name(tmp_path):
+    # SVI's guide has a hidden_dim, and so has the gnODE: the grid sweeps the guide's
+    spec = {"dataset": "lorenz63", "model": "gnode", "method": "svi", "model_params": {"hidden_dim": 100},
+            "grid": {"fit_options.hidden_dim": [32, 64], "seed": [0, 1]}}
+    ds, text = sweep.run_sweep(spec, out=tmp_path, executor=_InlineExecutor(), progress=False,
+                               point_function=_guide_point)
+    np.testing.assert_array_equal(ds["hidden_dim"].values, [32, 32, 64, 64])     # was 100 for every point
+    assert "| 32 | 2/2 | 0.325 ± 0.005 |" in text and "| 64 | 2/2 | 0.645 ± 0.005 |" in text

@@ -360,7 +360,11 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     finally:
         if own:
             close_executor(executor)
-    results = records_to_dataset(records, sweep_keys=[k for k in swept if k != "seed"])
+    # each swept setting read from where the grid put it: `fit_options.hidden_dim` (SVI's guide) is not
+    # the model's hidden_dim, which a lookup by name alone found first
+    placed = [k if k.rpartition(".")[0] in ("model_params", "fit_options") or k in RUN_KEYS else f"model_params.{k}"
+              for k in data.get("grid", {})]
+    results = records_to_dataset(records, sweep_keys=[k for k in placed if k != "seed"])
     results.attrs["out"] = str(out)
     results.to_netcdf(out / "sweep.nc", engine="h5netcdf")
     table = sweep_table(results, [k for k in swept if k != "seed"])
