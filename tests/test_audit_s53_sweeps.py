@@ -184,3 +184,17 @@ def test_a_swept_engine_option_is_read_from_fit_options_not_the_model_setting_of
                                point_function=_guide_point)
     np.testing.assert_array_equal(ds["hidden_dim"].values, [32, 32, 64, 64])     # was 100 for every point
     assert "| 32 | 2/2 | 0.325 ± 0.005 |" in text and "| 64 | 2/2 | 0.645 ± 0.005 |" in text
+
+
+def test_a_yaml_file_reads_1e_minus_3_as_the_number_a_toml_file_does(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    from dsident.experiments.config import load_config_file
+
+    (tmp_path / "s.toml").write_text('model = "shplrnn"\nlabel = "1e-3"\n[fit_options]\nlr = 1e-3\nlr_end = 5E+2\n'
+                                     '[grid]\n"fit_options.alpha" = [1e-4, 2.5e-1]\n')
+    (tmp_path / "s.yaml").write_text('model: shplrnn\nlabel: "1e-3"\nfit_options:\n  lr: 1e-3\n  lr_end: 5E+2\n'
+                                     'grid:\n  fit_options.alpha: [1e-4, 2.5e-1]\n')
+    toml, yml = load_config_file(tmp_path / "s.toml"), load_config_file(tmp_path / "s.yaml")
+    assert yml == toml and yml["fit_options"]["lr"] == 0.001 and yml["grid"]["fit_options.alpha"] == [1e-4, 0.25]
+    assert yml["label"] == "1e-3"                       # quoted text stays text
+    assert yaml.safe_load("lr: 1e-3") == {"lr": "1e-3"}  # PyYAML's own loader is left as it is

@@ -993,10 +993,25 @@ def _load_yaml(path: Path) -> dict[str, Any]:
                          "or write the configuration as TOML.") from err
     try:
         with open(path) as fh:
-            data = yaml.safe_load(fh)
+            data = yaml.load(fh, Loader=_yaml_loader(yaml))
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise _not_valid(path, "YAML", err) from err
     return {} if data is None else data
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's safe loader reading plain ``1e-3`` as the number it is, as TOML and YAML 1.2 do:
+    PyYAML follows YAML 1.1, which needs a dot (``1.0e-3``), and gave ``lr: 1e-3`` as the string
+    "1e-3", which each grid point then refused after loading its data. Quoted text stays text."""
+    import re
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
+    return Loader
 
 
 def _load_json(path: Path) -> Any:
