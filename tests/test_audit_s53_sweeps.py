@@ -198,3 +198,15 @@ def test_a_yaml_file_reads_1e_minus_3_as_the_number_a_toml_file_does(tmp_path):
     assert yml == toml and yml["fit_options"]["lr"] == 0.001 and yml["grid"]["fit_options.alpha"] == [1e-4, 0.25]
     assert yml["label"] == "1e-3"                       # quoted text stays text
     assert yaml.safe_load("lr: 1e-3") == {"lr": "1e-3"}  # PyYAML's own loader is left as it is
+
+
+def test_benchmark_seed_starts_the_seed_count_instead_of_being_dropped():
+    from dsident.experiments import benchmark
+
+    configs = benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2, overrides={"seed": 5})
+    assert [c["seed"] for c in configs] == [5, 6]            # was [0, 1]: --seed 5 dropped without a word
+    assert [c["seed"] for c in benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2)] == [0, 1]
+    with pytest.raises(ValueError, match=r"`seed` \(--seed 5\) and a list of seeds \[1, 2\] both name the seeds"):
+        benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], [1, 2], overrides={"seed": 5})
+    with pytest.raises(ValueError, match=r"`seed` must be a whole number >= 0; got seed=-1"):
+        benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2, overrides={"seed": -1})
