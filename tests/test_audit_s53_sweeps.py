@@ -210,3 +210,14 @@ def test_benchmark_seed_starts_the_seed_count_instead_of_being_dropped():
         benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], [1, 2], overrides={"seed": 5})
     with pytest.raises(ValueError, match=r"`seed` must be a whole number >= 0; got seed=-1"):
         benchmark.benchmark_configs(["lorenz63"], ["shplrnn"], ["bptt"], 2, overrides={"seed": -1})
+
+
+def test_a_grid_mixing_words_and_numbers_lists_the_numbers_by_size():
+    recs = []
+    for i, alpha in enumerate(["adaptive", 10.0, 2.5, 0.25]):
+        rec = _record(8, 0, 1.0)
+        rec["point_id"], rec["config"]["fit_options"] = f"p{i}", {"alpha": alpha}
+        recs.append(rec)
+    ds = runner.records_to_dataset(recs, sweep_keys=["fit_options.alpha"])
+    rows = [line.split("|")[1].strip() for line in sweep.sweep_table(ds, ["alpha"]).splitlines()[2:6]]
+    assert rows == ["0.25", "2.5", "10.0", "adaptive"]          # as text: 0.25, 10.0, 2.5, adaptive

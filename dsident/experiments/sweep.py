@@ -498,11 +498,14 @@ def _data_bursts_lines(results: xr.Dataset) -> list[str]:
 
 
 def _in_order(value: Any) -> tuple:
-    """A sort key for a swept value: numbers by size (latent_dim 8 before 16, tau 2.0 before 10.0),
-    then anything else by its text."""
+    """A sort key for a swept value: numbers by size (latent_dim 8 before 16, tau 2.0 before 10.0;
+    also as the text a grid mixing numbers and words stores them as), then anything else by its text."""
     if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
         return (0, float(value), "")
-    return (1, 0.0, str(value))
+    try:
+        return (0, float(str(value)), str(value))
+    except ValueError:
+        return (1, 0.0, str(value))
 
 
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
