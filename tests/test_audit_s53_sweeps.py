@@ -221,3 +221,16 @@ def test_a_grid_mixing_words_and_numbers_lists_the_numbers_by_size():
     ds = runner.records_to_dataset(recs, sweep_keys=["fit_options.alpha"])
     rows = [line.split("|")[1].strip() for line in sweep.sweep_table(ds, ["alpha"]).splitlines()[2:6]]
     assert rows == ["0.25", "2.5", "10.0", "adaptive"]          # as text: 0.25, 10.0, 2.5, adaptive
+
+
+def test_a_scheduler_given_to_the_sweep_wins_over_the_files_engine(tmp_path):
+    """`dsident sweep FILE --scheduler ADDRESS` implies --engine dask; a file saying engine = "process"
+    made it fail with "a scheduler address ... is only used by engine 'dask'"."""
+    distributed = pytest.importorskip("distributed")
+    spec = {"dataset": "lorenz63", "model": "gnode", "method": "svi", "engine": "process",
+            "grid": {"fit_options.hidden_dim": [32], "seed": [0, 1]}}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, host="127.0.0.1",
+                                  protocol="tcp", dashboard_address=None) as cluster:
+        ds, _ = sweep.run_sweep(spec, out=tmp_path, scheduler=cluster.scheduler_address, progress=False,
+                                point_function=_guide_point)
+    assert list(ds["status"].values) == ["done", "done"]

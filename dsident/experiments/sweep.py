@@ -346,8 +346,9 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     save_config({"sweep": data}, out / "sweep_config.json")
     own = executor is None
     if own:
+        # a scheduler given here implies engine "dask" over the file's engine, as --scheduler says
+        engine = engine or ("dask" if scheduler else data.get("engine"))
         scheduler = scheduler or (data.get("scheduler") if engine in (None, "dask") else None)
-        engine = engine or data.get("engine")
         options = {**file_slurm, **(slurm_options or {})}
         folder = options.pop("folder", None)
         if engine in ("slurm", "submitit-local"):
