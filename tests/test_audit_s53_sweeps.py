@@ -234,3 +234,14 @@ def test_a_scheduler_given_to_the_sweep_wins_over_the_files_engine(tmp_path):
         ds, _ = sweep.run_sweep(spec, out=tmp_path, scheduler=cluster.scheduler_address, progress=False,
                                 point_function=_guide_point)
     assert list(ds["status"].values) == ["done", "done"]
+
+
+def test_a_zscored_grid_on_a_file_with_a_constant_channel_stops_before_any_fit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    x = _offset_recording("rec.npz")
+    x[:, 1] = 5.0
+    np.savez("flat.npz", x=x, dt=0.01)
+    spec = {"dataset": "flat.npz", **TINY, "grid": {"seed": [0, 1]}}
+    with pytest.raises(ValueError, match=r"data file 'flat.npz': channel\(s\) \['x1'\] are constant.*Nothing was fitted"):
+        sweep.plan_sweep({**spec, "zscore": True})
+    assert "2 points" in sweep.plan_sweep(spec)           # without zscore the file is fine

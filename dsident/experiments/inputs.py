@@ -130,7 +130,7 @@ def check_grid_datasets(datasets: Iterable[Any]) -> None:
 
 def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     """Read every data file of a grid's points once as its points will (``read`` options, the
-    held-out split of ``test_fraction``, ``test_data``) and refuse, before anything is fitted,
+    held-out split of ``test_fraction``, ``test_data``, ``zscore``) and refuse, before anything is fitted,
     one that fails: a wrong ``--read`` key or a share that leaves a trial too short would
     otherwise fail every point of the grid, one by one."""
     import json
@@ -139,7 +139,7 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     for cfg in configs:
         if not is_path_like(str(cfg.get("dataset"))):
             continue
-        key = json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data")},
+        key = json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data", "zscore")},
                          sort_keys=True, default=str)
         if key in seen:
             continue
@@ -147,9 +147,11 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
         what = f"data file {cfg['dataset']!r}" + (f" with --read {cfg['read']}" if cfg.get("read") else "")
         try:
             if cfg.get("test_fraction") is not None:
-                held_out_split(cfg)
+                train = held_out_split(cfg)[0]
             else:
-                load_data(cfg["dataset"], split="train", read=cfg.get("read"))
+                train = load_data(cfg["dataset"], split="train", read=cfg.get("read"))
+            if cfg.get("zscore") is True:       # a constant channel cannot be z-scored, in any point
+                zscore_for_fit(train)
             if cfg.get("test_data"):
                 load_data(cfg["test_data"], split="test", read=read_options_for(cfg, cfg["test_data"]))
         except (ValueError, TypeError, KeyError, OSError) as err:
