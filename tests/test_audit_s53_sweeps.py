@@ -245,3 +245,11 @@ def test_a_zscored_grid_on_a_file_with_a_constant_channel_stops_before_any_fit(t
     with pytest.raises(ValueError, match=r"data file 'flat.npz': channel\(s\) \['x1'\] are constant.*Nothing was fitted"):
         sweep.plan_sweep({**spec, "zscore": True})
     assert "2 points" in sweep.plan_sweep(spec)           # without zscore the file is fine
+
+
+def test_a_grid_value_listed_twice_is_refused():
+    # seed = [0, 0] made one point twice: two pool workers writing one folder, the row counting it twice
+    with pytest.raises(ValueError, match=r"grid entry 'seed' lists 0 more than once; got \[0, 1, 0\]"):
+        sweep.expand_grid(BASE, {"seed": [0, 1, 0]})
+    configs, _ = sweep.expand_grid(BASE, {"seed": [0, 1], "latent_dim": [3, 4]})
+    assert len({runner.point_id(c) for c in configs}) == 4

@@ -66,6 +66,10 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
             raise ValueError(f"grid entry {key!r} must be a non-empty list of values; got {values!r}.")
+        texts = [json.dumps(v, sort_keys=True, default=str) for v in values]
+        repeated = sorted({t for t in texts if texts.count(t) > 1})
+        if repeated:         # the same point twice: two workers writing one folder, one seed counted twice
+            raise ValueError(f"grid entry {key!r} lists {', '.join(repeated)} more than once; got {list(values)!r}.")
     names = [k.rpartition(".")[2] for k in grid]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:            # one value would silently win, and the table's column would be ambiguous
