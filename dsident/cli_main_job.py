@@ -165,7 +165,8 @@ def _threads(args: argparse.Namespace) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latent-dim", type=int, help="latent state size M")
-    p.add_argument("--seed", type=int, help="random seed (default 0; with --init, the saved fit's own seed)")
+    p.add_argument("--seed", type=int, help="random seed (default 0; with --init, the saved fit's own seed; "
+                   "benchmark: the first of --seeds N)")
     p.add_argument("--train-length", type=int, help="fit on the first N training samples")
     p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")

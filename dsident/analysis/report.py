@@ -468,14 +468,14 @@ def _verdict(z: np.ndarray, lam_per_step: np.ndarray, zero_tol: float, diverged:
         # unbounded (e.g. linear) growth, whose λ1 > 0 is no chaos and, inside the zero
         # tolerance, no cycle either
         return "diverged", None
-    if abs(lam1) <= zero_tol and drifting(z):
-        # a zero exponent and a run that keeps moving one way without coming back (z' = z + h):
-        # no cycle or torus, an unbounded drift
-        return "diverged", None
     if lam1 < 0 and settling(z):
         # still moving, but every quarter of the run smaller than the last: a slow approach to a
         # fixed point (a damped spiral), whose λ1 can sit inside the zero tolerance of a short run
         return "fixed point", None
+    if abs(lam1) <= zero_tol and drifting(z):
+        # a zero exponent and a run that keeps moving one way without coming back (z' = z + h):
+        # no cycle or torus, an unbounded drift
+        return "diverged", None
     if lam1 < -zero_tol:
         # a map on an attracting cycle repeats itself: the smallest shift that maps the tail onto itself
         for k in range(1, len(tail) // 2):
@@ -514,7 +514,7 @@ def drifting(series: np.ndarray) -> bool:
     of the run comes back to where an earlier one was. A cycle, torus or chaotic attractor
     revisits its states within a quarter of a run that spans several of its turns; a drift such
     as ``z' = z + h`` never does, though its exponents are all zero. The drift must not slow
-    down (the last quarter moves at least half as far as the first), so a coordinate still
+    down (the last quarter moves at least 0.8 times as far as the first), so a coordinate still
     settling geometrically onto an attractor is not one."""
     quarters = np.array_split(np.asarray(series, dtype=float), 4)
     if min(len(q) for q in quarters) < 2:
@@ -526,7 +526,7 @@ def drifting(series: np.ndarray) -> bool:
     # and not slowing down: a coordinate still settling geometrically onto an attractor (its
     # quarters' shifts shrinking) is an approach, not a drift
     shift = np.abs(np.diff(np.array([q.mean(axis=0) for q in quarters]), axis=0))
-    steady = shift[-1] >= 0.5 * shift[0]
+    steady = shift[-1] >= 0.8 * shift[0]
     return bool(np.any((rising | falling) & steady))
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import xarray as xr
 
 from .best_dynamics import TRUE_SPECTRUM_STEPS, best_point_dynamics, true_spectrum
-from .config import FILE_ONLY_KEYS, PRESETS, default_method, held_out_by_default, resolve_config
+from .config import FILE_ONLY_KEYS, PRESETS, check_run_types, default_method, held_out_by_default, resolve_config
 from .inputs import check_grid_datasets, check_grid_files, is_path_like
 from .machine import cpu_model
 from .registry import available_models, check_model_name
@@ -54,9 +54,18 @@ def benchmark_configs(datasets: Sequence[str], models: Sequence[str], methods: S
     """Resolved configurations of the grid datasets × models × methods × seeds.
 
     ``methods=None`` uses each (dataset, model)'s default method (:func:`default_method`).
-    ``seeds`` is a count (0..n-1) or a list.
+    ``seeds`` is a count (0..n-1, or from ``overrides["seed"]`` on: ``--seed 5 --seeds 3`` runs
+    seeds 5, 6, 7) or a list.
     """
-    seed_list = list(range(int(seeds))) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
+    first = (overrides or {}).get("seed")
+    if first is not None:
+        check_run_types({"seed": first})
+        if not isinstance(seeds, (int, np.integer)):
+            raise ValueError(f"`seed` (--seed {first}) and a list of seeds {list(seeds)!r} both name the seeds; give "
+                             "one of them.")
+    start = int(first or 0)
+    seed_list = list(range(start, start + int(seeds))) if isinstance(seeds, (int, np.integer)) \
+        else [int(s) for s in seeds]
     if not seed_list:
         raise ValueError(f"`seeds` must be a positive count or a non-empty list; got {seeds!r}.")
     observation = ((overrides or {}).get("model_params") or {}).get("observation")

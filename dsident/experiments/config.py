@@ -645,7 +645,10 @@ PRESETS: dict[str, dict[Any, Any]] = {
 #: top-level keys a run configuration may carry
 RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length", "pe_steps",
             "model_params", "fit_options", "slow_channels", "test_starts", "test_data", "test_fraction", "read",
-            "delay_embedding")
+            "delay_embedding", "zscore")
+
+#: observation models of counts or classes: z-scoring their data would destroy what they model
+COUNT_OBSERVATIONS = ("poisson", "bernoulli", "categorical")
 
 #: run keys a benchmark gives its data files only: their reader's options, the share held out as
 #: test data, and the delay embedding of a one-channel recording
@@ -842,6 +845,36 @@ def parse_overrides(items: list[str] | None, flag: str = "--set") -> dict[str, A
     return out
 
 
+def check_run_types(settings: Mapping[str, Any]) -> None:
+    """Refuse run settings of the wrong kind before anything runs, naming the key: ``model`` /
+    ``method`` that are not names (a list meant for a sweep's ``[grid]``), a ``seed`` that is not
+    a whole number >= 0 (``0.5`` would have been seeded as 0, a list failed inside the fit), and
+    ``model_params`` / ``fit_options`` that are not tables (None, an empty YAML table, passes)."""
+    for key in ("model", "method"):
+        if key in settings and not isinstance(settings[key], str):
+            hint = " (to run several, list them in the sweep file's [grid])" if isinstance(settings[key], list) else ""
+            raise ValueError(f"`{key}` must be one name, e.g. {key} = \"{'shplrnn' if key == 'model' else 'bptt'}\"; "
+                             f"got {key}={settings[key]!r}{hint}.")
+    if "seed" in settings:
+        seed = settings["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            hint = " (to run several, put `seed = [0, 1, 2]` in the sweep file's [grid])" if isinstance(seed, list) \
+                else ""
+            raise ValueError(f"`seed` must be a whole number >= 0; got seed={seed!r}{hint}.")
+    if "zscore" in settings:
+        value = settings["zscore"]
+        if not (value is None or isinstance(value, bool)
+                or (isinstance(value, Mapping) and {"mean", "std"} <= set(value))):
+            raise ValueError("`zscore` must be true (standardise each channel with the training data's mean and std, "
+                             "as `dsident fit --zscore`) or false; a saved configuration's table of constants "
+                             f"(channel, mean, std) is reused as it is; got zscore={value!r}.")
+    for key in _TABLE_KEYS:
+        value = settings.get(key)
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"`{key}` must be a table of named settings ([{key}] in a TOML file, "
+                             f"{{name = value}}); got {key}={value!r}.")
+
+
 def _check_dataset_spec(dataset: Any, key: str = "dataset") -> None:
     """Refuse a dataset (run key ``key``) that is neither a shipped set's name nor a file path, before
     anything runs (a misspelt name would otherwise fail only when its first point loads the data)."""
@@ -881,6 +914,8 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     unknown = sorted(set(overrides) - set(RUN_KEYS))
     if unknown:
         raise ValueError(f"unknown configuration key(s) {unknown}; expected some of {list(RUN_KEYS)}.")
+    check_run_types({"model": model, **({"method": method} if method is not None else {}), **overrides})
+    overrides = {k: v for k, v in overrides.items() if not (k in _TABLE_KEYS and v is None)}
     _check_dataset_spec(dataset)
     key = data_key(dataset, (overrides.get("model_params") or {}).get("observation"))
     method = method or overrides.get("method") or _method_for(model, key)
@@ -908,6 +943,13 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     starts = check_test_starts(cfg.pop("test_starts", None))
     if starts is not None:
         cfg["test_starts"] = starts
+    if cfg.get("zscore") in (False, None):
+        cfg.pop("zscore", None)             # `zscore = false` is the same point as no zscore
+    else:
+        observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
+        if observation in COUNT_OBSERVATIONS:
+            raise ValueError(f"`zscore` standardises continuous signals, but observation={observation!r} models the "
+                             "raw counts (non-negative integers) that z-scoring would destroy; drop zscore.")
     if cfg.get("delay_embedding") in (False, None):
         cfg.pop("delay_embedding", None)
     else:
@@ -951,10 +993,25 @@ def _load_yaml(path: Path) -> dict[str, Any]:
                          "or write the configuration as TOML.") from err
     try:
         with open(path) as fh:
-            data = yaml.safe_load(fh)
+            data = yaml.load(fh, Loader=_yaml_loader(yaml))
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise _not_valid(path, "YAML", err) from err
     return {} if data is None else data
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """PyYAML's safe loader reading plain ``1e-3`` as the number it is, as TOML and YAML 1.2 do:
+    PyYAML follows YAML 1.1, which needs a dot (``1.0e-3``), and gave ``lr: 1e-3`` as the string
+    "1e-3", which each grid point then refused after loading its data. Quoted text stays text."""
+    import re
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
+    return Loader
 
 
 def _load_json(path: Path) -> Any:

@@ -130,7 +130,7 @@ def check_grid_datasets(datasets: Iterable[Any]) -> None:
 
 def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     """Read every data file of a grid's points once as its points will (``read`` options, the
-    held-out split of ``test_fraction``, ``test_data``) and refuse, before anything is fitted,
+    held-out split of ``test_fraction``, ``test_data``, ``zscore``) and refuse, before anything is fitted,
     one that fails: a wrong ``--read`` key or a share that leaves a trial too short would
     otherwise fail every point of the grid, one by one."""
     import json
@@ -139,7 +139,7 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     from ..data.summary import counts_note
 
     def key_of(cfg: Mapping[str, Any]) -> str:
-        return json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data")},
+        return json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data", "zscore")},
                           sort_keys=True, default=str)
 
     configs = list(configs)
@@ -161,6 +161,8 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
                 train, _ = held_out_split(cfg)
             else:
                 train = load_data(cfg["dataset"], split="train", read=cfg.get("read"))
+            if cfg.get("zscore") is True:       # a constant channel cannot be z-scored, in any point
+                zscore_for_fit(train)
             if cfg.get("test_data"):
                 load_data(cfg["test_data"], split="test", read=read_options_for(cfg, cfg["test_data"]))
         except (ValueError, TypeError, KeyError, OSError) as err:

@@ -162,11 +162,12 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
     test split's are filtered across the training split it continues (:func:`.inputs.load_test`),
     so the free runs do not start on the filter's edge effect. With ``delay_embedding`` the training
     data are embedded first, with the delays chosen on them, and the test data with the same
-    delays. A data file with ``test_fraction``
+    delays. With ``zscore`` (true) every channel is standardised with the training split's mean
+    and std, which the returned configuration records and the test split reuses. A data file with ``test_fraction``
     (a benchmark or sweep on a file: :func:`.config.held_out_by_default`) is split in time
     (:func:`.inputs.run_test`): the fit never sees its held-out ends.
     """
-    from .inputs import channels_for_fit, cut, held_out_split, load_data, run_test
+    from .inputs import channels_for_fit, cut, held_out_split, load_data, run_test, zscore_for_fit, zscored_as_fit
 
     cfg = dict(cfg)
     # a data file's held-out ends (`test_fraction`): the rest is the training data, and the
@@ -176,6 +177,10 @@ def point_data(cfg: Mapping[str, Any]) -> tuple[xr.Dataset, xr.Dataset, dict[str
                                                        read=cfg.get("read"))
     if cfg.get("train_length"):
         train = cut(train, int(cfg["train_length"]))
+    if isinstance(cfg.get("zscore"), Mapping):     # a saved configuration: its fit's constants
+        train = zscored_as_fit(train, cfg)
+    elif cfg.get("zscore"):                        # as `dsident fit --zscore`: the training data's constants,
+        train, cfg["zscore"] = zscore_for_fit(train)   # which the test data (run_test) and config.json reuse
     train, cfg = channels_for_fit(train, cfg)      # the delays and scale chosen here, kept for the test's
     test = run_test(cfg, length=cfg.get("eval_length"), held=held)
     return train, test, cfg
@@ -538,7 +543,8 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     and with ``test_starts`` (:mod:`.starts`; NaN without) ``D_stsp_starts`` /
     ``D_H_starts`` (medians over the starts), ``D_stsp_starts_max`` and ``n_starts``;
     coordinates ``dataset``, ``model``, ``method``, ``seed`` and every ``sweep_keys`` entry
-    (read from the top level of each configuration, then from model_params / fit_options).
+    (read from the top level of each configuration, then from model_params / fit_options; a
+    dotted ``model_params.NAME`` / ``fit_options.NAME`` from that table, its coordinate ``NAME``).
     """
     from .._version import __version__
 
@@ -577,8 +583,9 @@ def records_to_dataset(records: Sequence[Mapping[str, Any]], *, sweep_keys: Sequ
     for key in ("dataset", "model", "method"):
         coords[key] = ("point", np.array([str(r.get("config", {}).get(key)) for r in records], dtype=object).astype(str))
     coords["seed"] = ("point", np.array([int(r.get("config", {}).get("seed", 0)) for r in records], dtype=np.int64))
-    for key in sweep_keys:
-        values = [_swept_value(key, _lookup(r.get("config", {}), key)) for r in records]
+    for qualified in sweep_keys:
+        table, _, key = qualified.rpartition(".")
+        values = [_swept_value(key, _lookup(r.get("config", {}), key, table)) for r in records]
         numeric = all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)) for v in values)
         whole = numeric and all(isinstance(v, (int, np.integer)) for v in values)     # a latent_dim stays 4, not 4.0
         coords[key] = ("point", np.array(values, dtype=np.int64 if whole else float) if numeric
@@ -604,7 +611,11 @@ def _swept_value(key: str, value: Any) -> Any:
     return f"{cutoff:g}" if isinstance(cutoff, (int, float)) else str(cutoff)
 
 
-def _lookup(cfg: Mapping[str, Any], key: str) -> Any:
+def _lookup(cfg: Mapping[str, Any], key: str, table: str = "") -> Any:
+    """``cfg``'s value of ``key``: from ``table`` (model_params / fit_options) when named, else the top
+    level, then model_params, then fit_options."""
+    if table:
+        return (cfg.get(table) or {}).get(key, math.nan)
     for table in (cfg, cfg.get("model_params", {}), cfg.get("fit_options", {})):
         if key in table:
             return table[key]

@@ -39,12 +39,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .config import RUN_KEYS, SCORING_KEYS, held_out_by_default, load_config_file, resolve_config, save_config
+from .config import RUN_KEYS, SCORING_KEYS, check_run_types, held_out_by_default, load_config_file, resolve_config, save_config
 from .inputs import check_grid_datasets, check_grid_files
 from .machine import describe_machines
 from .runner import check_run_options, records_to_dataset, run_grid, run_point
-from .tables import (BURSTS_EXPLAINED, data_bursts_cell, late_bursts_cell, median_mad, regime_cell, test_data_note,
-                     _fmt)
+from .tables import (BURSTS_EXPLAINED, OFF_GRID_EXPLAINED, data_bursts_cell, late_bursts_cell, median_mad,
+                     regime_cell, test_data_note, with_off_grid, _fmt)
 
 #: keys of a sweep file besides the run configuration
 SWEEP_KEYS = ("grid", "out", "scheduler", "n_workers", "preset", "engine", "slurm")
@@ -66,6 +66,17 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
             raise ValueError(f"grid entry {key!r} must be a non-empty list of values; got {values!r}.")
+        texts = [json.dumps(v, sort_keys=True, default=str) for v in values]
+        repeated = sorted({t for t in texts if texts.count(t) > 1})
+        if repeated:         # the same point twice: two workers writing one folder, one seed counted twice
+            raise ValueError(f"grid entry {key!r} lists {', '.join(repeated)} more than once; got {list(values)!r}.")
+    names = [k.rpartition(".")[2] for k in grid]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:            # one value would silently win, and the table's column would be ambiguous
+        raise ValueError(f"grid entries {sorted(k for k in grid if k.rpartition('.')[2] in twice)} share the name "
+                         f"{twice}: one would overwrite the other, or the table's column would mean two settings; "
+                         "give each setting once in [grid].")
+    check_run_types({k: v for k, v in base.items() if k in ("model", "method", "seed", "model_params", "fit_options")})
     for key in ("dataset", "model"):
         if key not in base and key not in grid:
             raise ValueError(f"a sweep needs `{key}` (in the file or in [grid]); got keys {sorted(base)}.")
@@ -77,8 +88,8 @@ def expand_grid(base: Mapping[str, Any], grid: Mapping[str, Sequence[Any]]) -> t
     configs = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         settings = {k: v for k, v in base.items() if k in RUN_KEYS}
-        settings["model_params"] = dict(base.get("model_params", {}))
-        settings["fit_options"] = dict(base.get("fit_options", {}))
+        settings["model_params"] = dict(base.get("model_params") or {})
+        settings["fit_options"] = dict(base.get("fit_options") or {})
         for key, value in zip(keys, combo):
             table, _, name = key.rpartition(".")
             if table in ("model_params", "fit_options"):
@@ -261,8 +272,9 @@ def make_executor(engine: str | None = None, scheduler: str | None = None, n_wor
     if slurm_options and engine not in ("slurm", "submitit-local"):
         raise ValueError(f"slurm options {sorted(slurm_options)} are only used by engine 'slurm'; "
                          f"got engine {engine!r}.")
-    if n_workers is not None and int(n_workers) < 1:
-        raise ValueError(f"`n_workers` must be >= 1; got {n_workers!r}.")
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer))
+                                  or n_workers < 1):
+        raise ValueError(f"`n_workers` must be a whole number of processes >= 1; got n_workers={n_workers!r}.")
     if engine == "dask":
         try:
             from distributed import Client
@@ -338,8 +350,9 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     save_config({"sweep": data}, out / "sweep_config.json")
     own = executor is None
     if own:
+        # a scheduler given here implies engine "dask" over the file's engine, as --scheduler says
+        engine = engine or ("dask" if scheduler else data.get("engine"))
         scheduler = scheduler or (data.get("scheduler") if engine in (None, "dask") else None)
-        engine = engine or data.get("engine")
         options = {**file_slurm, **(slurm_options or {})}
         folder = options.pop("folder", None)
         if engine in ("slurm", "submitit-local"):
@@ -352,7 +365,11 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = 
     finally:
         if own:
             close_executor(executor)
-    results = records_to_dataset(records, sweep_keys=[k for k in swept if k != "seed"])
+    # each swept setting read from where the grid put it: `fit_options.hidden_dim` (SVI's guide) is not
+    # the model's hidden_dim, which a lookup by name alone found first
+    placed = [k if k.rpartition(".")[0] in ("model_params", "fit_options") or k in RUN_KEYS else f"model_params.{k}"
+              for k in data.get("grid", {})]
+    results = records_to_dataset(records, sweep_keys=[k for k in placed if k != "seed"])
     results.attrs["out"] = str(out)
     results.to_netcdf(out / "sweep.nc", engine="h5netcdf")
     table = sweep_table(results, [k for k in swept if k != "seed"])
@@ -375,14 +392,41 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
                          "...) and an inference option in [fit_options] (n_epochs, seq_len, ...), or in [grid] to "
                          "sweep it" + ("; a sampling step belongs to the data file (an .npz's `dt`, a CSV's time "
                                        "column)" if "dt" in unknown else "") + ".")
+    workers, engine = data.get("n_workers"), data.get("engine")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"the sweep file's `n_workers` must be a whole number of processes >= 1; got "
+                         f"n_workers={workers!r}.")
+    if engine is not None and (not isinstance(engine, str) or engine.lower() not in EXECUTOR_ENGINES):
+        raise ValueError(f"the sweep file's `engine` must be one of {list(EXECUTOR_ENGINES)}; got engine={engine!r}.")
     if not isinstance(data.get("slurm", {}), Mapping):
         raise ValueError(f"the sweep file's `slurm` must be a table of submitit options; got {data['slurm']!r}.")
     configs, swept = expand_grid(data, data.get("grid", {}))
+    if isinstance(spec, (str, Path)):
+        _check_relative_paths(configs, Path(spec))
     check_grid_datasets(c["dataset"] for c in configs)
     check_grid_files(configs)
     if check_options:          # a replacement point function takes its own settings
         check_run_options(configs)
     return data, configs, swept
+
+
+def _check_relative_paths(configs: Sequence[Mapping[str, Any]], spec: Path) -> None:
+    """Refuse a relative data path that is missing from the working directory but lies beside the
+    sweep file, saying so: paths in the file are read from the working directory (as ``out``), so
+    ``dsident sweep ../proj/sweep.toml`` from another folder used to say only that the file does not exist."""
+    from .inputs import is_path_like
+
+    for cfg in configs:
+        for key in ("dataset", "test_data"):
+            name = cfg.get(key)
+            if not isinstance(name, (str, Path)) or not is_path_like(str(name)) or Path(name).is_absolute():
+                continue
+            beside = spec.parent / name
+            if not Path(name).exists() and beside.is_file():
+                raise ValueError(f"`{key}` {str(name)!r} of the sweep file {str(spec)!r} is not in the working directory "
+                                 f"{os.getcwd()!r}, which relative paths in a sweep file are read from (as `out`); it "
+                                 f"is at {str(beside)!r}, beside the file: run the sweep from {str(spec.parent)!r}, or "
+                                 "give the path from here or an absolute one.")
 
 
 def plan_sweep(spec: str | Path | Mapping[str, Any], *, out: str | Path | None = None) -> str:
@@ -458,6 +502,17 @@ def _data_bursts_lines(results: xr.Dataset) -> list[str]:
             f"did. The test data: {'; '.join(said)}"]
 
 
+def _in_order(value: Any) -> tuple:
+    """A sort key for a swept value: numbers by size (latent_dim 8 before 16, tau 2.0 before 10.0;
+    also as the text a grid mixing numbers and words stores them as), then anything else by its text."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
+        return (0, float(value), "")
+    try:
+        return (0, float(str(value)), str(value))
+    except ValueError:
+        return (1, 0.0, str(value))
+
+
 def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
     """Markdown table: one row per combination of ``keys`` (seeds pooled), median ± MAD, and
     where the seeds' free runs end up at twice the evaluation length (:mod:`.late_run`); with
@@ -479,7 +534,8 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
         combos.setdefault(tuple(results[k].values[i].item() if hasattr(results[k].values[i], "item")
                                 else results[k].values[i] for k in keys), []).append(i)
     errors = []
-    for combo, idx in sorted(combos.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    off_grid = False
+    for combo, idx in sorted(combos.items(), key=lambda kv: tuple(map(_in_order, kv[0]))):
         done = [i for i in idx if results["status"].values[i] == "done"]
         cells = [str(v) for v in combo] + [f"{len(done)}/{len(idx)}"]
         for m in metrics:
@@ -490,6 +546,9 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
             else:
                 cells.append("–" if k == 0 else _fmt(med) if k == 1 or m == "fit_time"
                              else f"{_fmt(med)} ± {_fmt(mad, 2)}")
+                if m == "D_stsp":       # a seed whose run never entered the data's grid is not unscored
+                    cells[-1] = with_off_grid(cells[-1], results[m].values[done], results["diverged"].values[done])
+                    off_grid = off_grid or "off grid" in cells[-1]
         cells.append(regime_cell(results["regime"].values[done]) if "regime" in results else "–")
         if bursting:
             cells.append(late_bursts_cell(results, np.isin(np.arange(n), done)) if done else "–")
@@ -498,5 +557,5 @@ def sweep_table(results: xr.Dataset, keys: Sequence[str]) -> str:
                    f"{(str(results['error'].values[i]).splitlines() or ['no error recorded'])[0][:200]}"
                    for i in idx if i not in done]
     machines = describe_machines(results["machine"].values) if "machine" in results else None
-    tail = errors + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
+    tail = errors + ([f"- {OFF_GRID_EXPLAINED}"] if off_grid else []) + ([f"- {machines}"] if machines else []) + (_data_bursts_lines(results) if bursting else [])
     return "\n".join(lines + ([""] + tail if tail else [])) + "\n"

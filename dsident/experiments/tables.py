@@ -66,6 +66,26 @@ def median_mad(values: Sequence[float] | np.ndarray) -> tuple[float, float, int]
     return med, float(np.median(np.abs(arr - med))), int(arr.size)
 
 
+#: the line under a table with an off-grid D_stsp (:func:`with_off_grid`)
+OFF_GRID_EXPLAINED = ("off grid: no sample of that many seeds' free runs fell on the test data's grid (each channel's "
+                      "range ± 0.1 std, SPEC-metrics §1), so their D_stsp is undefined and the median is over the "
+                      "others; such a run lives elsewhere in state space (a fixed point or cycle away from the data)")
+
+
+def with_off_grid(cell: str, d_stsp: np.ndarray, diverged: np.ndarray) -> str:
+    """A D_stsp cell over finished seeds, saying how many of them were off grid: a free run that did
+    not diverge but never entered the test data's grid has D_stsp NaN, which the median leaves
+    out, so without this a row of such seeds read "–" (as if unscored) and a row with one would
+    show only its better seeds' median. All off grid: "off grid"."""
+    d = np.asarray(d_stsp, dtype=float)
+    off = int((~np.isfinite(d) & (np.asarray(diverged, dtype=float) == 0)).sum())
+    if off == 0:
+        return cell
+    if off == d.size:
+        return "off grid"
+    return f"{cell} ({off}/{d.size} off grid)"
+
+
 def _fmt(value: float, digits: int = 3) -> str:
     if not math.isfinite(value):
         return "–"
@@ -105,6 +125,8 @@ def summary_rows(results: xr.Dataset, floor: Mapping[str, Mapping[str, float]] |
         cells = {}
         for _, var in COLUMNS:
             cells[var] = _cell(results[var].values[sel & done], var)
+        cells["D_stsp"] = with_off_grid(cells["D_stsp"], results["D_stsp"].values[sel & done],
+                                        results["diverged"].values[sel & done])
         floor_d = float((floor or {}).get(str(dataset), {}).get("D_stsp", math.nan))
         d_med, d_h = (median_mad(results[v].values[sel & done])[0] for v in ("D_stsp", "D_H"))
         cells["D_stsp"] += floor_multiple(d_med, d_h, floor_d)
@@ -159,6 +181,8 @@ def markdown_table(results: xr.Dataset, *, extra_rows: Mapping[str, Mapping[str,
             cells += [c[var] for _, var in COLUMNS] if c else ["n/a"] * len(COLUMNS)
         lines.append("| " + " | ".join(cells) + " |")
     errors = _first_errors(results)
+    if any("off grid" in c["D_stsp"] for r in rows.values() for c in r.values()):
+        notes = [*notes, OFF_GRID_EXPLAINED]
     if floor:
         notes = [*notes, f"(k×): the median D_stsp over the floor's; ✓: a reconstruction, D_stsp ≤ "
                          f"{RECONSTRUCTION_FLOOR_RATIO:g}× the floor and D_H ≤ {RECONSTRUCTION_MAX_DH:g} (medians)"]
