@@ -313,19 +313,13 @@ class StateSpaceModel(nn.Module):
         for name, flag in (("noise", noise), ("observation_noise", observation_noise)):
             if not isinstance(flag, (bool, np.bool_)):     # "no" is truthy: a noisy run where none was asked for
                 raise TypeError(f"`{name}` must be True or False; got {name}={flag!r}.")
-        number = (int, float, np.integer, np.floating)
-        if dt is not None and (isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number)
-                               or not math.isfinite(float(dt)) or float(dt) <= 0):
-            # a string such as "0.1" would otherwise pass float() and hide a config read as text
-            raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
-        if dt is not None and not self._continuous_time() and abs(float(dt) - self.dt) > 1e-9 * self.dt:
-            # a map takes one step per sample whatever dt says: the run would be labelled with a time
-            # axis it does not have
-            raise ValueError(f"`dt`={float(dt)!r}: {type(self.dynamics).__name__} is a discrete-time map, one step "
-                             f"per sample of its fit's step dt={self.dt!r}; another dt would only relabel the "
-                             "time axis. Leave `dt` out (continuous-time models integrate at any step).")
+        if dt is not None:
+            from .dynamics.solvers import check_run_step
+
+            check_run_step(self.dynamics, dt, self.dt)
         n_steps, n_trials = int(n_steps), int(n_trials)
-        step_dt = self.dt if dt is None else float(dt)
+        # a map runs (and is labelled) at its own step; a dt it accepted agrees with that one
+        step_dt = self.dt if dt is None or not self._continuous_time() else float(dt)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         dtype, device = self._dtype_device()
 

@@ -30,6 +30,7 @@ from .._threads import one_blas_thread
 from .._version import __version__
 from ..dynamics.base import LatentDynamics
 from ..dynamics.plrnn import PLRNN, PLRNNParams
+from ..dynamics.solvers import check_run_step
 from ..inference.training import check_int, check_number
 from ._resolve import resolve_dynamics
 
@@ -582,22 +583,6 @@ def _check_finite_starts(starts: np.ndarray) -> None:
                          ".all(axis=1)].")
 
 
-def _check_map_step(dyn: Any, dt: Any, own_dt: float | None) -> None:
-    """Refuse a ``dt`` that is not a positive finite number, and one that a discrete-time map would
-    drop unused (it takes one step whatever ``dt`` says), as ``generate`` and ``prediction_error`` do."""
-    from ..data.container import steps_agree
-    from ..dynamics.solvers import ODEStepMixin
-
-    number = (int, float, np.integer, np.floating)
-    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number) or not np.isfinite(float(dt)) or float(dt) <= 0:
-        raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
-    if not isinstance(dyn, ODEStepMixin) and (own_dt is None or not steps_agree(float(dt), float(own_dt))):
-        raise ValueError(f"`dt`={float(dt)!r}: {type(dyn).__name__} is a discrete-time map, one step per sample"
-                         + ("" if own_dt is None else f" of its fit's step dt={float(own_dt)!r}")
-                         + "; another dt would be dropped unused. Leave `dt` out (continuous-time models "
-                         "integrate at any step).")
-
-
 def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_starts: int = 200,
                         init_scale: float = 1.0, dt: float | None = None, max_iter: int = 100,
                         patience: int = 10, tol: float = 1e-9, speed_threshold: float = 1e-6, dedup_tol: float = 1e-5,
@@ -659,7 +644,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
     else:
         dyn, step_dt = resolve_dynamics(model, dt)
         if dt is not None:
-            _check_map_step(dyn, dt, resolve_dynamics(model)[1])
+            check_run_step(dyn, dt, resolve_dynamics(model)[1])
         m = dyn.latent_dim
         base_step = None
     max_iter, patience = check_int("max_iter", max_iter, 1), check_int("patience", patience, 1)

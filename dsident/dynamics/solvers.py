@@ -43,7 +43,7 @@ StepField = Callable[[Tensor, "Tensor | None"], Tensor]
 #: A vector field for :func:`integrate`: ``f(t, z (B, M)) -> dz/dt (B, M)``; ``t`` is a float or (B, 1).
 TimeField = Callable[[Any, Tensor], Tensor]
 
-__all__ = ["SOLVERS", "integrate", "solver_step", "solver_step_jacobian", "SplitVectorField",
+__all__ = ["check_run_step", "SOLVERS", "integrate", "solver_step", "solver_step_jacobian", "SplitVectorField",
            "ODEStepMixin", "check_method", "check_dt"]
 
 #: method name -> properties (convergence order, adaptive step?); an unknown name gets an error listing these keys.
@@ -459,3 +459,23 @@ class ODEStepMixin:
             warnings.warn(f"{type(self).__name__}.simulate: the state became non-finite; the rollout diverged.",
                           RuntimeWarning, stacklevel=2)
         return out
+
+
+def check_run_step(dynamics: Any, dt: Any, own_dt: float | None) -> None:
+    """Refuse a ``dt`` to run ``dynamics`` at that is not a positive finite number, or that a
+    discrete-time map would drop unused: a map takes one step per sample whatever ``dt`` says, so
+    only its fit's own step ``own_dt`` (within :data:`dsident.data.container.STEP_RTOL`) is
+    accepted, and none when that is unknown (bare dynamics). Continuous-time dynamics
+    (:class:`ODEStepMixin`) integrate at any step. Behind ``generate``, ``prediction_error`` and
+    ``newton_fixed_points``."""
+    from ..data.container import steps_agree
+
+    number = (int, float, numbers.Real)
+    if isinstance(dt, bool) or not isinstance(dt, number) or not math.isfinite(float(dt)) or float(dt) <= 0:
+        # a string such as "0.1" would otherwise pass float() and hide a config read as text
+        raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
+    if not isinstance(dynamics, ODEStepMixin) and (own_dt is None or not steps_agree(float(dt), float(own_dt))):
+        raise ValueError(f"`dt`={float(dt)!r}: {type(dynamics).__name__} is a discrete-time map, one step per sample"
+                         + ("" if own_dt is None else f" of its fit's step dt={float(own_dt)!r}")
+                         + "; another dt would be dropped unused. Leave `dt` out (continuous-time models "
+                         "integrate at any step).")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..data.container import check_model_step, sample_gaps, steps_agree
+from ..data.container import check_model_step, sample_gaps
 from .state_space import as_trials
 
 __all__ = ["prediction_error"]
@@ -88,7 +88,9 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     if not isinstance(curve, (bool, np.bool_)):     # "no" is truthy: the curve where PE(n) was asked for
         raise TypeError(f"`curve` must be True or False; got curve={curve!r}.")
     if dt is not None:
-        _check_step(model, dt)
+        from ..dynamics.solvers import check_run_step
+
+        check_run_step(getattr(model, "dynamics", model), dt, getattr(model, "dt", None))
     continuous = getattr(model, "_continuous_time", None)
     if dt is None and not (isinstance(data, xr.Dataset) and "sample_time" in data
                            and (not callable(continuous) or continuous())):
@@ -138,21 +140,6 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     with np.errstate(invalid="ignore", divide="ignore"):
         errors = np.where(count > 0, sq_sum / np.maximum(count, 1), np.nan)
     return errors if curve else float(errors[-1])
-
-
-def _check_step(model: Any, dt: Any) -> None:
-    """Refuse a ``dt`` that is not a positive finite number, and one that a discrete-time map would
-    drop unused (it takes one step per sample, whatever ``dt`` says), as ``generate`` does."""
-    number = (int, float, np.integer, np.floating)
-    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, number) or not np.isfinite(float(dt)) or float(dt) <= 0:
-        raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
-    continuous = getattr(model, "_continuous_time", None)
-    model_dt = getattr(model, "dt", None)
-    if callable(continuous) and not continuous() and model_dt is not None \
-            and not steps_agree(float(dt), float(model_dt)):
-        raise ValueError(f"`dt`={float(dt)!r}: {type(getattr(model, 'dynamics', model)).__name__} is a discrete-time "
-                         f"map, one step per sample of its fit's step dt={float(model_dt)!r}; another dt would be "
-                         "dropped unused. Leave `dt` out (continuous-time models integrate at any step).")
 
 
 def _sample_gaps(model: Any, data: Any) -> np.ndarray | None:
