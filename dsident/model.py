@@ -32,6 +32,7 @@ import torch
 import xarray as xr
 from torch import Tensor, nn
 
+from ._checks import check_bool
 from ._version import __version__
 from .dynamics.base import DYNAMICS_REGISTRY, LatentDynamics, run_steps
 from .observations.base import OBSERVATION_REGISTRY, ObservationModel
@@ -310,9 +311,8 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`n_trials` must be an integer >= 1; got n_trials={n_trials!r}.")
         if z0 is not None and x0 is not None:
             raise ValueError("pass either `z0` (a latent start state) or `x0` (an observation to encode), not both.")
-        for name, flag in (("noise", noise), ("observation_noise", observation_noise)):
-            if not isinstance(flag, (bool, np.bool_)):     # "no" is truthy: a noisy run where none was asked for
-                raise TypeError(f"`{name}` must be True or False; got {name}={flag!r}.")
+        # "no" is truthy: a noisy run where none was asked for
+        check_bool("noise", noise), check_bool("observation_noise", observation_noise)
         if dt is not None:
             from .dynamics.solvers import check_run_step
 

@@ -325,7 +325,7 @@ def test_coverage_refuses_a_per_sample_flag_that_is_no_bool():
     assert state_space_coverage(x, x[:5], per_sample=False) == 0.5          # the docstring's example
     np.testing.assert_array_equal(state_space_coverage(x, x[:5], per_sample=np.bool_(True)), [1.0] * 5 + [0.0] * 5)
     for flag in ("no", 0, None):
-        with pytest.raises(TypeError, match=f"`per_sample` must be True or False; got {flag!r}"):
+        with pytest.raises(TypeError, match=f"`per_sample` must be True or False; got per_sample={flag!r}"):
             state_space_coverage(x, x[:5], per_sample=flag)
 
 

@@ -57,7 +57,8 @@ from ..metrics.evaluate import observed_spectrum_distance
 from ..observations.gaussian import reads_gaussian
 from .forcing_alpha import AlphaSchedule, TeacherSignal, estimate_alpha, make_teacher
 from .fused_rollout import can_fuse, fused_forced_rollout
-from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress, check_bool,
+from .._checks import check_bool
+from .training import (LOSSES, Evaluation, FitCallback, TrainingDivergedError, TrainingProgress,
                        check_data_fits_model, check_int, check_number, resolve_device, train_loop)
 from .windows import Batch, ConsecutiveWindows, RandomWindows
 

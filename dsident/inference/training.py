@@ -129,13 +129,6 @@ def check_number(name: str, value: Any, *, positive: bool = False, allow_none: b
     return float(value)
 
 
-def check_bool(name: str, value: Any) -> bool:
-    """``value`` as a bool; TypeError naming ``name`` unless it is True or False."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"`{name}` must be True or False; got {name}={value!r}.")
-    return bool(value)
-
-
 class TrainingDivergedError(RuntimeError):
     """Raised (with ``on_divergence="raise"``) when the training loss or a gradient is not finite."""
 

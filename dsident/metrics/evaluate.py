@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
+from .._checks import check_bool
 from .._version import __version__
 from .prediction import prediction_error
 from .spectrum import _non_negative, power_spectrum_distance
@@ -123,11 +124,10 @@ def evaluate(model: Any, test: Any, *, seed: int = 0, burn_in_fraction: float = 
     _non_negative(sigma, "sigma")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer; got {seed!r}.")
-    for name, flag in (("noise", noise), ("observation_noise", observation_noise), ("return_run", return_run)):
-        # "no" is truthy: a noisy run (or a tuple) where the caller asked for none
-        if not (isinstance(flag, (bool, np.bool_)) or (flag is None and name == "observation_noise")):
-            raise TypeError(f"`{name}` must be True or False{' or None' if name == 'observation_noise' else ''}; "
-                            f"got {name}={flag!r}.")
+    # "no" is truthy: a noisy run (or a tuple) where the caller asked for none
+    check_bool("noise", noise), check_bool("return_run", return_run)
+    if observation_noise is not None:
+        check_bool("observation_noise", observation_noise)
     ds = as_dataset(test)
     _check_step(test, fitted, dt)
     x = ds["x"].values

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .._checks import check_bool
 from ..data.container import check_model_step, sample_gaps
 from .state_space import as_trials
 
@@ -85,8 +86,7 @@ def prediction_error(model: Any, data: Any, n: int = 20, *, curve: bool = False,
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"`n` must be a positive integer number of steps; got {n!r}.")
     n = int(n)
-    if not isinstance(curve, (bool, np.bool_)):     # "no" is truthy: the curve where PE(n) was asked for
-        raise TypeError(f"`curve` must be True or False; got curve={curve!r}.")
+    check_bool("curve", curve)     # "no" is truthy: the curve where PE(n) was asked for
     if dt is not None:
         from ..dynamics.solvers import check_run_step
 

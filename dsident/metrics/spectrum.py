@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 from scipy.ndimage import gaussian_filter1d
 
+from .._checks import check_bool
 from .state_space import as_trials, positive_number
 
 __all__ = ["power_spectrum_distance", "power_spectrum", "power_spectrum_mse", "SpectrumMSE",
@@ -53,8 +54,7 @@ def power_spectrum_distance(true: Any, generated: Any, *, sigma: float = 20.0,
     ValueError
         Different lengths or channel counts, missing samples (NaN), or a negative ``sigma``.
     """
-    if not isinstance(per_channel, (bool, np.bool_)):     # "no" is truthy: an array where a float was asked for
-        raise TypeError(f"`per_channel` must be True or False; got per_channel={per_channel!r}.")
+    check_bool("per_channel", per_channel)     # "no" is truthy: an array where a float was asked for
     _check_same_step(true, generated)
     xt = _gap_free(_equal_trials(true, "true"), "true")
     xg = _gap_free(_equal_trials(generated, "generated"), "generated")

@@ -24,6 +24,8 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import logsumexp
 
+from .._checks import check_bool
+
 __all__ = ["state_space_divergence", "state_space_coverage"]
 
 Direction = Literal["forward", "reverse", "symmetric"]
@@ -146,8 +148,7 @@ def state_space_coverage(true: Any, generated: Any, *, n_bins: int = 30,
     0.5
     """
     n_bins = _positive_int(n_bins, "n_bins")
-    if not isinstance(per_sample, (bool, np.bool_)):      # "no" read as True gave the per-sample array
-        raise TypeError(f"`per_sample` must be True or False; got {per_sample!r}.")
+    check_bool("per_sample", per_sample)     # "no" read as True gave the per-sample array
     trials = _no_inf(as_trials(true, "true"), "true")
     flat = trials.reshape(-1, trials.shape[-1])
     finite = np.all(np.isfinite(flat), axis=1)

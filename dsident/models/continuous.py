@@ -25,7 +25,7 @@ from ..dynamics.gnode import GatedNODE as GatedNODEDynamics
 from ..dynamics.ltc import LTC as LTCDynamics
 from ..dynamics.organics import ORGaNICs as ORGaNICsDynamics
 from ..dynamics.rfwp import RecurrentFWP as RecurrentFWPDynamics
-from ..inference.training import check_bool
+from .._checks import check_bool
 from ..observations import ObservationModel, make_observation
 from .base import LatentModelEstimator
 
