@@ -272,9 +272,7 @@ def make_executor(engine: str | None = None, scheduler: str | None = None, n_wor
     if slurm_options and engine not in ("slurm", "submitit-local"):
         raise ValueError(f"slurm options {sorted(slurm_options)} are only used by engine 'slurm'; "
                          f"got engine {engine!r}.")
-    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer))
-                                  or n_workers < 1):
-        raise ValueError(f"`n_workers` must be a whole number of processes >= 1; got n_workers={n_workers!r}.")
+    _check_workers(n_workers)
     if engine == "dask":
         try:
             from distributed import Client
@@ -392,10 +390,8 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
                          "...) and an inference option in [fit_options] (n_epochs, seq_len, ...), or in [grid] to "
                          "sweep it" + ("; a sampling step belongs to the data file (an .npz's `dt`, a CSV's time "
                                        "column)" if "dt" in unknown else "") + ".")
-    workers, engine = data.get("n_workers"), data.get("engine")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"the sweep file's `n_workers` must be a whole number of processes >= 1; got "
-                         f"n_workers={workers!r}.")
+    engine = data.get("engine")
+    _check_workers(data.get("n_workers"), "the sweep file's ")
     if engine is not None and (not isinstance(engine, str) or engine.lower() not in EXECUTOR_ENGINES):
         raise ValueError(f"the sweep file's `engine` must be one of {list(EXECUTOR_ENGINES)}; got engine={engine!r}.")
     if not isinstance(data.get("slurm", {}), Mapping):
@@ -408,6 +404,13 @@ def _read_sweep(spec: str | Path | Mapping[str, Any], *, check_options: bool = T
     if check_options:          # a replacement point function takes its own settings
         check_run_options(configs)
     return data, configs, swept
+
+
+def _check_workers(n_workers: Any, where: str = "") -> None:
+    """Refuse a worker count that is not a whole number >= 1 (a "2" read as text, a bool)."""
+    if n_workers is not None and (isinstance(n_workers, bool) or not isinstance(n_workers, (int, np.integer))
+                                  or n_workers < 1):
+        raise ValueError(f"{where}`n_workers` must be a whole number of processes >= 1; got n_workers={n_workers!r}.")
 
 
 def _check_relative_paths(configs: Sequence[Mapping[str, Any]], spec: Path) -> None:
