@@ -52,7 +52,8 @@ def provenance(source: str, path: Any = None, **fields: Any) -> dict:
 
 
 def units_attr(units: list[str]) -> str:
-    """``attrs["units"]``: one unit string when all channels share it, else ``"ch: unit; ..."``."""
+    """``attrs["units"]``: one unit string when all channels share it, else each channel's unit in
+    channel order, joined by "; " (``"mV; pA"``; read back by ``plotting._channel_units``)."""
     return units[0] if len(set(units)) == 1 else "; ".join(units)
 
 
