@@ -199,3 +199,20 @@ def test_datasets_at_different_steps_are_refused_not_compared_bin_by_bin():
     with pytest.raises(ValueError, match=r"`dataset` is sampled every 0\.1 \(attrs\['dt'\]\) but `other` every 0\.2"):
         floor(a, b, n_pairs=1, length=200)
     assert power_spectrum_distance(a, x) == 0.0             # a plain array carries no step: taken at the Dataset's
+
+
+def test_spectrum_mse_of_datasets_reads_the_rate_from_their_step():
+    # a Dataset sampled every 0.5 ms (2000 Hz): the frequency axis and the cutoff are in Hz without
+    # fs; an array has no step and keeps cycles per sample
+    from dsident.data import as_dataset
+
+    n = 2000
+    true, gen = _cos(30, n, amplitude=1.5), _cos(30, n, amplitude=0.5)
+    ds_true, ds_gen = as_dataset(true, dt=0.0005), as_dataset(gen, dt=0.0005)
+    by_step = power_spectrum_mse(ds_true, ds_gen, cutoff=50.0, max_frequency=600.0)
+    by_fs = power_spectrum_mse(true, gen, fs=2000.0, cutoff=50.0, max_frequency=600.0)
+    assert by_step.frequency[30] == pytest.approx(30.0)
+    assert by_step.low == pytest.approx(by_fs.low) and by_step.total == pytest.approx(by_fs.total)
+    assert power_spectrum_mse(true, gen).frequency[-1] == pytest.approx(0.5)
+    # a given fs still wins
+    assert power_spectrum_mse(ds_true, ds_gen, fs=1.0).frequency[-1] == pytest.approx(0.5)

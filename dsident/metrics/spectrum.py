@@ -140,7 +140,7 @@ class SpectrumMSE(NamedTuple):
     error: np.ndarray   #: (F,) squared spectrum difference per bin, averaged over channels
 
 
-def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: float | None = None,
+def power_spectrum_mse(true: Any, generated: Any, *, fs: float | None = None, cutoff: float | None = None,
                        max_frequency: float | None = None, sigma: float = 0.0, zscore: bool = False,
                        normalize: bool = False) -> SpectrumMSE:
     """Mean squared difference of amplitude spectra (rPLRNN paper, Schmidt et al. 2021).
@@ -157,8 +157,10 @@ def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: fl
     true, generated : array-like of shape (time, channel) or (trial, time, channel), or Dataset
         Gap-free series of equal length. The paper compared raw (not re-centred) series, so
         a generated offset shows up in the DC bin; pass ``zscore=True`` to remove it.
-    fs : float
+    fs : float, optional
         Sampling rate, in Hz (or 1 / unit of time) — sets the frequency axis of ``cutoff``.
+        Default: ``1 / attrs["dt"]`` of ``true`` (or ``generated``) when it is a Dataset, else 1
+        (frequencies in cycles per sample). A Dataset sampled at 0.5 ms gives 2000 Hz.
     cutoff : float, optional
         Frequency splitting the low (``f <= cutoff``) from the high (``cutoff < f``) band.
     max_frequency : float, optional
@@ -179,6 +181,10 @@ def power_spectrum_mse(true: Any, generated: Any, *, fs: float = 1.0, cutoff: fl
     xt = _gap_free(_equal_trials(true, "true"), "true")
     xg = _gap_free(_equal_trials(generated, "generated"), "generated")
     _check_same_shape(xt, xg)
+    if fs is None:
+        # a Dataset knows its own rate: fs = 1 would put cutoff and the frequencies in cycles per sample
+        steps = [float(d.attrs["dt"]) for d in (true, generated) if isinstance(d, xr.Dataset) and "dt" in d.attrs]
+        fs = 1.0 / steps[0] if steps else 1.0
     fs = _positive(fs, "fs")
     sigma = _non_negative(sigma, "sigma")
     n_time = xt.shape[1]
