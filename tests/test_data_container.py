@@ -365,3 +365,14 @@ def test_torch_tensors_that_require_grad_are_read_as_their_values():
     ragged = as_dataset([torch.tensor(x[0, :15], requires_grad=True), torch.tensor(x[1])])
     np.testing.assert_array_equal(ragged["x"].values[0, :15], x[0, :15])
     assert np.isnan(ragged["x"].values[0, 15:]).all()
+
+
+def test_a_dataframes_named_columns_name_its_channels():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"V": np.arange(6.0), "I": np.linspace(0.0, 1.0, 6)})
+    ds = as_dataset(frame, dt=0.1)
+    assert list(ds["channel"].values) == ["V", "I"]
+    np.testing.assert_array_equal(ds["x"].values[0], frame.to_numpy())
+    # unnamed columns (0, 1, ...) keep the default names; given names win
+    assert list(as_dataset(pd.DataFrame(np.zeros((6, 2))))["channel"].values) == ["x0", "x1"]
+    assert list(as_dataset(frame, channel_names=["a", "b"])["channel"].values) == ["a", "b"]

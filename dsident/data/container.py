@@ -100,7 +100,7 @@ def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
         the same length per trial. Must be finite.
     channel_names, input_names : sequence of str, optional
         Unique names of the channels / inputs. Default ``x0, x1, ...`` / ``u0, u1, ...``
-        (or the input's coordinate labels).
+        (or the input's coordinate labels, or a pandas DataFrame's named columns).
     name : str, optional
         Name of the data set (``attrs["name"]``). Default: the input's name, else ``"data"``.
     min_length : int, default 2
@@ -169,6 +169,11 @@ def as_dataset(data: Any, *, dt: float | None = None, u: Any = None,
         if name is None and "name" not in attrs and data.name not in (None, "x"):
             name = str(data.name)
 
+    if channel_names is None and _is_frame(data):
+        # a table's named columns name its channels (a RangeIndex, 0 1 2 ..., names none)
+        columns = list(data.columns)
+        if not all(isinstance(c, (int, np.integer)) for c in columns):
+            channel_names = [str(c) for c in columns]
     trials = _as_trials(data, "data")
     if lengths_given is not None:
         trials = _cut_to_lengths(trials, lengths_given)
@@ -325,6 +330,11 @@ def _valid_lengths(ds: xr.Dataset, dt: Any) -> np.ndarray:
         if np.isfinite(t0) and float(dt) > 0:
             offset = max(int(round(t0 / float(dt))), 0)
     return np.clip(length - offset, 0, n_time)
+
+
+def _is_frame(data: Any) -> bool:
+    """Whether ``data`` is a pandas DataFrame (without importing pandas for anything else)."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns") and hasattr(data, "to_numpy")
 
 
 def _check_time_step(ds: xr.Dataset) -> None:
