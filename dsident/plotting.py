@@ -299,16 +299,29 @@ def plot_time_series(true: Any, generated: Any | None = None, *, n_steps: int = 
         ax.set_ylabel(names[i])
     axes[-1].set_xlabel(time_label(true))
     axes[0].legend(loc="upper right", fontsize="small")
-    _suptitle(fig, title, shown, n)
+    _suptitle(fig, title, shown, n, true)
     fig.tight_layout()
     return _finish(fig, save)
 
 
-def _suptitle(fig: Figure, title: str | None, shown: int, n: int) -> None:
-    """The figure's title, saying so when only the first ``shown`` of ``n`` channels are drawn."""
-    note = f"(the first {shown} of {n} channels)" if shown < n else ""
+def _suptitle(fig: Figure, title: str | None, shown: int, n: int, data: Any = None) -> None:
+    """The figure's title, saying so when only the first ``shown`` of ``n`` channels are drawn,
+    and when ``data`` holds several trials, of which only the first is."""
+    trials = _n_trials(data)
+    parts = ([f"the first {shown} of {n} channels"] if shown < n else []) + \
+        ([f"trial 0 of {trials}"] if trials > 1 else [])
+    note = f"({', '.join(parts)})" if parts else ""
     if title or note:
         fig.suptitle("\n".join(p for p in (title, note) if p))
+
+
+def _n_trials(data: Any) -> int:
+    """How many trials ``data`` holds (1 for a (time, channel) array or anything unknown)."""
+    da = data["x"] if isinstance(data, xr.Dataset) and "x" in data else data
+    if isinstance(da, xr.DataArray):
+        return int(da.sizes.get("trial", 1))
+    shape = np.shape(data) if isinstance(data, np.ndarray) else ()
+    return int(shape[0]) if len(shape) == 3 else 1
 
 
 def _smoothed_spectra(arr: np.ndarray, sigma: float) -> np.ndarray:
@@ -391,7 +404,7 @@ def plot_power_spectra(true: Any, generated: Any | None = None, *, sigma: float 
     fig.axes[0].set_ylabel("normalised power" + (" (log)" if log_power else ""))
     _note_gaps(fig.axes[0], x)
     fig.axes[0].legend(fontsize="small")
-    _suptitle(fig, title, shown, n)
+    _suptitle(fig, title, shown, n, true)
     fig.tight_layout()
     return _finish(fig, save)
 

@@ -520,3 +520,20 @@ def test_reconstruction_page_prints_scores_computed_in_float32():
     fig = plotting.plot_reconstruction(x, x, scores={"D_stsp": 0.25, "D_H": np.float32(0.125), "diverged": False,
                                                      "note": "n/a"})
     assert [t.get_text() for t in fig.texts] == ["D_stsp = 0.25   D_H = 0.125"]
+
+
+def test_time_series_and_spectra_of_several_trials_say_only_the_first_is_drawn():
+    from dsident.data import as_dataset
+    from dsident.plotting import plot_power_spectra, plot_time_series
+
+    t = np.arange(600) * 0.01
+    trials = np.stack([np.column_stack([np.sin(2 * np.pi * f * t), np.cos(2 * np.pi * f * t)]) for f in (1, 3, 5)])
+    ds = as_dataset(trials, dt=0.01)
+    for plot in (plot_time_series, plot_power_spectra):
+        fig = plot(ds)
+        assert "trial 0 of 3" in fig._suptitle.get_text()
+        one = plot(as_dataset(trials[0], dt=0.01))
+        assert one._suptitle is None or "trial" not in one._suptitle.get_text()
+    drawn = plot_time_series(trials)                                                # a (trial, time, channel) array
+    assert "trial 0 of 3" in drawn._suptitle.get_text()
+    np.testing.assert_allclose(drawn.axes[0].lines[0].get_ydata()[:5], trials[0, :5, 0])   # the first trial it is
