@@ -58,8 +58,10 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         (MAT cell arrays, HDF5 groups) it names the axes of each trial.
     fs, dt : float, optional
         Sampling rate (Hz) or step (s); at most one. Required for text files. Otherwise taken
-        from the file when it stores ``dt``/``fs`` (an ``.npz`` entry, an HDF5 attribute of the
-        dataset or file, a MAT variable), else 1.0 (one sample per time unit).
+        from the file when it stores ``dt``/``fs``/``sampling_rate`` (an ``.npz`` entry, an HDF5
+        attribute of the dataset or file or a dataset at its root, a MAT variable or a field of the
+        struct ``key`` reaches into), or ``time`` (one sample time per sample, kept as
+        ``sample_time``), else 1.0 (one sample per time unit).
     channel_names : sequence of str, optional
         Channel names; default the csv header, else ``x0, x1, ...``.
     time_column : str, int or False, optional
@@ -120,6 +122,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         trials, meta, fmt = _read_mat(path, key)
     else:
         raise ValueError(f"`path` {str(path)!r} has extension {ext!r}; load_array reads {list(ARRAY_EXTENSIONS)}.")
+    if step is None and meta.get("dt_error"):
+        raise ValueError(meta["dt_error"])
     if step is None and meta.get("dt") is not None:
         step = float(meta["dt"])
     else:
@@ -127,12 +131,35 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     if channel_names is None and meta.get("channel_names"):
         channel_names = meta["channel_names"]
     data, order = _arrange(trials, dims)
+    stored_time = meta.get("time") if sample_time is None else None
+    if stored_time is not None:
+        sample_time = _stored_times(stored_time, data, path)
+        meta["time_column"] = "time"
     prov = provenance("dsident.data.load_array", path, format=fmt, key=key, dims=order,
                       time_column=meta.get("time_column"), time_unit=_time_unit(meta, fs),
                       dt=step if step is not None else ("the median step of the time column" if sample_time is not None
                                                         else "1.0 (no sampling rate in the file or the call)"))
-    return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
-                      time=sample_time, min_length=1)
+    try:
+        return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
+                          time=sample_time, min_length=1)
+    except ValueError as err:
+        if stored_time is None:
+            raise
+        raise ValueError(f"{path.name!r} stores sample times under `time`, which do not fit its data: {err}") from None
+
+
+def _stored_times(time: np.ndarray, data: Any, path: Path) -> np.ndarray:
+    """The sample times a file stores beside its data (an ``.npz`` entry, an HDF5 dataset or a
+    MAT variable named ``time``): one per sample of the time axis."""
+    if time.dtype.kind not in "biuf":
+        raise TypeError(f"{path.name!r} stores `time` with dtype {time.dtype}; expected the sample times as numbers.")
+    time = np.squeeze(time).astype(np.float64)
+    lengths = [len(t) for t in data] if isinstance(data, list) else [data.shape[-2]] * (data.shape[0] if data.ndim == 3 else 1)
+    if time.ndim != 1 or len(set(lengths)) > 1 or time.shape[0] != lengths[0]:
+        raise ValueError(f"{path.name!r} stores `time` of shape {time.shape}, which is not one time per sample of its "
+                         f"data (trials of {sorted(set(lengths))} samples); store the sample times as a 1-D `time` of that "
+                         "length, or remove the `time` entry and pass fs=... or dt=....")
+    return time
 
 
 def _time_unit(meta: dict, fs: float | None) -> str | None:
@@ -164,14 +191,7 @@ def _read_npy(path: Path) -> np.ndarray:
 def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
     with np.load(path, allow_pickle=False) as archive:
         names = list(archive.files)
-        meta = {}
-        for k in ("dt", "fs"):
-            if k in names:
-                meta[k] = float(np.asarray(archive[k]))
-        if "fs" in meta and "dt" not in meta:
-            meta["dt"], meta["time_unit"] = 1.0 / meta["fs"], "s"      # a rate in Hz: seconds
-        if "channel_names" in names:
-            meta["channel_names"] = [str(c) for c in archive["channel_names"]]
+        meta = _stored_meta({k: archive[k] for k in _METADATA_KEYS if k in names}, path)
         data_keys = [k for k in names if k not in _METADATA_KEYS]
         key = _pick(key, data_keys, path)
         try:
@@ -395,16 +415,54 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
 
 
 def _hdf5_meta(fh: Any, obj: Any) -> dict:
+    """The step and channel names an HDF5 file stores: attributes of the file, datasets at its
+    root (``fs``, ``dt``, ``sampling_rate``, ``channel_names``), attributes of the chosen dataset;
+    a later source wins."""
+    import h5py
+
+    path = Path(fh.filename)
+    root = {k: v[()] for k, v in fh.items() if k in _METADATA_KEYS and isinstance(v, h5py.Dataset)}
     meta: dict[str, Any] = {}
-    for source in (fh.attrs, obj.attrs):                       # the dataset's own attributes win
-        for k in ("dt", "fs", "sampling_rate"):
-            if k in source:
-                value = float(np.asarray(source[k]))
-                meta["dt"] = value if k == "dt" else 1.0 / value
-                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
-        if "channel_names" in source:
-            meta["channel_names"] = [c.decode() if isinstance(c, bytes) else str(c) for c in source["channel_names"]]
+    for source in (dict(fh.attrs), root, dict(obj.attrs)):
+        found = _stored_meta(source, path)
+        if "dt" in found or "dt_error" in found:
+            for k in ("dt", "dt_error", "time_unit"):
+                meta.pop(k, None)
+        meta.update(found)
     return meta
+
+
+def _stored_meta(values: dict[str, Any], path: Path) -> dict:
+    """``dt`` (and the time unit a rate in Hz implies) and channel names from what a file stores
+    under ``dt``, ``fs`` or ``sampling_rate`` (the first of them present) and ``channel_names``.
+    A stored step that is not one positive finite number is kept as ``dt_error``: it is refused
+    only when the call gives no ``fs``/``dt`` of its own."""
+    meta: dict[str, Any] = {}
+    k = next((k for k in ("dt", "fs", "sampling_rate") if k in values), None)
+    if k is not None:
+        value = np.asarray(values[k])
+        number = float(value.ravel()[0]) if value.size == 1 and value.dtype.kind in "biuf" else None
+        if number is None or not np.isfinite(number) or number <= 0:
+            meta["dt_error"] = (f"{path.name!r} stores `{k}` = {_short(value)}, which is not one positive finite number; "
+                                f"pass the sampling rate yourself: fs=... or dt=... (from the command line: --dt DT).")
+        else:
+            meta["dt"], meta["time_unit"] = (number, None) if k == "dt" else (1.0 / number, "s")   # Hz: seconds
+    if "channel_names" in values:
+        meta["channel_names"] = _text_list(values["channel_names"])
+    if "time" in values:
+        meta["time"] = np.asarray(values["time"])
+    return meta
+
+
+def _short(value: np.ndarray) -> str:
+    text = np.array2string(value, threshold=6) if value.ndim else repr(value.item())
+    return text + (f" (shape {value.shape})" if value.size > 1 else "")
+
+
+def _text_list(values: Any) -> list[str]:
+    """Names stored as str, bytes (HDF5, numpy ``S`` arrays) or MATLAB char rows, as str."""
+    items = values if isinstance(values, (list, tuple)) else np.asarray(values).ravel().tolist()
+    return [(v.decode() if isinstance(v, bytes) else str(v)).strip() for v in items]
 
 
 def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
@@ -415,7 +473,7 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
 
     content = loadmat(path, simplify_cells=True)
     variables = {k: v for k, v in content.items() if not k.startswith("__")}
-    meta = _mat_meta(variables)
+    meta = _mat_meta(variables, path)
     candidates = [k for k in variables if k not in _METADATA_KEYS]
     parts = _pick(key, candidates, path).replace("/", ".").split(".")
     value: Any = variables
@@ -424,6 +482,12 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
             where = ".".join(parts[:depth]) or "the file"
             have = sorted(value) if isinstance(value, dict) else []
             raise ValueError(f"`key`={key!r}: {part!r} is not in {where} of {str(path)!r}; available: {have}.")
+        if depth:          # a struct's own fs / dt / channel_names beside the field (s.data, s.fs) win
+            inner = _mat_meta(value, path)
+            if "dt" in inner or "dt_error" in inner:
+                for k in ("dt", "dt_error", "time_unit"):
+                    meta.pop(k, None)
+            meta.update(inner)
         value = value[part]
     return _mat_value(value, key or parts[0]), meta, "mat-v5"
 
@@ -432,18 +496,14 @@ def _mat_value(value: Any, key: str) -> Any:
     if isinstance(value, dict):
         raise TypeError(f"MAT variable {key!r} is a struct with fields {sorted(value)}; pass key='{key}.<field>'.")
     if isinstance(value, list) or (isinstance(value, np.ndarray) and value.dtype == object):
-        return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(value)]
+        # a 2-D cell array: its cells in MATLAB's linear (column-major) order, c{1}, c{2}, ..., as v7.3 reads them
+        cells = value.ravel(order="F") if isinstance(value, np.ndarray) else value
+        return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(cells)]
     return _numeric(np.squeeze(np.asarray(value)), key)
 
 
-def _mat_meta(variables: dict) -> dict:
-    meta: dict[str, Any] = {}
-    if "dt" in variables:
-        meta["dt"] = float(np.asarray(variables["dt"]).ravel()[0])
-    elif "fs" in variables:
-        meta["dt"] = 1.0 / float(np.asarray(variables["fs"]).ravel()[0])
-        meta["time_unit"] = "s"                                        # a rate in Hz: seconds
-    return meta
+def _mat_meta(variables: dict, path: Path) -> dict:
+    return _stored_meta(variables, path)
 
 
 def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
@@ -451,12 +511,10 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
 
     with h5py.File(path, "r") as fh:
         variables = [k for k in fh.keys() if not k.startswith("#")]       # "#refs#" holds cell contents
-        meta: dict[str, Any] = {}
-        for k in ("dt", "fs"):
-            if k in fh and isinstance(fh[k], h5py.Dataset):
-                value = float(np.asarray(fh[k][()]).ravel()[0])
-                meta["dt"] = value if k == "dt" else 1.0 / value
-                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
+        stored = {k: fh[k][()] for k in ("dt", "fs", "sampling_rate", "time") if k in fh and isinstance(fh[k], h5py.Dataset)}
+        if "channel_names" in fh and isinstance(fh["channel_names"], h5py.Dataset):
+            stored["channel_names"] = _mat73_strings(fh, fh["channel_names"])
+        meta = _stored_meta(stored, path)
         candidates = [k for k in variables if k not in _METADATA_KEYS]
         target = _pick(key, candidates, path).replace(".", "/")
         if target not in fh:
@@ -475,6 +533,17 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
             raise TypeError(f"MAT variable {target!r} has MATLAB class {cls!r}; expected a numeric array or a cell "
                             "array of numeric arrays.")
         return _numeric(np.squeeze(obj[()].T), target), meta   # reverse h5py's axis order back to MATLAB's
+
+
+def _mat73_strings(fh: Any, obj: Any) -> list[str]:
+    """A v7.3 cell array of char rows (object references) or a char matrix, as strings."""
+    def chars(a: np.ndarray) -> str:
+        return "".join(chr(int(c)) for c in np.asarray(a).T.ravel() if c)
+
+    data = obj[()]
+    if data.dtype.kind == "O":
+        return [chars(fh[r][()]) for r in data.T.ravel()]
+    return [chars(row) for row in np.atleast_2d(data.T)] if data.ndim > 1 else [chars(data)]
 
 
 # --------------------------------------------------------------------------- shared

@@ -1,0 +1,99 @@
+"""Audit s53: array-file metadata, MAT cells and text-table shapes that load_array misread."""
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+import scipy.io
+
+from dsident.data.importers import from_neo, load_array
+
+RNG = np.random.default_rng(53)
+DATA = RNG.standard_normal((30, 3))                      # (time, channel)
+
+
+def test_a_stored_sampling_rate_is_read_in_every_array_format(tmp_path):
+    # `sampling_rate` was kept out of the data candidates but never read: dt silently 1.0
+    np.savez(tmp_path / "a.npz", x=DATA, sampling_rate=500.0)
+    scipy.io.savemat(tmp_path / "a.mat", {"x": DATA, "sampling_rate": 500.0})
+    with h5py.File(tmp_path / "a.h5", "w") as fh:        # HDF5 datasets (not attributes) fs / channel_names
+        fh["data"], fh["fs"], fh["channel_names"] = DATA, 500.0, np.array([b"Fz", b"Cz", b"Pz"])
+    for name in ("a.npz", "a.mat", "a.h5"):
+        ds = load_array(tmp_path / name)
+        assert ds.attrs["dt"] == pytest.approx(1 / 500.0), name
+        assert json.loads(ds.attrs["provenance"])["time_unit"] == "s"
+        np.testing.assert_array_equal(ds["x"].values[0], DATA)
+    assert list(load_array(tmp_path / "a.h5")["channel"].values) == ["Fz", "Cz", "Pz"]
+
+
+def test_stored_channel_names_as_bytes_or_a_mat_cell_are_read_as_text(tmp_path):
+    np.savez(tmp_path / "a.npz", x=DATA, channel_names=np.array([b"Fz", b"Cz", b"Pz"]))
+    assert list(load_array(tmp_path / "a.npz")["channel"].values) == ["Fz", "Cz", "Pz"]     # was "b'Fz'"
+    scipy.io.savemat(tmp_path / "a.mat", {"x": DATA, "fs": 100.0,
+                                          "channel_names": np.array(["Fz", "Cz", "Pz"], dtype=object)})
+    assert list(load_array(tmp_path / "a.mat")["channel"].values) == ["Fz", "Cz", "Pz"]
+
+
+def test_a_mat_structs_own_rate_applies_to_its_field(tmp_path):
+    scipy.io.savemat(tmp_path / "s.mat", {"s": {"data": DATA, "fs": 250.0}})
+    assert load_array(tmp_path / "s.mat", key="s.data").attrs["dt"] == pytest.approx(0.004)
+
+
+def test_a_stored_rate_that_is_not_one_positive_number_is_refused_by_name(tmp_path):
+    np.savez(tmp_path / "zero.npz", x=DATA, fs=0.0)                    # was ZeroDivisionError
+    with pytest.raises(ValueError, match=r"'zero.npz' stores `fs` = 0.0.*fs=\.\.\. or dt="):
+        load_array(tmp_path / "zero.npz")
+    assert load_array(tmp_path / "zero.npz", fs=10.0).attrs["dt"] == pytest.approx(0.1)   # the call's own rate wins
+    np.savez(tmp_path / "two.npz", x=DATA, dt=np.array([0.01, 0.02]))   # was numpy's "only 0-dimensional arrays"
+    with pytest.raises(ValueError, match=r"stores `dt` = .*shape \(2,\)"):
+        load_array(tmp_path / "two.npz")
+    np.savez(tmp_path / "one.npz", x=DATA, dt=np.array([0.01]))          # a one-element array is one number
+    assert load_array(tmp_path / "one.npz").attrs["dt"] == pytest.approx(0.01)
+
+
+def test_stored_sample_times_are_used_not_dropped(tmp_path):
+    t = 5.0 + np.cumsum(RNG.uniform(0.5, 1.5, DATA.shape[0])) * 1e-3   # irregular, in s
+    np.savez(tmp_path / "a.npz", x=DATA, time=t)
+    scipy.io.savemat(tmp_path / "a.mat", {"x": DATA, "time": t})
+    with h5py.File(tmp_path / "a.h5", "w") as fh:
+        fh["data"], fh["time"] = DATA, t
+    for name in ("a.npz", "a.mat", "a.h5"):
+        ds = load_array(tmp_path / name)
+        np.testing.assert_allclose(ds["sample_time"].values[0], t)
+        assert ds.attrs["dt"] == pytest.approx(float(np.median(np.diff(t))))
+    np.savez(tmp_path / "short.npz", x=DATA, time=t[:-1])
+    with pytest.raises(ValueError, match=r"'short.npz' stores `time` of shape \(29,\).*\[30\] samples"):
+        load_array(tmp_path / "short.npz")
+
+
+def test_a_2d_mat_cell_array_of_trials_is_read_in_matlab_order(tmp_path):
+    trials = [RNG.standard_normal((5 + i, 2)) for i in range(4)]
+    cell = np.empty((2, 2), dtype=object)
+    cell[0, 0], cell[1, 0], cell[0, 1], cell[1, 1] = trials              # c{1}, c{2}, c{3}, c{4}
+    scipy.io.savemat(tmp_path / "c.mat", {"c": cell})
+    ds = load_array(tmp_path / "c.mat")                                  # was TypeError "dtype object"
+    assert ds.sizes["trial"] == 4
+    for i, tr in enumerate(trials):
+        np.testing.assert_array_equal(ds["x"].values[i, : len(tr)], tr)
+
+
+def test_a_mat_v73_files_sampling_rate_and_channel_name_cell_are_read(tmp_path):
+    path = tmp_path / "v73.mat"
+    with h5py.File(path, "w", userblock_size=512) as fh:                # as MATLAB writes it: column-major
+        refs = fh.create_group("#refs#")
+        fh.create_dataset("x", data=DATA.T).attrs["MATLAB_class"] = np.bytes_("double")
+        fh.create_dataset("sampling_rate", data=[[250.0]]).attrs["MATLAB_class"] = np.bytes_("double")
+        cell = fh.create_dataset("channel_names", shape=(3, 1), dtype=h5py.special_dtype(ref=h5py.Reference))
+        for i, n in enumerate(["Fz", "Cz", "Pz"]):
+            item = refs.create_dataset(f"c{i}", data=np.array([[ord(c)] for c in n], dtype=np.uint16))
+            item.attrs["MATLAB_class"] = np.bytes_("char")
+            cell[i, 0] = item.ref
+        cell.attrs["MATLAB_class"] = np.bytes_("cell")
+    with open(path, "r+b") as fh:
+        fh.write(b"MATLAB 7.3 MAT-file".ljust(116, b" ") + b"\x00" * 8 + b"\x00\x02IM")
+    ds = load_array(path)
+    assert ds.attrs["dt"] == pytest.approx(0.004)
+    assert list(ds["channel"].values) == ["Fz", "Cz", "Pz"]
+    np.testing.assert_array_equal(ds["x"].values[0], DATA)
