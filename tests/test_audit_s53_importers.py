@@ -97,3 +97,49 @@ def test_a_mat_v73_files_sampling_rate_and_channel_name_cell_are_read(tmp_path):
     assert ds.attrs["dt"] == pytest.approx(0.004)
     assert list(ds["channel"].values) == ["Fz", "Cz", "Pz"]
     np.testing.assert_array_equal(ds["x"].values[0], DATA)
+
+
+def _csv_rows(t, v, end=""):
+    return "".join(f"{a:.3f},{b:.6f},{c:.6f}{end}\n" for a, (b, c) in zip(t, v))
+
+
+def test_a_separator_at_the_end_of_every_line_adds_no_empty_channel(tmp_path):
+    t, v = 0.01 * np.arange(12), DATA[:12, :2]
+    path = tmp_path / "rec.csv"
+    path.write_text("time,a,b,\n" + _csv_rows(t, v, end=","))
+    ds = load_array(path)                                    # was a third channel '' of nothing but NaN
+    assert list(ds["channel"].values) == ["a", "b"]
+    np.testing.assert_allclose(ds["x"].values[0], np.round(v, 6))
+    path.write_text(_csv_rows(t, v, end=","))                 # no header: the same
+    assert load_array(path, time_column=0).sizes["channel"] == 2
+
+
+def test_a_quoted_header_name_holding_the_separator_is_one_name(tmp_path):
+    t, v = 0.01 * np.arange(12), DATA[:12, :2]
+    path = tmp_path / "rec.csv"
+    path.write_text('"time","Vm, mV","I, pA"\n' + _csv_rows(t, v))
+    ds = load_array(path)                                    # was "`channel_names` has 3 entries; expected 2"
+    assert list(ds["channel"].values) == ["Vm, mV", "I, pA"]
+    np.testing.assert_allclose(ds["sample_time"].values[0], t)
+
+
+def test_a_header_that_does_not_fit_the_rows_is_refused_by_file_and_counts(tmp_path):
+    path = tmp_path / "rec.txt"                               # whitespace-separated: "Time (ms)" is two names
+    path.write_text("Time (ms) Vm\n" + "".join(f"{i} {np.sin(i):.4f}\n" for i in range(12)))
+    with pytest.raises(ValueError, match=r"'rec.txt': the header line names 3 column\(s\).*2 field\(s\)"):
+        load_array(path)
+
+
+def test_comment_lines_above_the_header_are_skipped(tmp_path):
+    t, v = 0.01 * np.arange(12), DATA[:12, :2]
+    path = tmp_path / "rec.csv"
+    path.write_text("# rig 3, 2024-05-01\n# cell 7\ntime,a,b\n" + _csv_rows(t, v))
+    ds = load_array(path)                                    # was "data row 1, column 1 holds 'time'"
+    assert list(ds["channel"].values) == ["a", "b"]
+    np.testing.assert_allclose(ds["x"].values[0], np.round(v, 6))
+    np.testing.assert_allclose(ds["sample_time"].values[0], t)
+    rows = _csv_rows(t, v).splitlines(keepends=True)
+    rows[3] = "0.030,,1.5\n"                                 # an empty cell: the cell-by-cell route too
+    path.write_text("# rig 3\ntime,a,b\n" + "".join(rows))
+    ds = load_array(path)
+    assert ds.sizes["time"] == 12 and np.isnan(ds["x"].values[0, 3, 0]) and ds["x"].values[0, 3, 1] == 1.5

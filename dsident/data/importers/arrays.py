@@ -15,6 +15,7 @@ column or row vector is one channel).
 """
 from __future__ import annotations
 
+import csv
 import os
 import re
 import warnings
@@ -208,15 +209,22 @@ def _read_text(path: Path, ext: str, time_column: str | int | bool | None
     """The table, its header, the sample times (or None) and which column gave them (or None)."""
     # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
     # stick to the first header name ("\ufefftime" is no time column)
-    with open(path, encoding="utf-8-sig") as fh:
-        first = fh.readline()
+    first, n_comments = _first_line(path)
     if not first.strip():
         raise ValueError(f"{path.name!r} is empty (its first line is blank); expected a table of numbers.")
     delimiter = _delimiter(ext, first)
-    header = _header([first.replace('"', "")], delimiter)
-    table = _read_plain_numbers(path, delimiter, skip=1 if header else 0)
+    header = _header([first], delimiter)
+    skip = n_comments + 1 if header else 0     # numpy skips `#` lines by itself, but counts them in a skip
+    table = _read_plain_numbers(path, delimiter, skip=skip)
     if table is None:
-        table = _read_cell_by_cell(path, delimiter, header)
+        table = _read_cell_by_cell(path, delimiter, skip)
+    table, header = _drop_trailing_separator(table, header)
+    if header and len(header) != table.shape[1]:
+        sep = {None: "whitespace", "\t": "a tab"}.get(delimiter, repr(delimiter))
+        raise ValueError(f"{path.name!r}: the header line names {len(header)} column(s) {header}, but the data rows "
+                         f"hold {table.shape[1]} field(s) separated by {sep}; give every column one name in the header "
+                         "(a name holding the separator must be quoted, and a whitespace-separated .txt cannot have "
+                         "spaces in its names).")
     if time_column is None:
         time_column = _named_time_column(header)
         if time_column is not None and not _increasing(table[:, header.index(time_column)]):
@@ -265,14 +273,26 @@ def _read_plain_numbers(path: Path, delimiter: str | None, skip: int) -> np.ndar
     return table
 
 
-def _read_cell_by_cell(path: Path, delimiter: str | None, header: list[str]) -> np.ndarray:
+def _first_line(path: Path) -> tuple[str, int]:
+    """The first line of a text table that is not a `#` comment (numpy reads those as comments
+    everywhere else), and how many comment lines come before it."""
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
+    # stick to the first header name ("\ufefftime" is no time column)
+    with open(path, encoding="utf-8-sig") as fh:
+        for n, line in enumerate(fh):
+            if not line.lstrip().startswith("#"):
+                return line, n
+    return "", 0
+
+
+def _read_cell_by_cell(path: Path, delimiter: str | None, skip: int) -> np.ndarray:
     """A table with missing or quoted cells: empty cells and NaN / NA / N/A are NaN; a ragged row
     or any other word is refused by name."""
     with open(path, encoding="utf-8-sig") as fh:
         # spreadsheet exports quote numbers ("1.5"); genfromtxt would read those as NaN
         lines = [line.replace('"', "") for line in fh]
     try:
-        table = np.genfromtxt(lines, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
+        table = np.genfromtxt(lines, delimiter=delimiter, skip_header=skip, dtype=np.float64,
                               missing_values="", filling_values=np.nan, ndmin=2)
     except ValueError as err:
         # numpy's own message ("Some errors were detected !") names neither the file nor what to do
@@ -280,7 +300,7 @@ def _read_cell_by_cell(path: Path, delimiter: str | None, header: list[str]) -> 
         raise ValueError(f"{path.name!r} is not a table with the same number of columns on every row "
                          f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
                          "column.") from err
-    _refuse_words(path, lines, table, delimiter, skip=1 if header else 0)
+    _refuse_words(path, lines, table, delimiter, skip=skip)
     return table
 
 
@@ -296,10 +316,26 @@ def _delimiter(ext: str, first: str) -> str | None:
 
 
 def _header(lines: list[str], delimiter: str | None) -> list[str]:
-    """The first line's fields when any of them is not a number (a header), else []."""
+    """The first line's fields when any of them is not a number (a header), else []. Quoted names
+    may hold the separator (``"Vm, mV"``), as spreadsheets write them."""
     first = lines[0].strip() if lines else ""
-    fields = [f.strip() for f in (first.split(delimiter) if delimiter else first.split())]
+    if delimiter:
+        fields = next(csv.reader([first], delimiter=delimiter, skipinitialspace=True), [])
+    else:
+        fields = first.replace('"', "").split()
+    fields = [f.replace('"', "").strip() for f in fields]
     return [] if all(_is_number(f) for f in fields) else fields
+
+
+def _drop_trailing_separator(table: np.ndarray, header: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Drop the empty last column that a separator at the end of every line makes (``1,2,``, as
+    some exporters write): unnamed and without a single value, it is no channel."""
+    while (table.shape[1] > 1 and np.isnan(table[:, -1]).all()
+           and (not header or (len(header) == table.shape[1] and header[-1] == ""))):
+        table, header = table[:, :-1], header[:-1]
+    while header and header[-1] == "" and len(header) > table.shape[1]:
+        header = header[:-1]
+    return table, header
 
 
 
@@ -314,10 +350,7 @@ def time_column_of(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if path.suffix.lower() not in (".csv", ".tsv", ".txt") or not path.is_file():
         return None
-    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
-    # stick to the first header name ("\ufefftime" is no time column)
-    with open(path, encoding="utf-8-sig") as fh:
-        first = fh.readline().replace('"', "")
+    first, _ = _first_line(path)
     return _named_time_column(_header([first], _delimiter(path.suffix.lower(), first)))
 
 
