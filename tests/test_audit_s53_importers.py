@@ -143,3 +143,73 @@ def test_comment_lines_above_the_header_are_skipped(tmp_path):
     path.write_text("# rig 3\ntime,a,b\n" + "".join(rows))
     ds = load_array(path)
     assert ds.sizes["time"] == 12 and np.isnan(ds["x"].values[0, 3, 0]) and ds["x"].values[0, 3, 1] == 1.5
+
+
+def _nwb_with_trials(starts, duration, rate=1000.0, t0=0.1):
+    pynwb = pytest.importorskip("pynwb")
+    import datetime
+
+    nwb = pynwb.NWBFile("audit", "audit-s53", datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc))
+    nwb.add_acquisition(pynwb.TimeSeries(name="v", data=np.arange(20000.0), unit="mV", rate=rate, starting_time=t0))
+    for a in starts:
+        nwb.add_trial(start_time=a, stop_time=a + duration)
+    nwb.add_unit(spike_times=[0.5, 1.0])
+    nwb.add_unit(spike_times=[0.7])
+    return nwb
+
+
+def test_nwb_trials_of_one_duration_get_one_length_and_start_at_their_sample():
+    from dsident.data.importers import from_nwb
+
+    # trial times computed in floating point (0.1 + 0.317 k) and sample times 0.1 + i / 1000 meet
+    # exactly on samples, but differ in their last bits: trials came out 250 or 251 samples long,
+    # their first sample one late
+    k = np.arange(30)
+    nwb = _nwb_with_trials(0.1 + 0.3 * k + 0.017 * k, 0.25)
+    ds = from_nwb(nwb, series="v")
+    assert set(ds["length"].values.tolist()) == {250}
+    np.testing.assert_array_equal(ds["x"].values[:, 0, 0], 317 * k)          # data = sample index
+    np.testing.assert_array_equal(ds["x"].values[:, 249, 0], 317 * k + 249)
+
+
+def test_nwb_empty_series_and_unit_ids_spelt_as_channel_names():
+    from dsident.data.importers import from_nwb
+
+    nwb = _nwb_with_trials([0.2], 1.0)
+    with pytest.raises(ValueError, match=r"`series` is empty.*\['v'\]"):      # was numpy's "need at least one array"
+        from_nwb(nwb, series=[])
+    by_str = from_nwb(nwb, bin_size=0.1, units=["1"], trials=False)          # the channel name of unit 1
+    by_int = from_nwb(nwb, bin_size=0.1, units=[1], trials=False)
+    assert list(by_str["channel"].values) == ["1"]
+    np.testing.assert_array_equal(by_str["x"].values, by_int["x"].values)
+    assert np.nansum(by_int["x"].values) == 1                                 # unit 1 has one spike
+    assert list(from_nwb(nwb, bin_size=0.1, units=1, trials=False)["channel"].values) == ["1"]   # --read units=1
+    with pytest.raises(ValueError, match=r"`units` \['7'\] are not unit ids"):
+        from_nwb(nwb, bin_size=0.1, units=["7"])
+
+
+def test_neo_signal_index_that_is_not_an_integer_is_refused():
+    neo = pytest.importorskip("neo")
+    import quantities as pq
+
+    seg = neo.Segment()
+    for name in ("a", "b"):
+        seg.analogsignals.append(neo.AnalogSignal(np.zeros((20, 2)), units="mV", sampling_rate=1 * pq.kHz, name=name))
+    with pytest.raises(TypeError, match=r"`signal` must be .*got float 1.7.*\['a', 'b'\]"):   # was read as signal 1
+        from_neo(seg, signal=1.7)
+    assert from_neo(seg, signal=1).sizes["channel"] == 2
+
+
+@pytest.mark.parametrize("last", [0.3, 0.7, 2.3, 4.1])
+def test_nwb_spikes_the_last_spike_is_counted_when_its_time_over_the_bin_rounds_down(last):
+    pynwb = pytest.importorskip("pynwb")
+    import datetime
+
+    from dsident.data.importers import from_nwb
+
+    assert np.floor(last / 0.1) < round(last / 0.1)        # the case: 0.7 / 0.1 = 6.999...
+    nwb = pynwb.NWBFile("audit", "audit-s53", datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc))
+    nwb.add_unit(spike_times=[0.05, last])
+    ds = from_nwb(nwb, bin_size=0.1)                         # the span ended at the last spike, dropping it
+    assert np.nansum(ds["x"].values) == 2
+    assert ds["x"].values[0, int(round(last / 0.1)), 0] == 1

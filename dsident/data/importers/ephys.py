@@ -133,6 +133,9 @@ def _pick_signal(seg: Any, signal: int | str, i: int) -> Any:
         if signal not in by_name:
             raise ValueError(f"segment {i} has no AnalogSignal named {signal!r}; it has {[s.name for s in sigs]}.")
         return by_name[signal]
+    if isinstance(signal, (bool, np.bool_)) or not isinstance(signal, (int, np.integer)):
+        raise TypeError(f"`signal` must be an AnalogSignal index (int) or name (str); got {type(signal).__name__} "
+                        f"{signal!r}. Segment {i} has {len(sigs)} AnalogSignal(s) named {[s.name for s in sigs]}.")
     if not -len(sigs) <= int(signal) < len(sigs):
         raise ValueError(f"`signal`={signal!r} is out of range: segment {i} has {len(sigs)} AnalogSignal(s).")
     return sigs[int(signal)]
