@@ -213,3 +213,54 @@ def test_nwb_spikes_the_last_spike_is_counted_when_its_time_over_the_bin_rounds_
     ds = from_nwb(nwb, bin_size=0.1)                         # the span ended at the last spike, dropping it
     assert np.nansum(ds["x"].values) == 2
     assert ds["x"].values[0, int(round(last / 0.1)), 0] == 1
+
+
+@pytest.mark.parametrize("ext, what", [(".npy", ".npy"), (".npz", ".npz"), (".mat", "MAT"), (".h5", "HDF5")])
+def test_a_file_its_reader_cannot_open_is_named_not_called_a_pickle(tmp_path, ext, what):
+    from dsident.data.importers import load_any
+
+    path = tmp_path / f"rec{ext}"
+    path.write_bytes(b"not the format at all \x00\x01" * 8)
+    # was: .npy "stores a pickled (object) array", .npz numpy's "load it unsafely using allow_pickle=",
+    # .mat scipy's "Unknown mat file type" and .h5 h5py's "file signature not found", none naming the file
+    with pytest.raises(ValueError, match=rf"'.*rec{ext}' is not a readable {what} file") as err:
+        load_any(path, fs=100.0)
+    assert "allow_pickle" not in str(err.value) and "pickled" not in str(err.value)
+
+
+def test_a_truncated_or_empty_array_file_is_named(tmp_path):
+    np.save(tmp_path / "a.npy", DATA)
+    np.savez(tmp_path / "b.npz", x=DATA)
+    for name in ("a.npy", "b.npz"):
+        raw = (tmp_path / name).read_bytes()
+        (tmp_path / name).write_bytes(raw[: len(raw) // 2])
+        with pytest.raises(ValueError, match=rf"'.*{name}' is not a readable"):
+            load_array(tmp_path / name)
+    (tmp_path / "c.npy").write_bytes(b"")                    # was EOFError "No data left in file"
+    with pytest.raises(ValueError, match=r"'.*c.npy' is not a readable .npy file \(EOFError: the file is empty\)"):
+        load_array(tmp_path / "c.npy")
+
+
+def test_a_pickle_under_an_array_name_is_still_refused_as_a_pickle(tmp_path):
+    import pickle
+
+    (tmp_path / "p.npy").write_bytes(pickle.dumps({"x": [1, 2]}))
+    with pytest.raises(ValueError, match="is a pickle, not a .npy file"):
+        load_array(tmp_path / "p.npy")
+
+
+def test_an_nwb_or_mne_file_that_cannot_be_read_is_named(tmp_path):
+    from dsident.data.importers import load_any
+
+    pytest.importorskip("pynwb")
+    (tmp_path / "rec.nwb").write_bytes(b"garbage" * 20)
+    with pytest.raises(ValueError, match=r"'.*rec.nwb' is not a readable NWB file"):   # was h5py's OSError
+        load_any(tmp_path / "rec.nwb", series="v")
+    with h5py.File(tmp_path / "plain.nwb", "w") as fh:            # HDF5, but no NWB file: was pynwb's TypeError
+        fh["x"] = np.zeros(3)
+    with pytest.raises(ValueError, match=r"'.*plain.nwb' is not a readable NWB file"):
+        load_any(tmp_path / "plain.nwb", series="v")
+    pytest.importorskip("mne")
+    (tmp_path / "rec.edf").write_bytes(b"garbage" * 40)
+    with pytest.raises(ValueError, match=r"MNE cannot read '.*rec.edf'"):                # was "Bad EDF file provided."
+        load_any(tmp_path / "rec.edf")

@@ -19,6 +19,7 @@ import csv
 import os
 import re
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -180,17 +181,44 @@ def _pickle_message(path: Path) -> str:
             "numpy.savez('data.npz', x=x), or as NetCDF with dsident.data.save_dataset.")
 
 
+def _not_a(path: Path, what: str, err: BaseException | None = None) -> ValueError:
+    """The error for a file that its extension's reader cannot open at all."""
+    why = f" ({type(err).__name__}: {err})" if err is not None else ""
+    return ValueError(f"{str(path)!r} is not a readable {what} file{why}; check that it is the file you meant and "
+                      "that it was written completely, or give the right extension (or format=...).")
+
+
+def _check_magic(path: Path, magic: tuple[bytes, ...], what: str) -> None:
+    """Refuse a file whose first bytes are not its format's: numpy falls back to unpickling any
+    other file, and its message would call a truncated or foreign file a pickle."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if any(head.startswith(m) for m in magic):
+        return
+    if head[:1] == b"\x80":                     # the pickle protocol opcode: a pickle saved under this name
+        raise ValueError(f"{str(path)!r} is a pickle, not a {what} file. " + _pickle_message(path))
+    raise _not_a(path, what, None if head else EOFError("the file is empty"))
+
+
 def _read_npy(path: Path) -> np.ndarray:
+    _check_magic(path, (b"\x93NUMPY",), ".npy")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as err:
         if "allow_pickle" in str(err) or "Object arrays" in str(err):
             raise ValueError(f"{str(path)!r} stores a pickled (object) array. " + _pickle_message(path)) from None
-        raise
+        raise _not_a(path, ".npy", err) from None
+    except (OSError, EOFError) as err:
+        raise _not_a(path, ".npy", err) from None
 
 
 def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
-    with np.load(path, allow_pickle=False) as archive:
+    _check_magic(path, (b"PK\x03\x04", b"PK\x05\x06"), ".npz")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:     # BadZipFile: a truncated archive
+        raise _not_a(path, ".npz", err) from None
+    with archive:
         names = list(archive.files)
         meta = _stored_meta({k: archive[k] for k in _METADATA_KEYS if k in names}, path)
         data_keys = [k for k in names if k not in _METADATA_KEYS]
@@ -427,6 +455,8 @@ def _refuse_words(path: Path, lines: list[str], table: np.ndarray, delimiter: st
 
 def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
     h5py = require("h5py", "reading HDF5 files")
+    if not h5py.is_hdf5(path):
+        raise _not_a(path, "HDF5")
     with h5py.File(path, "r") as fh:
         datasets: list[str] = []
         fh.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
@@ -504,7 +534,10 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
         return *_read_mat73(path, key), "mat-v7.3"
     from scipy.io import loadmat
 
-    content = loadmat(path, simplify_cells=True)
+    try:
+        content = loadmat(path, simplify_cells=True)
+    except (ValueError, OSError, EOFError, NotImplementedError, TypeError) as err:
+        raise _not_a(path, "MAT", err) from None
     variables = {k: v for k, v in content.items() if not k.startswith("__")}
     meta = _mat_meta(variables, path)
     candidates = [k for k in variables if k not in _METADATA_KEYS]

@@ -78,10 +78,15 @@ def from_mne(source: Any, *, picks: Any = None, units: str | Mapping[str, str] |
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"no file at {str(path)!r}.")
-        if re.search(r"[-_]epo\.fif(\.gz)?$", path.name):
-            source = mne.read_epochs(str(path), preload=True, verbose="error")
-        else:
-            source = mne.io.read_raw(str(path), preload=True, verbose="error")
+        try:
+            if re.search(r"[-_]epo\.fif(\.gz)?$", path.name):
+                source = mne.read_epochs(str(path), preload=True, verbose="error")
+            else:
+                source = mne.io.read_raw(str(path), preload=True, verbose="error")
+        except (ValueError, OSError, EOFError, KeyError, IndexError, RuntimeError) as err:
+            # MNE's own messages ("Bad EDF file provided.") name neither the file nor the reader
+            raise ValueError(f"MNE cannot read {str(path)!r} ({type(err).__name__}: {err}); check that it is the "
+                             "file you meant and that it was written completely.") from None
     is_raw = isinstance(source, mne.io.BaseRaw)
     if not (is_raw or isinstance(source, mne.BaseEpochs)):
         raise TypeError(f"`source` must be an mne.io.Raw, an mne.Epochs or a path; got {type(source).__name__}.")

@@ -78,9 +78,18 @@ def from_nwb(source: str | os.PathLike | Any, *, series: str | Sequence[str] | N
         path = Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"no NWB file at {str(path)!r}.")
+        io = None
+        try:
+            io = pynwb.NWBHDF5IO(str(path), "r")
+            nwb = io.read()
+        except (OSError, TypeError, ValueError, KeyError) as err:      # not HDF5, or HDF5 but no NWB file
+            if io is not None:
+                io.close()
+            raise ValueError(f"{str(path)!r} is not a readable NWB file ({type(err).__name__}: {err}); check that it "
+                             "is the file you meant and that it was written completely.") from None
         # everything is read inside the context: pynwb datasets are lazy h5py views
-        with pynwb.NWBHDF5IO(str(path), "r") as io:
-            return _read(io.read(), path, series, bin_size, trials, units, name)
+        with io:
+            return _read(nwb, path, series, bin_size, trials, units, name)
     if isinstance(source, pynwb.NWBFile):
         return _read(source, None, series, bin_size, trials, units, name)
     raise TypeError(f"`source` must be a path to an .nwb file or a pynwb.NWBFile; got {type(source).__name__}.")
