@@ -264,3 +264,19 @@ def test_an_nwb_or_mne_file_that_cannot_be_read_is_named(tmp_path):
     (tmp_path / "rec.edf").write_bytes(b"garbage" * 40)
     with pytest.raises(ValueError, match=r"MNE cannot read '.*rec.edf'"):                # was "Bad EDF file provided."
         load_any(tmp_path / "rec.edf")
+
+
+def test_a_mat_struct_array_field_is_read_as_one_trial_per_element(tmp_path):
+    trials = [RNG.standard_normal((20 + i, 2)) for i in range(3)]
+    sa = np.empty((1, 3), dtype=[("data", object), ("cond", object)])
+    for i, tr in enumerate(trials):
+        sa[0, i]["data"], sa[0, i]["cond"] = tr, i
+    scipy.io.savemat(tmp_path / "sa.mat", {"trials": sa, "fs": 100.0})
+    ds = load_array(tmp_path / "sa.mat", key="trials.data")    # was "'data' is not in trials; available: []"
+    assert ds["length"].values.tolist() == [20, 21, 22] and ds.attrs["dt"] == pytest.approx(0.01)
+    for i, tr in enumerate(trials):
+        np.testing.assert_array_equal(ds["x"].values[i, : len(tr)], tr)
+    with pytest.raises(TypeError, match=r"struct array of 3 elements with the fields \['cond', 'data'\]"):
+        load_array(tmp_path / "sa.mat", key="trials")               # was "'trials{1}' has dtype object"
+    with pytest.raises(ValueError, match=r"struct array .*key='trials.<field>'"):
+        load_array(tmp_path / "sa.mat", key="trials.nope")

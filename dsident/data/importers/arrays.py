@@ -544,6 +544,15 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
     parts = _pick(key, candidates, path).replace("/", ".").split(".")
     value: Any = variables
     for depth, part in enumerate(parts):
+        elements = _struct_elements(value)
+        if elements is not None:        # a struct array, one element per trial: trials(k).data
+            fields = sorted(set.intersection(*(set(e) for e in elements)))
+            if part not in fields or depth != len(parts) - 1:
+                raise ValueError(f"`key`={key!r}: {'.'.join(parts[:depth])!r} of {str(path)!r} is a struct array of "
+                                 f"{len(elements)} elements with the fields {fields}; pass "
+                                 f"key='{'.'.join(parts[:depth])}.<field>' to read that field of each element as one "
+                                 "trial.")
+            return _mat_value([e[part] for e in elements], key), meta, "mat-v5"
         if not isinstance(value, dict) or part not in value:
             where = ".".join(parts[:depth]) or "the file"
             have = sorted(value) if isinstance(value, dict) else []
@@ -558,7 +567,22 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
     return _mat_value(value, key or parts[0]), meta, "mat-v5"
 
 
+def _struct_elements(value: Any) -> list[dict] | None:
+    """The elements of a MATLAB struct array (scipy's simplify_cells gives a list or an object
+    array of dicts), in MATLAB's linear order; None for anything else."""
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        value = list(value.ravel(order="F"))
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return value
+    return None
+
+
 def _mat_value(value: Any, key: str) -> Any:
+    elements = _struct_elements(value)
+    if elements is not None:
+        fields = sorted(set.intersection(*(set(e) for e in elements)))
+        raise TypeError(f"MAT variable {key!r} is a struct array of {len(elements)} elements with the fields {fields}; "
+                        f"pass key='{key}.<field>' to read that field of each element as one trial.")
     if isinstance(value, dict):
         raise TypeError(f"MAT variable {key!r} is a struct with fields {sorted(value)}; pass key='{key}.<field>'.")
     if isinstance(value, list) or (isinstance(value, np.ndarray) and value.dtype == object):
