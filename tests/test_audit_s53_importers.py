@@ -280,3 +280,16 @@ def test_a_mat_struct_array_field_is_read_as_one_trial_per_element(tmp_path):
         load_array(tmp_path / "sa.mat", key="trials")               # was "'trials{1}' has dtype object"
     with pytest.raises(ValueError, match=r"struct array .*key='trials.<field>'"):
         load_array(tmp_path / "sa.mat", key="trials.nope")
+
+
+@pytest.mark.parametrize("glitch", ["repeat", "backward"])
+def test_a_time_column_with_a_repeated_or_backward_timestamp_is_refused_not_fitted_as_data(tmp_path, glitch):
+    t = np.round(0.01 * np.arange(40), 3)
+    t[20] = t[19] if glitch == "repeat" else t[18]
+    path = tmp_path / "rec.csv"
+    path.write_text("time,v\n" + "".join(f"{a},{b:.4f}\n" for a, b in zip(t, np.sin(np.arange(40)))))
+    for kwargs in ({}, {"fs": 100.0}):      # with fs the column was silently a data channel named 'time'
+        with pytest.raises(ValueError, match=r"'time' of 'rec.csv' holds the sample times but does not increase on 1 "
+                                             r"data row\(s\) \(\[21\]"):
+            load_array(path, **kwargs)
+    assert list(load_array(path, time_column=False, fs=100.0)["channel"].values) == ["time", "v"]

@@ -398,6 +398,15 @@ def _refuse_missing_times(path: Path, column: np.ndarray, name: str) -> None:
                          f"row(s) ({rows[:5]}{', ...' if len(rows) > 5 else ''}; 1 = the first row below the header); "
                          "a sample without a time cannot be placed: drop those rows, or pass time_column=False "
                          "(and fs or dt) to read the column as data.")
+    # a clock column that rises on all but a few rows (a repeated or backward timestamp) is a time
+    # axis with a glitch, not a channel: read as data it would be fitted as a ramp
+    steps = np.diff(known)
+    if not missing.any() and steps.size >= 9 and (steps > 0).mean() >= 0.9:
+        rows = (np.flatnonzero(steps <= 0) + 2).tolist()
+        raise ValueError(f"column {name!r} of {path.name!r} holds the sample times but does not increase on {len(rows)} "
+                         f"data row(s) ({rows[:5]}{', ...' if len(rows) > 5 else ''}; 1 = the first row below the "
+                         f"header: a time equal to or before the one above it); fix or drop those rows, or pass "
+                         "time_column=False (and fs or dt) to read the column as data.")
 
 
 def _increasing(column: np.ndarray) -> bool:
