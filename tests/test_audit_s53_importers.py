@@ -293,3 +293,22 @@ def test_a_time_column_with_a_repeated_or_backward_timestamp_is_refused_not_fitt
                                              r"data row\(s\) \(\[21\]"):
             load_array(path, **kwargs)
     assert list(load_array(path, time_column=False, fs=100.0)["channel"].values) == ["time", "v"]
+
+
+def test_neo_spike_trains_are_matched_to_channels_by_name_in_every_segment():
+    neo = pytest.importorskip("neo")
+    import quantities as pq
+
+    spikes = {"u1": [0.1], "u2": [0.1, 0.2, 0.3]}
+    block = neo.Block()
+    for order in (["u1", "u2"], ["u2", "u1"]):                # the second segment lists its units the other way
+        seg = neo.Segment()
+        for n in order:
+            seg.spiketrains.append(neo.SpikeTrain(spikes[n] * pq.s, t_stop=1 * pq.s, name=n))
+        block.segments.append(seg)
+    ds = from_neo(block, bin_size=0.5)                          # was u2's counts under 'u1' in trial 1
+    assert list(ds["channel"].values) == ["u1", "u2"]
+    np.testing.assert_array_equal(np.nansum(ds["x"].values, axis=1), [[1, 3], [1, 3]])
+    block.segments[1].spiketrains[0].name = "u3"
+    with pytest.raises(ValueError, match=r"segment 1 holds the spike trains \['u3', 'u1'\]"):
+        from_neo(block, bin_size=0.5)

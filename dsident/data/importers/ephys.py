@@ -150,11 +150,19 @@ def _spikes(segments: list[Any], bin_size: float, label: str, path: Path | None)
                          "needs the same units in every segment.")
     first = segments[0].spiketrains
     names = [str(st.name) if st.name else f"unit{j}" for j, st in enumerate(first)]
+    named = all(st.name for st in first) and len(set(names)) == len(names)
     if len(set(names)) != len(names):
         names = [f"unit{j}" for j in range(len(first))]
     trials = []
-    for seg in segments:
-        trains = seg.spiketrains
+    for i, seg in enumerate(segments):
+        trains = list(seg.spiketrains)
+        if named:
+            # a channel is one unit in every trial: match the trains by name, not by their order
+            by_name = {str(st.name): st for st in trains if st.name}
+            if set(by_name) != set(names) or len(by_name) != len(trains):
+                raise ValueError(f"segment {i} holds the spike trains {[st.name for st in trains]}, segment 0 "
+                                 f"{names}; one channel per unit needs the same named units in every segment.")
+            trains = [by_name[n] for n in names]
         t0 = min(float(st.t_start.rescale("s").magnitude) for st in trains)
         t1 = max(float(st.t_stop.rescale("s").magnitude) for st in trains)
         spikes = [np.asarray(st.rescale("s").magnitude, dtype=np.float64) for st in trains]
