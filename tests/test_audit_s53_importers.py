@@ -312,3 +312,22 @@ def test_neo_spike_trains_are_matched_to_channels_by_name_in_every_segment():
     block.segments[1].spiketrains[0].name = "u3"
     with pytest.raises(ValueError, match=r"segment 1 holds the spike trains \['u3', 'u1'\]"):
         from_neo(block, bin_size=0.5)
+
+
+def test_neo_analog_channels_are_matched_by_name_in_every_segment():
+    neo = pytest.importorskip("neo")
+    import quantities as pq
+
+    block = neo.Block()
+    for names in (["Fz", "Cz"], ["Cz", "Fz"]):
+        seg = neo.Segment()
+        values = np.column_stack([np.full(10, 1.0 if n == "Fz" else 2.0) for n in names])   # Fz = 1, Cz = 2
+        seg.analogsignals.append(neo.AnalogSignal(values, units="mV", sampling_rate=1 * pq.kHz,
+                                                  array_annotations={"channel_names": np.array(names)}))
+        block.segments.append(seg)
+    ds = from_neo(block)                                        # was Cz's samples under 'Fz' in trial 1
+    assert list(ds["channel"].values) == ["Fz", "Cz"]
+    np.testing.assert_array_equal(ds["x"].values[:, 0, :], [[1, 2], [1, 2]])
+    block.segments[1].analogsignals[0].array_annotations["channel_names"] = np.array(["Cz", "Pz"])
+    with pytest.raises(ValueError, match=r"segment 1's signal has the channels \['Cz', 'Pz'\]"):
+        from_neo(block)

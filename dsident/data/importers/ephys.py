@@ -106,13 +106,22 @@ def _analog(segments: list[Any], signal: int | str, units: str | None, label: st
             raise ValueError(f"unit mismatch: segment {i}'s signal is in {sig.units.dimensionality} and cannot be "
                              f"expressed in {target!r} ({err}).") from None
         units_used = target
-        trials.append(np.asarray(values, dtype=np.float64).reshape(values.shape[0], -1))
+        values = np.asarray(values, dtype=np.float64).reshape(values.shape[0], -1)
+        ann = getattr(sig, "array_annotations", {}) or {}
+        own = [str(c) for c in ann["channel_names"]] if "channel_names" in ann else None
+        if own is not None and len(own) != values.shape[1]:
+            own = None
+        if i == 0:
+            names = own if own is not None and len(set(own)) == len(own) else None
+        elif names is not None and own is not None and own != names:
+            # a channel is one electrode in every trial: match the columns by name, not by their order
+            if sorted(own) != sorted(names):
+                raise ValueError(f"segment {i}'s signal has the channels {own}, segment 0's {names}; one channel per "
+                                 "electrode needs the same channels in every segment.")
+            values = values[:, [own.index(n) for n in names]]
+        trials.append(values)
         rates.append(float(sig.sampling_rate.rescale("Hz").magnitude))
         starts.append(float(sig.t_start.rescale("s").magnitude))
-        if names is None:
-            ann = getattr(sig, "array_annotations", {}) or {}
-            if "channel_names" in ann and len(ann["channel_names"]) == trials[-1].shape[1]:
-                names = [str(c) for c in ann["channel_names"]]
     if len(set(rates)) > 1:
         raise ValueError(f"segments have different sampling rates {sorted(set(rates))} Hz; resample them first or "
                          "read the segments separately.")
