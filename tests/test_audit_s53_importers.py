@@ -331,3 +331,17 @@ def test_neo_analog_channels_are_matched_by_name_in_every_segment():
     block.segments[1].analogsignals[0].array_annotations["channel_names"] = np.array(["Cz", "Pz"])
     with pytest.raises(ValueError, match=r"segment 1's signal has the channels \['Cz', 'Pz'\]"):
         from_neo(block)
+
+
+def test_hdf5_metadata_beside_a_dataset_in_a_group_is_read(tmp_path):
+    t = 2.0 + 0.004 * np.arange(DATA.shape[0])
+    with h5py.File(tmp_path / "a.h5", "w") as fh:
+        fh["ecog/data"], fh["ecog/time"] = DATA, t               # the times were dropped (dt silently 1.0)
+        fh["ecog/channel_names"] = np.array([b"e1", b"e2", b"e3"])
+        fh["trials/fs"] = 250.0                                  # was read as a trial of shape ()
+        fh["trials/t1"], fh["trials/t2"] = DATA[:10], DATA[:12]
+    ds = load_array(tmp_path / "a.h5", key="ecog/data")
+    np.testing.assert_allclose(ds["sample_time"].values[0], t)
+    assert ds.attrs["dt"] == pytest.approx(0.004) and list(ds["channel"].values) == ["e1", "e2", "e3"]
+    trials = load_array(tmp_path / "a.h5", key="trials")
+    assert trials["length"].values.tolist() == [10, 12] and trials.attrs["dt"] == pytest.approx(0.004)

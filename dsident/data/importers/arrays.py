@@ -479,7 +479,8 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
         obj = fh[key]
         meta = _hdf5_meta(fh, obj)
         if isinstance(obj, h5py.Group):
-            members = sorted((k for k, v in obj.items() if isinstance(v, h5py.Dataset)), key=_natural)
+            members = sorted((k for k, v in obj.items() if isinstance(v, h5py.Dataset) and k not in _METADATA_KEYS),
+                             key=_natural)
             if not members:
                 raise ValueError(f"group {key!r} of {str(path)!r} holds no datasets.")
             return [_numeric(obj[m][()], f"{key}/{m}") for m in members], meta
@@ -487,15 +488,22 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
 
 
 def _hdf5_meta(fh: Any, obj: Any) -> dict:
-    """The step and channel names an HDF5 file stores: attributes of the file, datasets at its
-    root (``fs``, ``dt``, ``sampling_rate``, ``channel_names``), attributes of the chosen dataset;
-    a later source wins."""
+    """The step, channel names and sample times an HDF5 file stores: attributes of the file,
+    datasets at its root (``fs``, ``dt``, ``sampling_rate``, ``channel_names``, ``time``), the same
+    in the group that holds the chosen dataset (``ecog/data`` beside ``ecog/time``) or in the
+    chosen group of trials, attributes of the chosen dataset; a later source wins."""
     import h5py
 
+    def stored(group: Any) -> dict:
+        return {k: v[()] for k, v in group.items() if k in _METADATA_KEYS and isinstance(v, h5py.Dataset)}
+
     path = Path(fh.filename)
-    root = {k: v[()] for k, v in fh.items() if k in _METADATA_KEYS and isinstance(v, h5py.Dataset)}
+    sources = [dict(fh.attrs), stored(fh)]
+    home = obj if isinstance(obj, h5py.Group) else obj.parent
+    if home.name != "/":
+        sources += [dict(home.attrs), stored(home)]
     meta: dict[str, Any] = {}
-    for source in (dict(fh.attrs), root, dict(obj.attrs)):
+    for source in (*sources, dict(obj.attrs)):
         found = _stored_meta(source, path)
         if "dt" in found or "dt_error" in found:
             for k in ("dt", "dt_error", "time_unit"):
