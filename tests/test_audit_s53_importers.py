@@ -345,3 +345,17 @@ def test_hdf5_metadata_beside_a_dataset_in_a_group_is_read(tmp_path):
     assert ds.attrs["dt"] == pytest.approx(0.004) and list(ds["channel"].values) == ["e1", "e2", "e3"]
     trials = load_array(tmp_path / "a.h5", key="trials")
     assert trials["length"].values.tolist() == [10, 12] and trials.attrs["dt"] == pytest.approx(0.004)
+
+
+def test_mne_picks_that_select_nothing_name_the_channels_and_the_bad_ones():
+    mne = pytest.importorskip("mne")
+    from dsident.data.importers import from_mne
+
+    raw = mne.io.RawArray(RNG.standard_normal((3, 200)) * 1e-5,
+                          mne.create_info(["Fz", "Cz", "EOG"], 100.0, ["eeg", "eeg", "eog"]), verbose="error")
+    raw.info["bads"] = ["Fz", "Cz"]
+    # was MNE's "picks ('data') could not be interpreted as channel names ...", which hides the cause
+    with pytest.raises(ValueError, match=r"`picks`=None selects no channel.*'Fz': 'eeg'.*marked bad \['Fz', 'Cz'\]"):
+        from_mne(raw)
+    ds = from_mne(raw, picks=["Fz", "Cz"])                      # picked by name: the bad channels are read
+    np.testing.assert_allclose(ds["x"].values[0], raw.get_data(picks=["Fz", "Cz"]).T)

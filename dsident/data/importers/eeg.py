@@ -91,7 +91,16 @@ def from_mne(source: Any, *, picks: Any = None, units: str | Mapping[str, str] |
     if not (is_raw or isinstance(source, mne.BaseEpochs)):
         raise TypeError(f"`source` must be an mne.io.Raw, an mne.Epochs or a path; got {type(source).__name__}.")
     info = source.info
-    names = _picked_names(source, "data" if picks is None else picks)
+    try:
+        names = _picked_names(source, "data" if picks is None else picks)
+    except ValueError as err:
+        # MNE's message names neither the recording's channels nor those marked bad (a type pick skips them)
+        chans = dict(zip(info["ch_names"], source.get_channel_types()))
+        shown = dict(list(chans.items())[:12])
+        raise ValueError(f"`picks`={picks!r} selects no channel of the recording (MNE: {err}); its channels are "
+                         f"{shown}{' ...' if len(chans) > 12 else ''}, those marked bad {list(info['bads'])} (a type pick "
+                         "such as 'eeg' or the default 'data' leaves them out; pick them by name, or clear "
+                         "info['bads']).") from None
     types = source.get_channel_types(picks=names)
     ch_units = [_unit_of(info["chs"][info["ch_names"].index(n)]["unit"], t, units) for n, t in zip(names, types)]
     if not allow_mixed_units:
