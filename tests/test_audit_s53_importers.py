@@ -359,3 +359,10 @@ def test_mne_picks_that_select_nothing_name_the_channels_and_the_bad_ones():
         from_mne(raw)
     ds = from_mne(raw, picks=["Fz", "Cz"])                      # picked by name: the bad channels are read
     np.testing.assert_allclose(ds["x"].values[0], raw.get_data(picks=["Fz", "Cz"]).T)
+
+
+def test_a_time_column_for_a_file_that_is_no_text_table_is_refused(tmp_path):
+    np.savez(tmp_path / "a.npz", x=DATA, t=np.arange(DATA.shape[0]) * 0.01)
+    with pytest.raises(ValueError, match=r"`time_column`='t' applies to text tables.*'a.npz' is a .npz file"):
+        load_array(tmp_path / "a.npz", key="x", time_column="t")          # was dropped: dt silently 1.0
+    assert load_array(tmp_path / "a.npz", key="x", time_column=False).attrs["dt"] == 1.0

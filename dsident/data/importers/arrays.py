@@ -107,6 +107,11 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         what = "a .npy file, which holds one array" if ext == ".npy" else "a text table, which holds one table"
         raise ValueError(f"`key`={key!r}: {path.name!r} is {what}, so `key` names nothing; leave it out (from the "
                          "command line: --read key=...), or store several arrays in one .npz and pick one by key.")
+    if time_column is not None and time_column is not False and ext not in (".csv", ".tsv", ".txt"):
+        # it picks a column of a text table; elsewhere it would be dropped without a word
+        raise ValueError(f"`time_column`={time_column!r} applies to text tables (.csv, .tsv, .txt); {path.name!r} is "
+                         f"a {ext} file. Store the sample times beside the data as `time` (an .npz entry, an HDF5 "
+                         "dataset or a MAT variable), which is read as the sample times, or pass fs=... or dt=....")
     if ext == ".npy":
         trials, meta, fmt = _read_npy(path), {}, "npy"
     elif ext == ".npz":
