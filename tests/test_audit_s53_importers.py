@@ -366,3 +366,11 @@ def test_a_time_column_for_a_file_that_is_no_text_table_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"`time_column`='t' applies to text tables.*'a.npz' is a .npz file"):
         load_array(tmp_path / "a.npz", key="x", time_column="t")          # was dropped: dt silently 1.0
     assert load_array(tmp_path / "a.npz", key="x", time_column=False).attrs["dt"] == 1.0
+
+
+def test_nwb_units_with_series_is_refused_not_dropped():
+    from dsident.data.importers import from_nwb
+
+    nwb = _nwb_with_trials([0.2], 1.0)
+    with pytest.raises(ValueError, match=r"`units`=\[1\] picks units of the Units table"):   # was ignored
+        from_nwb(nwb, series="v", units=[1])

@@ -74,6 +74,10 @@ def from_nwb(source: str | os.PathLike | Any, *, series: str | Sequence[str] | N
     if (series is None) == (bin_size is None):
         raise ValueError("give exactly one of `series` (continuous TimeSeries names) or `bin_size` (bin the Units "
                          f"spike times); got series={series!r}, bin_size={bin_size!r}." + _what_is_there(pynwb, source))
+    if series is not None and units is not None:
+        # `units` picks spike units of the Units table; with `series` it would be dropped without a word
+        raise ValueError(f"`units`={units!r} picks units of the Units table, read with `bin_size`; it does not apply to "
+                         f"series={series!r}. Leave `units` out, or bin the spikes with bin_size=... instead.")
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
