@@ -374,3 +374,15 @@ def test_nwb_units_with_series_is_refused_not_dropped():
     nwb = _nwb_with_trials([0.2], 1.0)
     with pytest.raises(ValueError, match=r"`units`=\[1\] picks units of the Units table"):   # was ignored
         from_nwb(nwb, series="v", units=[1])
+
+
+def test_neo_analog_options_with_bin_size_are_refused_not_dropped():
+    neo = pytest.importorskip("neo")
+    import quantities as pq
+
+    seg = neo.Segment()
+    seg.spiketrains.append(neo.SpikeTrain([0.1, 0.2] * pq.s, t_stop=1 * pq.s, name="u1"))
+    for kwargs in ({"units": "uV"}, {"signal": "lfp"}):          # were ignored
+        with pytest.raises(ValueError, match="apply to analog signals"):
+            from_neo(seg, bin_size=0.5, **kwargs)
+    assert np.nansum(from_neo(seg, bin_size=0.5)["x"].values) == 2

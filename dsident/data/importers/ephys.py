@@ -59,6 +59,11 @@ def from_neo(source: Any, *, bin_size: float | None = None, signal: int | str = 
         neo is not installed (``pip install 'dsident[neo]'``).
     """
     neo = require("neo", "from_neo")
+    if bin_size is not None and (units is not None or (signal != 0 and not isinstance(signal, bool))):
+        # `units` and `signal` pick and rescale an AnalogSignal; binned spikes would drop them without a word
+        raise ValueError(f"`units`={units!r} / `signal`={signal!r} apply to analog signals, read without `bin_size`; "
+                         f"with bin_size={bin_size!r} the spike trains are binned into counts. Leave them out, or "
+                         "omit `bin_size` to read the analog signal.")
     path = None
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
