@@ -15,9 +15,11 @@ column or row vector is one channel).
 """
 from __future__ import annotations
 
+import csv
 import os
 import re
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -58,8 +60,10 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         (MAT cell arrays, HDF5 groups) it names the axes of each trial.
     fs, dt : float, optional
         Sampling rate (Hz) or step (s); at most one. Required for text files. Otherwise taken
-        from the file when it stores ``dt``/``fs`` (an ``.npz`` entry, an HDF5 attribute of the
-        dataset or file, a MAT variable), else 1.0 (one sample per time unit).
+        from the file when it stores ``dt``/``fs``/``sampling_rate`` (an ``.npz`` entry, an HDF5
+        attribute of the dataset or file or a dataset at its root, a MAT variable or a field of the
+        struct ``key`` reaches into), or ``time`` (one sample time per sample, kept as
+        ``sample_time``), else 1.0 (one sample per time unit).
     channel_names : sequence of str, optional
         Channel names; default the csv header, else ``x0, x1, ...``.
     time_column : str, int or False, optional
@@ -103,6 +107,11 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         what = "a .npy file, which holds one array" if ext == ".npy" else "a text table, which holds one table"
         raise ValueError(f"`key`={key!r}: {path.name!r} is {what}, so `key` names nothing; leave it out (from the "
                          "command line: --read key=...), or store several arrays in one .npz and pick one by key.")
+    if time_column is not None and time_column is not False and ext not in (".csv", ".tsv", ".txt"):
+        # it picks a column of a text table; elsewhere it would be dropped without a word
+        raise ValueError(f"`time_column`={time_column!r} applies to text tables (.csv, .tsv, .txt); {path.name!r} is "
+                         f"a {ext} file. Store the sample times beside the data as `time` (an .npz entry, an HDF5 "
+                         "dataset or a MAT variable), which is read as the sample times, or pass fs=... or dt=....")
     if ext == ".npy":
         trials, meta, fmt = _read_npy(path), {}, "npy"
     elif ext == ".npz":
@@ -120,6 +129,8 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
         trials, meta, fmt = _read_mat(path, key)
     else:
         raise ValueError(f"`path` {str(path)!r} has extension {ext!r}; load_array reads {list(ARRAY_EXTENSIONS)}.")
+    if step is None and meta.get("dt_error"):
+        raise ValueError(meta["dt_error"])
     if step is None and meta.get("dt") is not None:
         step = float(meta["dt"])
     else:
@@ -127,12 +138,35 @@ def load_array(path: str | os.PathLike, *, key: str | None = None, dims: Sequenc
     if channel_names is None and meta.get("channel_names"):
         channel_names = meta["channel_names"]
     data, order = _arrange(trials, dims)
+    stored_time = meta.get("time") if sample_time is None else None
+    if stored_time is not None:
+        sample_time = _stored_times(stored_time, data, path)
+        meta["time_column"] = "time"
     prov = provenance("dsident.data.load_array", path, format=fmt, key=key, dims=order,
                       time_column=meta.get("time_column"), time_unit=_time_unit(meta, fs),
                       dt=step if step is not None else ("the median step of the time column" if sample_time is not None
                                                         else "1.0 (no sampling rate in the file or the call)"))
-    return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
-                      time=sample_time, min_length=1)
+    try:
+        return as_dataset(data, dt=step, channel_names=channel_names, name=name or path.stem, provenance=prov,
+                          time=sample_time, min_length=1)
+    except ValueError as err:
+        if stored_time is None:
+            raise
+        raise ValueError(f"{path.name!r} stores sample times under `time`, which do not fit its data: {err}") from None
+
+
+def _stored_times(time: np.ndarray, data: Any, path: Path) -> np.ndarray:
+    """The sample times a file stores beside its data (an ``.npz`` entry, an HDF5 dataset or a
+    MAT variable named ``time``): one per sample of the time axis."""
+    if time.dtype.kind not in "biuf":
+        raise TypeError(f"{path.name!r} stores `time` with dtype {time.dtype}; expected the sample times as numbers.")
+    time = np.squeeze(time).astype(np.float64)
+    lengths = [len(t) for t in data] if isinstance(data, list) else [data.shape[-2]] * (data.shape[0] if data.ndim == 3 else 1)
+    if time.ndim != 1 or len(set(lengths)) > 1 or time.shape[0] != lengths[0]:
+        raise ValueError(f"{path.name!r} stores `time` of shape {time.shape}, which is not one time per sample of its "
+                         f"data (trials of {sorted(set(lengths))} samples); store the sample times as a 1-D `time` of that "
+                         "length, or remove the `time` entry and pass fs=... or dt=....")
+    return time
 
 
 def _time_unit(meta: dict, fs: float | None) -> str | None:
@@ -152,26 +186,46 @@ def _pickle_message(path: Path) -> str:
             "numpy.savez('data.npz', x=x), or as NetCDF with dsident.data.save_dataset.")
 
 
+def _not_a(path: Path, what: str, err: BaseException | None = None) -> ValueError:
+    """The error for a file that its extension's reader cannot open at all."""
+    why = f" ({type(err).__name__}: {err})" if err is not None else ""
+    return ValueError(f"{str(path)!r} is not a readable {what} file{why}; check that it is the file you meant and "
+                      "that it was written completely, or give the right extension (or format=...).")
+
+
+def _check_magic(path: Path, magic: tuple[bytes, ...], what: str) -> None:
+    """Refuse a file whose first bytes are not its format's: numpy falls back to unpickling any
+    other file, and its message would call a truncated or foreign file a pickle."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if any(head.startswith(m) for m in magic):
+        return
+    if head[:1] == b"\x80":                     # the pickle protocol opcode: a pickle saved under this name
+        raise ValueError(f"{str(path)!r} is a pickle, not a {what} file. " + _pickle_message(path))
+    raise _not_a(path, what, None if head else EOFError("the file is empty"))
+
+
 def _read_npy(path: Path) -> np.ndarray:
+    _check_magic(path, (b"\x93NUMPY",), ".npy")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as err:
         if "allow_pickle" in str(err) or "Object arrays" in str(err):
             raise ValueError(f"{str(path)!r} stores a pickled (object) array. " + _pickle_message(path)) from None
-        raise
+        raise _not_a(path, ".npy", err) from None
+    except (OSError, EOFError) as err:
+        raise _not_a(path, ".npy", err) from None
 
 
 def _read_npz(path: Path, key: str | None) -> tuple[Any, dict]:
-    with np.load(path, allow_pickle=False) as archive:
+    _check_magic(path, (b"PK\x03\x04", b"PK\x05\x06"), ".npz")
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:     # BadZipFile: a truncated archive
+        raise _not_a(path, ".npz", err) from None
+    with archive:
         names = list(archive.files)
-        meta = {}
-        for k in ("dt", "fs"):
-            if k in names:
-                meta[k] = float(np.asarray(archive[k]))
-        if "fs" in meta and "dt" not in meta:
-            meta["dt"], meta["time_unit"] = 1.0 / meta["fs"], "s"      # a rate in Hz: seconds
-        if "channel_names" in names:
-            meta["channel_names"] = [str(c) for c in archive["channel_names"]]
+        meta = _stored_meta({k: archive[k] for k in _METADATA_KEYS if k in names}, path)
         data_keys = [k for k in names if k not in _METADATA_KEYS]
         key = _pick(key, data_keys, path)
         try:
@@ -188,15 +242,22 @@ def _read_text(path: Path, ext: str, time_column: str | int | bool | None
     """The table, its header, the sample times (or None) and which column gave them (or None)."""
     # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
     # stick to the first header name ("\ufefftime" is no time column)
-    with open(path, encoding="utf-8-sig") as fh:
-        first = fh.readline()
+    first, n_comments = _first_line(path)
     if not first.strip():
         raise ValueError(f"{path.name!r} is empty (its first line is blank); expected a table of numbers.")
     delimiter = _delimiter(ext, first)
-    header = _header([first.replace('"', "")], delimiter)
-    table = _read_plain_numbers(path, delimiter, skip=1 if header else 0)
+    header = _header([first], delimiter)
+    skip = n_comments + 1 if header else 0     # numpy skips `#` lines by itself, but counts them in a skip
+    table = _read_plain_numbers(path, delimiter, skip=skip)
     if table is None:
-        table = _read_cell_by_cell(path, delimiter, header)
+        table = _read_cell_by_cell(path, delimiter, skip)
+    table, header = _drop_trailing_separator(table, header)
+    if header and len(header) != table.shape[1]:
+        sep = {None: "whitespace", "\t": "a tab"}.get(delimiter, repr(delimiter))
+        raise ValueError(f"{path.name!r}: the header line names {len(header)} column(s) {header}, but the data rows "
+                         f"hold {table.shape[1]} field(s) separated by {sep}; give every column one name in the header "
+                         "(a name holding the separator must be quoted, and a whitespace-separated .txt cannot have "
+                         "spaces in its names).")
     if time_column is None:
         time_column = _named_time_column(header)
         if time_column is not None and not _increasing(table[:, header.index(time_column)]):
@@ -245,14 +306,26 @@ def _read_plain_numbers(path: Path, delimiter: str | None, skip: int) -> np.ndar
     return table
 
 
-def _read_cell_by_cell(path: Path, delimiter: str | None, header: list[str]) -> np.ndarray:
+def _first_line(path: Path) -> tuple[str, int]:
+    """The first line of a text table that is not a `#` comment (numpy reads those as comments
+    everywhere else), and how many comment lines come before it."""
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
+    # stick to the first header name ("\ufefftime" is no time column)
+    with open(path, encoding="utf-8-sig") as fh:
+        for n, line in enumerate(fh):
+            if not line.lstrip().startswith("#"):
+                return line, n
+    return "", 0
+
+
+def _read_cell_by_cell(path: Path, delimiter: str | None, skip: int) -> np.ndarray:
     """A table with missing or quoted cells: empty cells and NaN / NA / N/A are NaN; a ragged row
     or any other word is refused by name."""
     with open(path, encoding="utf-8-sig") as fh:
         # spreadsheet exports quote numbers ("1.5"); genfromtxt would read those as NaN
         lines = [line.replace('"', "") for line in fh]
     try:
-        table = np.genfromtxt(lines, delimiter=delimiter, skip_header=1 if header else 0, dtype=np.float64,
+        table = np.genfromtxt(lines, delimiter=delimiter, skip_header=skip, dtype=np.float64,
                               missing_values="", filling_values=np.nan, ndmin=2)
     except ValueError as err:
         # numpy's own message ("Some errors were detected !") names neither the file nor what to do
@@ -260,7 +333,7 @@ def _read_cell_by_cell(path: Path, delimiter: str | None, header: list[str]) -> 
         raise ValueError(f"{path.name!r} is not a table with the same number of columns on every row "
                          f"({detail}); mark a missing sample with an empty field or NaN, not a missing "
                          "column.") from err
-    _refuse_words(path, lines, table, delimiter, skip=1 if header else 0)
+    _refuse_words(path, lines, table, delimiter, skip=skip)
     return table
 
 
@@ -276,10 +349,26 @@ def _delimiter(ext: str, first: str) -> str | None:
 
 
 def _header(lines: list[str], delimiter: str | None) -> list[str]:
-    """The first line's fields when any of them is not a number (a header), else []."""
+    """The first line's fields when any of them is not a number (a header), else []. Quoted names
+    may hold the separator (``"Vm, mV"``), as spreadsheets write them."""
     first = lines[0].strip() if lines else ""
-    fields = [f.strip() for f in (first.split(delimiter) if delimiter else first.split())]
+    if delimiter:
+        fields = next(csv.reader([first], delimiter=delimiter, skipinitialspace=True), [])
+    else:
+        fields = first.replace('"', "").split()
+    fields = [f.replace('"', "").strip() for f in fields]
     return [] if all(_is_number(f) for f in fields) else fields
+
+
+def _drop_trailing_separator(table: np.ndarray, header: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Drop the empty last column that a separator at the end of every line makes (``1,2,``, as
+    some exporters write): unnamed and without a single value, it is no channel."""
+    while (table.shape[1] > 1 and np.isnan(table[:, -1]).all()
+           and (not header or (len(header) == table.shape[1] and header[-1] == ""))):
+        table, header = table[:, :-1], header[:-1]
+    while header and header[-1] == "" and len(header) > table.shape[1]:
+        header = header[:-1]
+    return table, header
 
 
 
@@ -294,10 +383,7 @@ def time_column_of(path: str | os.PathLike) -> str | None:
     path = Path(path)
     if path.suffix.lower() not in (".csv", ".tsv", ".txt") or not path.is_file():
         return None
-    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would otherwise
-    # stick to the first header name ("\ufefftime" is no time column)
-    with open(path, encoding="utf-8-sig") as fh:
-        first = fh.readline().replace('"', "")
+    first, _ = _first_line(path)
     return _named_time_column(_header([first], _delimiter(path.suffix.lower(), first)))
 
 
@@ -317,6 +403,15 @@ def _refuse_missing_times(path: Path, column: np.ndarray, name: str) -> None:
                          f"row(s) ({rows[:5]}{', ...' if len(rows) > 5 else ''}; 1 = the first row below the header); "
                          "a sample without a time cannot be placed: drop those rows, or pass time_column=False "
                          "(and fs or dt) to read the column as data.")
+    # a clock column that rises on all but a few rows (a repeated or backward timestamp) is a time
+    # axis with a glitch, not a channel: read as data it would be fitted as a ramp
+    steps = np.diff(known)
+    if not missing.any() and steps.size >= 9 and (steps > 0).mean() >= 0.9:
+        rows = (np.flatnonzero(steps <= 0) + 2).tolist()
+        raise ValueError(f"column {name!r} of {path.name!r} holds the sample times but does not increase on {len(rows)} "
+                         f"data row(s) ({rows[:5]}{', ...' if len(rows) > 5 else ''}; 1 = the first row below the "
+                         f"header: a time equal to or before the one above it); fix or drop those rows, or pass "
+                         "time_column=False (and fs or dt) to read the column as data.")
 
 
 def _increasing(column: np.ndarray) -> bool:
@@ -374,6 +469,8 @@ def _refuse_words(path: Path, lines: list[str], table: np.ndarray, delimiter: st
 
 def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
     h5py = require("h5py", "reading HDF5 files")
+    if not h5py.is_hdf5(path):
+        raise _not_a(path, "HDF5")
     with h5py.File(path, "r") as fh:
         datasets: list[str] = []
         fh.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
@@ -387,7 +484,8 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
         obj = fh[key]
         meta = _hdf5_meta(fh, obj)
         if isinstance(obj, h5py.Group):
-            members = sorted((k for k, v in obj.items() if isinstance(v, h5py.Dataset)), key=_natural)
+            members = sorted((k for k, v in obj.items() if isinstance(v, h5py.Dataset) and k not in _METADATA_KEYS),
+                             key=_natural)
             if not members:
                 raise ValueError(f"group {key!r} of {str(path)!r} holds no datasets.")
             return [_numeric(obj[m][()], f"{key}/{m}") for m in members], meta
@@ -395,16 +493,61 @@ def _read_hdf5(path: Path, key: str | None) -> tuple[Any, dict]:
 
 
 def _hdf5_meta(fh: Any, obj: Any) -> dict:
+    """The step, channel names and sample times an HDF5 file stores: attributes of the file,
+    datasets at its root (``fs``, ``dt``, ``sampling_rate``, ``channel_names``, ``time``), the same
+    in the group that holds the chosen dataset (``ecog/data`` beside ``ecog/time``) or in the
+    chosen group of trials, attributes of the chosen dataset; a later source wins."""
+    import h5py
+
+    def stored(group: Any) -> dict:
+        return {k: v[()] for k, v in group.items() if k in _METADATA_KEYS and isinstance(v, h5py.Dataset)}
+
+    path = Path(fh.filename)
+    sources = [dict(fh.attrs), stored(fh)]
+    home = obj if isinstance(obj, h5py.Group) else obj.parent
+    if home.name != "/":
+        sources += [dict(home.attrs), stored(home)]
     meta: dict[str, Any] = {}
-    for source in (fh.attrs, obj.attrs):                       # the dataset's own attributes win
-        for k in ("dt", "fs", "sampling_rate"):
-            if k in source:
-                value = float(np.asarray(source[k]))
-                meta["dt"] = value if k == "dt" else 1.0 / value
-                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
-        if "channel_names" in source:
-            meta["channel_names"] = [c.decode() if isinstance(c, bytes) else str(c) for c in source["channel_names"]]
+    for source in (*sources, dict(obj.attrs)):
+        found = _stored_meta(source, path)
+        if "dt" in found or "dt_error" in found:
+            for k in ("dt", "dt_error", "time_unit"):
+                meta.pop(k, None)
+        meta.update(found)
     return meta
+
+
+def _stored_meta(values: dict[str, Any], path: Path) -> dict:
+    """``dt`` (and the time unit a rate in Hz implies) and channel names from what a file stores
+    under ``dt``, ``fs`` or ``sampling_rate`` (the first of them present) and ``channel_names``.
+    A stored step that is not one positive finite number is kept as ``dt_error``: it is refused
+    only when the call gives no ``fs``/``dt`` of its own."""
+    meta: dict[str, Any] = {}
+    k = next((k for k in ("dt", "fs", "sampling_rate") if k in values), None)
+    if k is not None:
+        value = np.asarray(values[k])
+        number = float(value.ravel()[0]) if value.size == 1 and value.dtype.kind in "biuf" else None
+        if number is None or not np.isfinite(number) or number <= 0:
+            meta["dt_error"] = (f"{path.name!r} stores `{k}` = {_short(value)}, which is not one positive finite number; "
+                                f"pass the sampling rate yourself: fs=... or dt=... (from the command line: --dt DT).")
+        else:
+            meta["dt"], meta["time_unit"] = (number, None) if k == "dt" else (1.0 / number, "s")   # Hz: seconds
+    if "channel_names" in values:
+        meta["channel_names"] = _text_list(values["channel_names"])
+    if "time" in values:
+        meta["time"] = np.asarray(values["time"])
+    return meta
+
+
+def _short(value: np.ndarray) -> str:
+    text = np.array2string(value, threshold=6) if value.ndim else repr(value.item())
+    return text + (f" (shape {value.shape})" if value.size > 1 else "")
+
+
+def _text_list(values: Any) -> list[str]:
+    """Names stored as str, bytes (HDF5, numpy ``S`` arrays) or MATLAB char rows, as str."""
+    items = values if isinstance(values, (list, tuple)) else np.asarray(values).ravel().tolist()
+    return [(v.decode() if isinstance(v, bytes) else str(v)).strip() for v in items]
 
 
 def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
@@ -413,37 +556,66 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
         return *_read_mat73(path, key), "mat-v7.3"
     from scipy.io import loadmat
 
-    content = loadmat(path, simplify_cells=True)
+    try:
+        content = loadmat(path, simplify_cells=True)
+    except (ValueError, OSError, EOFError, NotImplementedError, TypeError) as err:
+        raise _not_a(path, "MAT", err) from None
     variables = {k: v for k, v in content.items() if not k.startswith("__")}
-    meta = _mat_meta(variables)
+    meta = _mat_meta(variables, path)
     candidates = [k for k in variables if k not in _METADATA_KEYS]
     parts = _pick(key, candidates, path).replace("/", ".").split(".")
     value: Any = variables
     for depth, part in enumerate(parts):
+        elements = _struct_elements(value)
+        if elements is not None:        # a struct array, one element per trial: trials(k).data
+            fields = sorted(set.intersection(*(set(e) for e in elements)))
+            if part not in fields or depth != len(parts) - 1:
+                raise ValueError(f"`key`={key!r}: {'.'.join(parts[:depth])!r} of {str(path)!r} is a struct array of "
+                                 f"{len(elements)} elements with the fields {fields}; pass "
+                                 f"key='{'.'.join(parts[:depth])}.<field>' to read that field of each element as one "
+                                 "trial.")
+            return _mat_value([e[part] for e in elements], key), meta, "mat-v5"
         if not isinstance(value, dict) or part not in value:
             where = ".".join(parts[:depth]) or "the file"
             have = sorted(value) if isinstance(value, dict) else []
             raise ValueError(f"`key`={key!r}: {part!r} is not in {where} of {str(path)!r}; available: {have}.")
+        if depth:          # a struct's own fs / dt / channel_names beside the field (s.data, s.fs) win
+            inner = _mat_meta(value, path)
+            if "dt" in inner or "dt_error" in inner:
+                for k in ("dt", "dt_error", "time_unit"):
+                    meta.pop(k, None)
+            meta.update(inner)
         value = value[part]
     return _mat_value(value, key or parts[0]), meta, "mat-v5"
 
 
+def _struct_elements(value: Any) -> list[dict] | None:
+    """The elements of a MATLAB struct array (scipy's simplify_cells gives a list or an object
+    array of dicts), in MATLAB's linear order; None for anything else."""
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        value = list(value.ravel(order="F"))
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return value
+    return None
+
+
 def _mat_value(value: Any, key: str) -> Any:
+    elements = _struct_elements(value)
+    if elements is not None:
+        fields = sorted(set.intersection(*(set(e) for e in elements)))
+        raise TypeError(f"MAT variable {key!r} is a struct array of {len(elements)} elements with the fields {fields}; "
+                        f"pass key='{key}.<field>' to read that field of each element as one trial.")
     if isinstance(value, dict):
         raise TypeError(f"MAT variable {key!r} is a struct with fields {sorted(value)}; pass key='{key}.<field>'.")
     if isinstance(value, list) or (isinstance(value, np.ndarray) and value.dtype == object):
-        return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(value)]
+        # a 2-D cell array: its cells in MATLAB's linear (column-major) order, c{1}, c{2}, ..., as v7.3 reads them
+        cells = value.ravel(order="F") if isinstance(value, np.ndarray) else value
+        return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(cells)]
     return _numeric(np.squeeze(np.asarray(value)), key)
 
 
-def _mat_meta(variables: dict) -> dict:
-    meta: dict[str, Any] = {}
-    if "dt" in variables:
-        meta["dt"] = float(np.asarray(variables["dt"]).ravel()[0])
-    elif "fs" in variables:
-        meta["dt"] = 1.0 / float(np.asarray(variables["fs"]).ravel()[0])
-        meta["time_unit"] = "s"                                        # a rate in Hz: seconds
-    return meta
+def _mat_meta(variables: dict, path: Path) -> dict:
+    return _stored_meta(variables, path)
 
 
 def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
@@ -451,12 +623,10 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
 
     with h5py.File(path, "r") as fh:
         variables = [k for k in fh.keys() if not k.startswith("#")]       # "#refs#" holds cell contents
-        meta: dict[str, Any] = {}
-        for k in ("dt", "fs"):
-            if k in fh and isinstance(fh[k], h5py.Dataset):
-                value = float(np.asarray(fh[k][()]).ravel()[0])
-                meta["dt"] = value if k == "dt" else 1.0 / value
-                meta["time_unit"] = None if k == "dt" else "s"        # a rate in Hz: seconds
+        stored = {k: fh[k][()] for k in ("dt", "fs", "sampling_rate", "time") if k in fh and isinstance(fh[k], h5py.Dataset)}
+        if "channel_names" in fh and isinstance(fh["channel_names"], h5py.Dataset):
+            stored["channel_names"] = _mat73_strings(fh, fh["channel_names"])
+        meta = _stored_meta(stored, path)
         candidates = [k for k in variables if k not in _METADATA_KEYS]
         target = _pick(key, candidates, path).replace(".", "/")
         if target not in fh:
@@ -475,6 +645,17 @@ def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
             raise TypeError(f"MAT variable {target!r} has MATLAB class {cls!r}; expected a numeric array or a cell "
                             "array of numeric arrays.")
         return _numeric(np.squeeze(obj[()].T), target), meta   # reverse h5py's axis order back to MATLAB's
+
+
+def _mat73_strings(fh: Any, obj: Any) -> list[str]:
+    """A v7.3 cell array of char rows (object references) or a char matrix, as strings."""
+    def chars(a: np.ndarray) -> str:
+        return "".join(chr(int(c)) for c in np.asarray(a).T.ravel() if c)
+
+    data = obj[()]
+    if data.dtype.kind == "O":
+        return [chars(fh[r][()]) for r in data.T.ravel()]
+    return [chars(row) for row in np.atleast_2d(data.T)] if data.ndim > 1 else [chars(data)]
 
 
 # --------------------------------------------------------------------------- shared

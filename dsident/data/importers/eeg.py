@@ -78,15 +78,29 @@ def from_mne(source: Any, *, picks: Any = None, units: str | Mapping[str, str] |
         path = Path(source)
         if not path.exists():
             raise FileNotFoundError(f"no file at {str(path)!r}.")
-        if re.search(r"[-_]epo\.fif(\.gz)?$", path.name):
-            source = mne.read_epochs(str(path), preload=True, verbose="error")
-        else:
-            source = mne.io.read_raw(str(path), preload=True, verbose="error")
+        try:
+            if re.search(r"[-_]epo\.fif(\.gz)?$", path.name):
+                source = mne.read_epochs(str(path), preload=True, verbose="error")
+            else:
+                source = mne.io.read_raw(str(path), preload=True, verbose="error")
+        except (ValueError, OSError, EOFError, KeyError, IndexError, RuntimeError) as err:
+            # MNE's own messages ("Bad EDF file provided.") name neither the file nor the reader
+            raise ValueError(f"MNE cannot read {str(path)!r} ({type(err).__name__}: {err}); check that it is the "
+                             "file you meant and that it was written completely.") from None
     is_raw = isinstance(source, mne.io.BaseRaw)
     if not (is_raw or isinstance(source, mne.BaseEpochs)):
         raise TypeError(f"`source` must be an mne.io.Raw, an mne.Epochs or a path; got {type(source).__name__}.")
     info = source.info
-    names = _picked_names(source, "data" if picks is None else picks)
+    try:
+        names = _picked_names(source, "data" if picks is None else picks)
+    except ValueError as err:
+        # MNE's message names neither the recording's channels nor those marked bad (a type pick skips them)
+        chans = dict(zip(info["ch_names"], source.get_channel_types()))
+        shown = dict(list(chans.items())[:12])
+        raise ValueError(f"`picks`={picks!r} selects no channel of the recording (MNE: {err}); its channels are "
+                         f"{shown}{' ...' if len(chans) > 12 else ''}, those marked bad {list(info['bads'])} (a type pick "
+                         "such as 'eeg' or the default 'data' leaves them out; pick them by name, or clear "
+                         "info['bads']).") from None
     types = source.get_channel_types(picks=names)
     ch_units = [_unit_of(info["chs"][info["ch_names"].index(n)]["unit"], t, units) for n, t in zip(names, types)]
     if not allow_mixed_units:

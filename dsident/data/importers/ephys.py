@@ -59,6 +59,11 @@ def from_neo(source: Any, *, bin_size: float | None = None, signal: int | str = 
         neo is not installed (``pip install 'dsident[neo]'``).
     """
     neo = require("neo", "from_neo")
+    if bin_size is not None and (units is not None or (signal != 0 and not isinstance(signal, bool))):
+        # `units` and `signal` pick and rescale an AnalogSignal; binned spikes would drop them without a word
+        raise ValueError(f"`units`={units!r} / `signal`={signal!r} apply to analog signals, read without `bin_size`; "
+                         f"with bin_size={bin_size!r} the spike trains are binned into counts. Leave them out, or "
+                         "omit `bin_size` to read the analog signal.")
     path = None
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -106,13 +111,22 @@ def _analog(segments: list[Any], signal: int | str, units: str | None, label: st
             raise ValueError(f"unit mismatch: segment {i}'s signal is in {sig.units.dimensionality} and cannot be "
                              f"expressed in {target!r} ({err}).") from None
         units_used = target
-        trials.append(np.asarray(values, dtype=np.float64).reshape(values.shape[0], -1))
+        values = np.asarray(values, dtype=np.float64).reshape(values.shape[0], -1)
+        ann = getattr(sig, "array_annotations", {}) or {}
+        own = [str(c) for c in ann["channel_names"]] if "channel_names" in ann else None
+        if own is not None and len(own) != values.shape[1]:
+            own = None
+        if i == 0:
+            names = own if own is not None and len(set(own)) == len(own) else None
+        elif names is not None and own is not None and own != names:
+            # a channel is one electrode in every trial: match the columns by name, not by their order
+            if sorted(own) != sorted(names):
+                raise ValueError(f"segment {i}'s signal has the channels {own}, segment 0's {names}; one channel per "
+                                 "electrode needs the same channels in every segment.")
+            values = values[:, [own.index(n) for n in names]]
+        trials.append(values)
         rates.append(float(sig.sampling_rate.rescale("Hz").magnitude))
         starts.append(float(sig.t_start.rescale("s").magnitude))
-        if names is None:
-            ann = getattr(sig, "array_annotations", {}) or {}
-            if "channel_names" in ann and len(ann["channel_names"]) == trials[-1].shape[1]:
-                names = [str(c) for c in ann["channel_names"]]
     if len(set(rates)) > 1:
         raise ValueError(f"segments have different sampling rates {sorted(set(rates))} Hz; resample them first or "
                          "read the segments separately.")
@@ -133,6 +147,9 @@ def _pick_signal(seg: Any, signal: int | str, i: int) -> Any:
         if signal not in by_name:
             raise ValueError(f"segment {i} has no AnalogSignal named {signal!r}; it has {[s.name for s in sigs]}.")
         return by_name[signal]
+    if isinstance(signal, (bool, np.bool_)) or not isinstance(signal, (int, np.integer)):
+        raise TypeError(f"`signal` must be an AnalogSignal index (int) or name (str); got {type(signal).__name__} "
+                        f"{signal!r}. Segment {i} has {len(sigs)} AnalogSignal(s) named {[s.name for s in sigs]}.")
     if not -len(sigs) <= int(signal) < len(sigs):
         raise ValueError(f"`signal`={signal!r} is out of range: segment {i} has {len(sigs)} AnalogSignal(s).")
     return sigs[int(signal)]
@@ -147,11 +164,19 @@ def _spikes(segments: list[Any], bin_size: float, label: str, path: Path | None)
                          "needs the same units in every segment.")
     first = segments[0].spiketrains
     names = [str(st.name) if st.name else f"unit{j}" for j, st in enumerate(first)]
+    named = all(st.name for st in first) and len(set(names)) == len(names)
     if len(set(names)) != len(names):
         names = [f"unit{j}" for j in range(len(first))]
     trials = []
-    for seg in segments:
-        trains = seg.spiketrains
+    for i, seg in enumerate(segments):
+        trains = list(seg.spiketrains)
+        if named:
+            # a channel is one unit in every trial: match the trains by name, not by their order
+            by_name = {str(st.name): st for st in trains if st.name}
+            if set(by_name) != set(names) or len(by_name) != len(trains):
+                raise ValueError(f"segment {i} holds the spike trains {[st.name for st in trains]}, segment 0 "
+                                 f"{names}; one channel per unit needs the same named units in every segment.")
+            trains = [by_name[n] for n in names]
         t0 = min(float(st.t_start.rescale("s").magnitude) for st in trains)
         t1 = max(float(st.t_stop.rescale("s").magnitude) for st in trains)
         spikes = [np.asarray(st.rescale("s").magnitude, dtype=np.float64) for st in trains]

@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from ..container import as_dataset
-from ..spikes import bin_spikes
+from ..spikes import _EDGE_TOLERANCE, bin_spikes
 from ._common import check_same_units, provenance, require, units_attr
 
 __all__ = ["from_nwb"]
@@ -74,13 +74,26 @@ def from_nwb(source: str | os.PathLike | Any, *, series: str | Sequence[str] | N
     if (series is None) == (bin_size is None):
         raise ValueError("give exactly one of `series` (continuous TimeSeries names) or `bin_size` (bin the Units "
                          f"spike times); got series={series!r}, bin_size={bin_size!r}." + _what_is_there(pynwb, source))
+    if series is not None and units is not None:
+        # `units` picks spike units of the Units table; with `series` it would be dropped without a word
+        raise ValueError(f"`units`={units!r} picks units of the Units table, read with `bin_size`; it does not apply to "
+                         f"series={series!r}. Leave `units` out, or bin the spikes with bin_size=... instead.")
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise FileNotFoundError(f"no NWB file at {str(path)!r}.")
+        io = None
+        try:
+            io = pynwb.NWBHDF5IO(str(path), "r")
+            nwb = io.read()
+        except (OSError, TypeError, ValueError, KeyError) as err:      # not HDF5, or HDF5 but no NWB file
+            if io is not None:
+                io.close()
+            raise ValueError(f"{str(path)!r} is not a readable NWB file ({type(err).__name__}: {err}); check that it "
+                             "is the file you meant and that it was written completely.") from None
         # everything is read inside the context: pynwb datasets are lazy h5py views
-        with pynwb.NWBHDF5IO(str(path), "r") as io:
-            return _read(io.read(), path, series, bin_size, trials, units, name)
+        with io:
+            return _read(nwb, path, series, bin_size, trials, units, name)
     if isinstance(source, pynwb.NWBFile):
         return _read(source, None, series, bin_size, trials, units, name)
     raise TypeError(f"`source` must be a path to an .nwb file or a pynwb.NWBFile; got {type(source).__name__}.")
@@ -160,11 +173,15 @@ def _read_spikes(nwb: Any, path: Path | None, bin_size: float, table: dict | Non
         intervals = np.split(iv_flat, iv_ends[:-1])
     pick = np.arange(len(ids))
     if units is not None:
-        lookup = {v: i for i, v in enumerate(ids.tolist())}
-        missing = [u for u in units if u not in lookup]
+        if isinstance(units, (str, bytes)) or not hasattr(units, "__iter__"):
+            units = [units]
+        # an id as the output's channel name spells it ("3", from --read units='["3"]') is that id
+        lookup = {str(v): i for i, v in enumerate(ids.tolist())}
+        lookup.update({v: i for i, v in enumerate(ids.tolist())})
+        missing = [u for u in units if u not in lookup and str(u) not in lookup]
         if missing:
             raise ValueError(f"`units` {missing} are not unit ids of {_where(path)}; ids: {ids.tolist()}.")
-        pick = np.array([lookup[u] for u in units], dtype=np.int64)
+        pick = np.array([lookup[u] if u in lookup else lookup[str(u)] for u in units], dtype=np.int64)
     spikes = [spikes[i] for i in pick]
     intervals = [intervals[i] for i in pick]
     t_start, t_stop = _recording_span(spikes, intervals, table, bin_size)
@@ -201,7 +218,9 @@ def _recording_span(spikes: list[np.ndarray], intervals: list[Any], table: dict 
         first, last = min(float(s.min()) for s in times), max(float(s.max()) for s in times)
         lo.append(first)
         start = min(lo)
-        hi.append(start + (np.floor((last - start) / bin_size) + 1) * bin_size)
+        # the bin holding the last spike, as bin_spikes finds it (a spike at 0.7 s is in bin 7 of 0.1 s
+        # bins though 0.7 / 0.1 = 6.999...): without its tolerance the span ended at that spike, dropping it
+        hi.append(start + (np.floor((last - start) / bin_size + _EDGE_TOLERANCE) + 1) * bin_size)
     start = min(lo)
     if not hi:
         raise ValueError("the Units table holds no spike times and the file has no trials; nothing to bin.")
@@ -214,6 +233,8 @@ def _recording_span(spikes: list[np.ndarray], intervals: list[Any], table: dict 
 def _read_series(nwb: Any, path: Path | None, names: list[str], table: dict | None, name: str,
                  base: dict) -> xr.Dataset:
     available = _all_series(nwb)
+    if not names:
+        raise ValueError(f"`series` is empty; name at least one of the series in {_where(path)}: {sorted(available)}.")
     missing = [n for n in names if n not in available]
     if missing:
         raise ValueError(f"series {missing} not found in {_where(path)}; it holds the series {sorted(available)}.")
@@ -255,8 +276,13 @@ def _read_series(nwb: Any, path: Path | None, names: list[str], table: dict | No
 
 def _cut(values: np.ndarray, t: np.ndarray, table: dict, rate: float | None) -> tuple[list, list]:
     xs, ts = [], []
+    # a trial time and a sample time that are the same instant may differ in the last bits (the
+    # timestamps are starting_time + k / rate): compare them to a millionth of a sampling step, or
+    # trials of one duration come out one sample longer or shorter and shifted by a sample
+    step = 1.0 / rate if rate else (float(np.median(np.diff(t))) if t.size > 1 else 0.0)
+    tol = 1e-6 * step
     for i, (a, b) in enumerate(zip(table["start_time"], table["stop_time"])):
-        lo, hi = np.searchsorted(t, a, side="left"), np.searchsorted(t, b, side="left")   # [start, stop)
+        lo, hi = np.searchsorted(t, a - tol, side="left"), np.searchsorted(t, b - tol, side="left")   # [start, stop)
         if hi - lo < 1:
             raise ValueError(f"trial {i} [{a!r}, {b!r}) holds no sample of the series (samples span "
                              f"[{t[0]!r}, {t[-1]!r}]).")
