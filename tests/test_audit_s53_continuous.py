@@ -70,3 +70,30 @@ def test_numpy_hyperparameters_from_a_grid_fit_like_python_numbers(small):
         config = numpy_est.model_.dynamics.config()
         # what is saved to JSON holds plain Python numbers
         assert not any(isinstance(v, np.generic) for v in config.values()), config
+
+
+def test_warm_start_refuses_hyperparameters_changed_since_the_fit(small, tmp_path):
+    # set_params between fits was silently ignored by warm_start: the estimator then reported (and
+    # saved) latent_dim=5, solver='rk4', tau=0.5 while model_ stayed 3 units, Euler, tau = dt
+    est = GatedNODE(3, hidden_dim=8, gate_hidden_dim=8, seed=0).fit(small, **BPTT)
+    fitted = est.model_
+    est.set_params(latent_dim=5, tau=0.5, solver="rk4")
+    with pytest.raises(ValueError, match=r"built with latent_dim=3, solver='euler', tau=None; the estimator now has "
+                                         r"latent_dim=5, solver='rk4', tau=0.5"):
+        est.fit(small, warm_start=True, **BPTT)
+    assert est.model_ is fitted and fitted.dynamics.latent_dim == 3 and fitted.dynamics.tau == 0.01
+    est.set_params(latent_dim=3, tau=None, solver="euler", seed=1)       # a new seed only draws other windows
+    est.fit(small, warm_start=True, **BPTT)
+    assert est.model_ is fitted
+    # a model read back from disk continues too, and refuses a changed hyperparameter the same way
+    rfwp = RecurrentFWP(3, n_heads=1, hidden_dim=8, process_noise=0.02, seed=0).fit(small, **BPTT)
+    var = rfwp.model_.process_var.detach().clone()
+    np.testing.assert_allclose(var[:3].numpy(), 0.02, rtol=1e-5)          # process_noise on y,
+    np.testing.assert_allclose(var[3:].numpy(), 1e-3, rtol=1e-5)          # fast_weight_noise on W
+    assert rfwp.get_params()["process_noise"] == 0.02
+    rfwp.save(tmp_path / "rfwp")
+    loaded = RecurrentFWP.load(tmp_path / "rfwp")
+    loaded.fit(small, warm_start=True, **BPTT)
+    loaded.set_params(fast_weight_noise=1e-4)
+    with pytest.raises(ValueError, match=r"fast_weight_noise=0.001; the estimator now has fast_weight_noise=0.0001"):
+        loaded.fit(small, warm_start=True, **BPTT)

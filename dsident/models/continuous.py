@@ -355,16 +355,16 @@ class RecurrentFWP(_ContinuousTimeEstimator):
                     and math.isfinite(float(self.fast_weight_noise)) and self.fast_weight_noise > 0)
         if not noise_ok:     # True passed as a variance of 1; inf reached the process noise
             raise ValueError(f"`fast_weight_noise` must be a positive finite variance; got {self.fast_weight_noise!r}.")
-        self._check_hyperparameters()   # latent_dim sizes the noise vector below (-2 failed in numpy's broadcast)
-        user_noise = self.process_noise
+        self._check_hyperparameters()   # latent_dim sizes the noise vector (-2 failed in numpy's broadcast)
+        self._process_noise_for_model()
+        return super().fit(data, method, **engine_options)
+
+    def _process_noise_for_model(self) -> np.ndarray:
+        """``process_noise`` on the vector part, ``fast_weight_noise`` on the fast weights."""
         noise = np.full(self._full_latent_dim(), float(self.fast_weight_noise))
-        noise[:int(self.latent_dim)] = np.broadcast_to(np.asarray(user_noise, dtype=float), (int(self.latent_dim),))
-        # the base class reads `process_noise`; hand it the per-unit vector for this fit only
-        self.process_noise = noise
-        try:
-            return super().fit(data, method, **engine_options)
-        finally:
-            self.process_noise = user_noise
+        noise[:int(self.latent_dim)] = np.broadcast_to(np.asarray(self.process_noise, dtype=float),
+                                                       (int(self.latent_dim),))
+        return noise
 
 
 class ORGaNICs(_ContinuousTimeEstimator):
