@@ -444,7 +444,15 @@ class StateSpaceModel(nn.Module):
                                "StateSpaceModel.load() have none (an estimator's load() gives a Laplace-EM fit its "
                                "smoother back). Use predict() or encode() for data-initialised states instead.")
         from .data import as_dataset
+        from .data.container import steps_agree
 
+        if (isinstance(data, xr.Dataset) and "dt" in data.attrs and "sample_time" not in data
+                and not steps_agree(float(data.attrs["dt"]), float(self.dt))):
+            # the smoother is the fit's posterior, at the fit's step: data sampled at another step
+            # were smoothed as if they had the model's (predict() refuses them too)
+            raise ValueError(f"`data` is sampled every {float(data.attrs['dt']):g} (attrs['dt']) but the model was "
+                             f"fitted at a step of {float(self.dt):g}; its smoother reads data at that step only: "
+                             "resample the data to the model's step.")
         return smoother(as_dataset(data))
 
     @torch.no_grad()

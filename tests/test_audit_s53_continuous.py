@@ -97,3 +97,14 @@ def test_warm_start_refuses_hyperparameters_changed_since_the_fit(small, tmp_pat
     loaded.set_params(fast_weight_noise=1e-4)
     with pytest.raises(ValueError, match=r"fast_weight_noise=0.001; the estimator now has fast_weight_noise=0.0001"):
         loaded.fit(small, warm_start=True, **BPTT)
+
+
+def test_smooth_refuses_data_at_another_step_than_the_fit(small):
+    # predict() refused such data, smooth() returned a posterior as if they had the fit's step
+    est = GatedNODE(3, hidden_dim=8, gate_hidden_dim=8, seed=0).fit(small, n_steps=2, window=20, batch_size=2,
+                                                                   progress=False)
+    x = small["x"].values
+    with pytest.raises(ValueError, match=r"sampled every 0.02 .*fitted at a step of 0.01"):
+        est.smooth(as_dataset(x, dt=0.02))
+    assert est.smooth(as_dataset(x, dt=0.01))["z"].shape == (2, 60, 3)
+    assert est.smooth(x)["z"].shape == (2, 60, 3)                       # a plain array carries no step
