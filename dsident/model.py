@@ -47,7 +47,12 @@ _STATE_PREFIXES = ("dynamics.", "observation.", "log_process_var", "initial_mean
 
 def _positive_vector(name: str, value: Any, size: int) -> np.ndarray:
     """A positive finite scalar or vector of length ``size`` as a float64 vector."""
-    arr = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
+    raw = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value)
+    if raw.dtype.kind not in "iuf":
+        # "0.01" (a config read as text) or True passed float() as 0.01 and 1.0
+        raise ValueError(f"`{name}` must be a positive finite variance (a number or an array of shape ({size},)); "
+                         f"got {name}={value!r}.")
+    arr = raw.astype(float)
     if arr.ndim == 0:
         arr = np.full(size, float(arr))
     if arr.shape != (size,) or not np.all(np.isfinite(arr)) or np.any(arr <= 0):

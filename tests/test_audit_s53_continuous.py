@@ -108,3 +108,21 @@ def test_smooth_refuses_data_at_another_step_than_the_fit(small):
         est.smooth(as_dataset(x, dt=0.02))
     assert est.smooth(as_dataset(x, dt=0.01))["z"].shape == (2, 60, 3)
     assert est.smooth(x)["z"].shape == (2, 60, 3)                       # a plain array carries no step
+
+
+@pytest.mark.parametrize("noise", [np.full(2, 0.01), np.full(3 + 3 * 3, 0.01), -1.0, "0.01", True])
+def test_rfwp_process_noise_is_checked_as_given(noise, small):
+    # a wrong shape failed in numpy's broadcast ("operands could not be broadcast ..."), -1 was
+    # reported as the built 12-unit vector, and "0.01" / True were read as 0.01 / 1.0
+    with pytest.raises(ValueError, match=r"`process_noise` must be a positive finite variance \(a number or an "
+                                         r"array of shape \(3,\)\); got process_noise="):
+        RecurrentFWP(3, n_heads=1, hidden_dim=8, process_noise=noise, seed=0).fit(small, **BPTT)
+
+
+def test_process_noise_given_as_text_is_refused(small):
+    with pytest.raises(ValueError, match=r"`process_noise` must be a positive finite variance.*got process_noise='0.01'"):
+        GatedNODE(3, hidden_dim=8, gate_hidden_dim=8, process_noise="0.01", seed=0).fit(small, **BPTT)
+    per_unit = RecurrentFWP(3, n_heads=1, hidden_dim=8, process_noise=[0.01, 0.02, 0.03], seed=0).fit(small, **BPTT)
+    var = per_unit.model_.process_var.detach().numpy()
+    assert var.shape == (12,)
+    np.testing.assert_allclose(var[:3], [0.01, 0.02, 0.03], rtol=1e-5)

@@ -27,6 +27,7 @@ from ..dynamics.ltc import LTC as LTCDynamics
 from ..dynamics.organics import ORGaNICs as ORGaNICsDynamics
 from ..dynamics.rfwp import RecurrentFWP as RecurrentFWPDynamics
 from ..inference.training import check_bool
+from ..model import _positive_vector
 from ..observations import ObservationModel, make_observation
 from .base import LatentModelEstimator
 
@@ -361,9 +362,11 @@ class RecurrentFWP(_ContinuousTimeEstimator):
 
     def _process_noise_for_model(self) -> np.ndarray:
         """``process_noise`` on the vector part, ``fast_weight_noise`` on the fast weights."""
+        # checked as the user gave it: a wrong shape failed in numpy's broadcast, and a bad value was
+        # reported as the built (latent_dim + fast weights) vector
+        user = _positive_vector("process_noise", self.process_noise, int(self.latent_dim))
         noise = np.full(self._full_latent_dim(), float(self.fast_weight_noise))
-        noise[:int(self.latent_dim)] = np.broadcast_to(np.asarray(self.process_noise, dtype=float),
-                                                       (int(self.latent_dim),))
+        noise[:int(self.latent_dim)] = user
         return noise
 
 
