@@ -331,6 +331,13 @@ class StateSpaceModel(nn.Module):
                              "time axis. Leave `dt` out (continuous-time models integrate at any step).")
         n_steps, n_trials = int(n_steps), int(n_trials)
         step_dt = self.dt if dt is None else float(dt)
+        if noise and abs(step_dt - self.dt) > 1e-9 * self.dt:
+            # the drift is integrated over dt, but the noise is drawn per step with the fit's
+            # per-step variance, so its spread per unit time changes by self.dt / dt
+            warnings.warn(f"generate(noise=True, dt={step_dt:g}): the process noise is drawn once per step with the "
+                          f"variance learned per step of the fit's dt={self.dt:g}, so this run diffuses "
+                          f"{self.dt / step_dt:.3g}x as much per unit time as the fitted model; generate at the "
+                          "fit's dt for noisy runs that match it.", UserWarning, stacklevel=3)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         dtype, device = self._dtype_device()
 

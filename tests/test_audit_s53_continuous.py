@@ -126,3 +126,18 @@ def test_process_noise_given_as_text_is_refused(small):
     var = per_unit.model_.process_var.detach().numpy()
     assert var.shape == (12,)
     np.testing.assert_allclose(var[:3], [0.01, 0.02, 0.03], rtol=1e-5)
+
+
+def test_a_noisy_run_at_another_step_says_its_noise_is_per_step(small):
+    est = GatedNODE(3, hidden_dim=8, gate_hidden_dim=8, seed=0).fit(small, **BPTT)
+    with pytest.warns(UserWarning, match=r"dt=0.001\).*10x as much per unit time"):
+        fine = est.generate(201, dt=0.001, noise=True, seed=0)
+    # what the warning claims: the increments' variance per step is the fit's per-step variance,
+    # not 1/10 of it (drift over 0.001 is small next to it)
+    steps = np.diff(fine["z"].values[0], axis=0)
+    var = est.model_.process_var.detach().numpy()
+    assert np.all(steps.var(0) > 0.5 * var)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.generate(20, noise=True, seed=0)                # at the fit's own dt: no warning
+        est.generate(20, dt=0.001, seed=0)                  # and none without noise
