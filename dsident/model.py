@@ -48,7 +48,12 @@ _STATE_PREFIXES = ("dynamics.", "observation.", "log_process_var", "initial_mean
 
 def _positive_vector(name: str, value: Any, size: int) -> np.ndarray:
     """A positive finite scalar or vector of length ``size`` as a float64 vector."""
-    arr = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value, dtype=float)
+    raw = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value)
+    if raw.dtype.kind not in "iuf":
+        # "0.01" (a config read as text) or True passed float() as 0.01 and 1.0
+        raise ValueError(f"`{name}` must be a positive finite variance (a number or an array of shape ({size},)); "
+                         f"got {name}={value!r}.")
+    arr = raw.astype(float)
     if arr.ndim == 0:
         arr = np.full(size, float(arr))
     if arr.shape != (size,) or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
@@ -318,8 +323,19 @@ class StateSpaceModel(nn.Module):
 
             check_run_step(self.dynamics, dt, self.dt)
         n_steps, n_trials = int(n_steps), int(n_trials)
+<<<<<<< HEAD
         # a map runs (and is labelled) at its own step; a dt it accepted agrees with that one
         step_dt = self.dt if dt is None or not self._continuous_time() else float(dt)
+=======
+        step_dt = self.dt if dt is None else float(dt)
+        if noise and abs(step_dt - self.dt) > 1e-9 * self.dt:
+            # the drift is integrated over dt, but the noise is drawn per step with the fit's
+            # per-step variance, so its spread per unit time changes by self.dt / dt
+            warnings.warn(f"generate(noise=True, dt={step_dt:g}): the process noise is drawn once per step with the "
+                          f"variance learned per step of the fit's dt={self.dt:g}, so this run diffuses "
+                          f"{self.dt / step_dt:.3g}x as much per unit time as the fitted model; generate at the "
+                          "fit's dt for noisy runs that match it.", UserWarning, stacklevel=3)
+>>>>>>> audit-s53-r2-h5
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         dtype, device = self._dtype_device()
 
@@ -438,7 +454,15 @@ class StateSpaceModel(nn.Module):
                                "StateSpaceModel.load() have none (an estimator's load() gives a Laplace-EM fit its "
                                "smoother back). Use predict() or encode() for data-initialised states instead.")
         from .data import as_dataset
+        from .data.container import steps_agree
 
+        if (isinstance(data, xr.Dataset) and "dt" in data.attrs and "sample_time" not in data
+                and not steps_agree(float(data.attrs["dt"]), float(self.dt))):
+            # the smoother is the fit's posterior, at the fit's step: data sampled at another step
+            # were smoothed as if they had the model's (predict() refuses them too)
+            raise ValueError(f"`data` is sampled every {float(data.attrs['dt']):g} (attrs['dt']) but the model was "
+                             f"fitted at a step of {float(self.dt):g}; its smoother reads data at that step only: "
+                             "resample the data to the model's step.")
         return smoother(as_dataset(data))
 
     @torch.no_grad()

@@ -437,6 +437,20 @@ def test_a_huge_learning_rate_diverges_and_returns_the_start_not_the_blown_up_st
         assert torch.equal(a, b)
 
 
+def test_a_short_fit_that_blows_up_is_reported_not_kept_silently(small_data):
+    # 4 steps, NaN from step 2: fewer non-finite losses than the stop needs, and the one validation
+    # (at the end) NaN; the blown-up state used to be kept with stop_reason "n_steps" and no warning
+    model = _small_model()
+    start = [p.detach().clone() for p in model.parameters()]
+    options = {**SMALL, "n_steps": 4, "lr": 1e3, "clip_norm": None}
+    with pytest.warns(RuntimeWarning, match="no validation ELBO was finite"):
+        hist = fit_svi(model, small_data, seed=0, **options)
+    assert not math.isfinite(hist["val_elbo"][-1]) and not math.isfinite(hist["loss"][-1])
+    assert hist["stop_reason"] == "diverged" and hist["best_step"] is None
+    for a, b in zip(model.parameters(), start):
+        assert torch.equal(a, b)
+
+
 def test_divergence_after_an_evaluation_keeps_the_best_state(small_data):
     options = {**SMALL, "lr_schedule": "constant", "kl_anneal": 0}          # steps that do not depend on n_steps
     reference = _small_model()

@@ -6,6 +6,7 @@ Legend: ``B`` batch, ``M`` latent_dim (the paper's N), ``K`` input_dim (the pape
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -55,9 +56,20 @@ def _check_flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
-def _check_positive_int(name: str, value: Any, minimum: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int; numpy integers (a grid from ``np.arange``) are integers too."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def _check_positive_number(name: str, value: Any, unit: str) -> float:
+    """``value`` as a float: a real number (numpy's included), finite and > 0. A bool or a string
+    (``"0.1"`` from a config read as text) is refused rather than read as a number."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value)) or float(value) <= 0):
+        raise ValueError(f"`{name}` must be a positive number ({unit}); got {value!r}.")
+    return float(value)
 
 
 class FlowMLP(nn.Module):
@@ -180,20 +192,19 @@ class GatedNODE(ODEStepMixin, LatentDynamics):
                  init: str = "critical", method: str = "euler", n_substeps: int = 1,
                  seed: int | None = None) -> None:
         super().__init__()
-        _check_positive_int("latent_dim", latent_dim)
-        _check_positive_int("input_dim", input_dim, 0)
-        _check_positive_int("hidden_dim", hidden_dim)
-        _check_positive_int("n_layers", n_layers)
-        _check_positive_int("gate_hidden_dim", gate_hidden_dim)
-        _check_positive_int("gate_layers", gate_layers)
-        _check_positive_int("n_substeps", n_substeps)
+        latent_dim = _check_positive_int("latent_dim", latent_dim)
+        input_dim = _check_positive_int("input_dim", input_dim, 0)
+        hidden_dim = _check_positive_int("hidden_dim", hidden_dim)
+        n_layers = _check_positive_int("n_layers", n_layers)
+        gate_hidden_dim = _check_positive_int("gate_hidden_dim", gate_hidden_dim)
+        gate_layers = _check_positive_int("gate_layers", gate_layers)
+        n_substeps = _check_positive_int("n_substeps", n_substeps)
         _check_choice("output_nonlinearity", output_nonlinearity, ("identity", "tanh"))
         _check_choice("hidden_nonlinearity", hidden_nonlinearity, ("relu", "tanh"))
         _check_choice("init", init, _INITS)
         check_method(method)
         gated = _check_flag("gated", gated)
-        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau <= 0:
-            raise ValueError(f"`tau` must be a positive number (time units); got {tau!r}.")
+        tau = _check_positive_number("tau", tau, "time units")
         self.latent_dim, self.input_dim = latent_dim, input_dim
         self.hidden_dim, self.n_layers = hidden_dim, n_layers
         self.gate_hidden_dim, self.gate_layers = gate_hidden_dim, gate_layers

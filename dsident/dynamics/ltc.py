@@ -16,8 +16,10 @@ after the optimiser is needed. Legend: ``B`` batch, ``M`` latent_dim, ``K`` inpu
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -93,16 +95,17 @@ class LTC(ODEStepMixin, LatentDynamics):
                  n_substeps: int = 6, time_constant: float | tuple[float, float] | None = None,
                  seed: int | None = None) -> None:
         super().__init__()
-        _check_positive_int("latent_dim", latent_dim)
+        latent_dim = _check_positive_int("latent_dim", latent_dim)
         starts = _start_time_constants(time_constant, latent_dim)
-        _check_positive_int("input_dim", input_dim, 0)
-        _check_positive_int("n_substeps", n_substeps)
+        input_dim = _check_positive_int("input_dim", input_dim, 0)
+        n_substeps = _check_positive_int("n_substeps", n_substeps)
         _check_choice("form", form, ("synaptic", "compact"))
         check_method(method)
         self.latent_dim, self.input_dim, self.form = latent_dim, input_dim, form
         self.method, self.n_substeps, self.seed = method, n_substeps, seed
         self.time_constant = (None if time_constant is None else float(time_constant)
-                              if not isinstance(time_constant, (list, tuple)) else [float(v) for v in time_constant])
+                              if not isinstance(time_constant, (list, tuple, np.ndarray))
+                              else [float(v) for v in time_constant])
         gen = torch.Generator().manual_seed(0 if seed is None else int(seed))
         m, k = latent_dim, input_dim
 
@@ -455,9 +458,9 @@ def _start_time_constants(time_constant: Any, m: int) -> list[float] | Tensor | 
     or a geometric spread (M,)."""
     if time_constant is None:
         return None
-    values = list(time_constant) if isinstance(time_constant, (list, tuple)) else [time_constant]
-    ok = len(values) in (1, 2) and all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-                                       and v > 0 for v in values)
+    values = list(time_constant) if isinstance(time_constant, (list, tuple, np.ndarray)) else [time_constant]
+    ok = len(values) in (1, 2) and all(not isinstance(v, (bool, np.bool_)) and isinstance(v, numbers.Real)
+                                       and math.isfinite(float(v)) and v > 0 for v in values)
     if ok and len(values) == 2 and values[0] > values[1]:
         ok = False
     if not ok:

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from .base import LatentDynamics
-from .gnode import _check_choice, _check_flag, _check_positive_int
+from .gnode import _check_choice, _check_flag, _check_positive_int, _check_positive_number
 from .solvers import ODEStepMixin, check_method
 
 __all__ = ["ORGaNICs", "divisive_normalization"]
@@ -112,18 +112,15 @@ class ORGaNICs(ODEStepMixin, LatentDynamics):
                  max_rate_y: float = 1.0, max_rate_a: float = 1.0, learn_tau: bool = True, method: str = "euler",
                  n_substeps: int = 1, norm_weight_scale: float = 1.0, seed: int | None = None) -> None:
         super().__init__()
-        _check_positive_int("n_neurons", n_neurons)
-        _check_positive_int("input_dim", input_dim, 0)
-        _check_positive_int("n_substeps", n_substeps)
+        n_neurons = _check_positive_int("n_neurons", n_neurons)
+        input_dim = _check_positive_int("input_dim", input_dim, 0)
+        n_substeps = _check_positive_int("n_substeps", n_substeps)
         _check_choice("recurrence", recurrence, ("identity", "spectral", "free"))
         check_method(method)
         rectified, learn_tau = _check_flag("rectified", rectified), _check_flag("learn_tau", learn_tau)
-        for name, value in (("max_rate_y", max_rate_y), ("max_rate_a", max_rate_a)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive number (1 / time unit); got {value!r}.")
-        if not isinstance(norm_weight_scale, (int, float)) or not math.isfinite(norm_weight_scale) \
-                or norm_weight_scale <= 0:
-            raise ValueError(f"`norm_weight_scale` must be a positive number; got {norm_weight_scale!r}.")
+        max_rate_y = _check_positive_number("max_rate_y", max_rate_y, "1 / time unit")
+        max_rate_a = _check_positive_number("max_rate_a", max_rate_a, "1 / time unit")
+        norm_weight_scale = _check_positive_number("norm_weight_scale", norm_weight_scale, "a factor")
         self.n_neurons, self.input_dim, self.recurrence = n_neurons, input_dim, recurrence
         self.rectified, self.max_rate_y, self.max_rate_a = bool(rectified), float(max_rate_y), float(max_rate_a)
         self.learn_tau, self.method, self.n_substeps, self.seed = bool(learn_tau), method, n_substeps, seed

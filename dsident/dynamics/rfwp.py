@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from .base import LatentDynamics
-from .gnode import _check_choice, _check_positive_int
+from .gnode import _check_choice, _check_positive_int, _check_positive_number
 from .solvers import ODEStepMixin, check_method
 
 __all__ = ["RecurrentFWP", "RULES"]
@@ -102,18 +102,18 @@ class RecurrentFWP(ODEStepMixin, LatentDynamics):
                  rule: str = "delta", hidden_dim: int = 64, tau: float = 1.0, tau_fast: float | None = None,
                  method: str = "rk4", n_substeps: int = 1, seed: int | None = None) -> None:
         super().__init__()
-        _check_positive_int("state_dim", state_dim)
-        _check_positive_int("input_dim", input_dim, 0)
-        _check_positive_int("n_heads", n_heads)
-        _check_positive_int("hidden_dim", hidden_dim)
-        _check_positive_int("n_substeps", n_substeps)
+        state_dim = _check_positive_int("state_dim", state_dim)
+        input_dim = _check_positive_int("input_dim", input_dim, 0)
+        n_heads = _check_positive_int("n_heads", n_heads)
+        hidden_dim = _check_positive_int("hidden_dim", hidden_dim)
+        n_substeps = _check_positive_int("n_substeps", n_substeps)
         if head_dim is not None:
-            _check_positive_int("head_dim", head_dim)
+            head_dim = _check_positive_int("head_dim", head_dim)
         _check_choice("rule", rule, RULES)
         check_method(method)
-        for name, value in (("tau", tau), ("tau_fast", 1.0 if tau_fast is None else tau_fast)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"`{name}` must be a positive number (time units); got {value!r}.")
+        tau = _check_positive_number("tau", tau, "time units")
+        if tau_fast is not None:
+            tau_fast = _check_positive_number("tau_fast", tau_fast, "time units")
         self.tau_fast = None if tau_fast is None else float(tau_fast)
         self.state_dim, self.input_dim, self.n_heads, self.head_dim = state_dim, input_dim, n_heads, head_dim
         self.rule, self.hidden_dim, self.tau = rule, hidden_dim, float(tau)

@@ -259,6 +259,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             history = polish_fit(engine, model, history or {}, ds, seed=seed, engine_options=engine_options,
                                  polish=polish)
         self.model_ = model
+        self._fitted_params = self._hyperparameter_key()
         self.history_ = history if history is not None else {}
         self.method_ = method
         self.n_features_in_ = n_channels
@@ -275,8 +276,23 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
             observation = self._build_observation(arrays.x.shape[-1])
         check_channels(arrays.x, arrays.mask, channel_names, observation)
         observation.init_from_data(arrays.x, arrays.mask)
-        return StateSpaceModel(dynamics, observation, process_noise=self.process_noise, initial_var=self.initial_var,
-                               dt=dt, channel_names=channel_names)
+        return StateSpaceModel(dynamics, observation, process_noise=self._process_noise_for_model(),
+                               initial_var=self.initial_var, dt=dt, channel_names=channel_names)
+
+    def _process_noise_for_model(self) -> Any:
+        """The initial process-noise variance handed to the StateSpaceModel (ODE-RFWP: per unit)."""
+        return self.process_noise
+
+    def _hyperparameter_key(self) -> dict[str, Any]:
+        """The hyperparameters that built ``model_`` (all but ``seed``), comparable with ``==``."""
+        out = {}
+        for name, value in self.get_params(deep=False).items():
+            if name == "seed":               # a warm start may draw its windows from another seed
+                continue
+            if isinstance(value, ObservationModel):
+                value = {"instance": type(value).__name__, **value.config()}
+            out[name] = _jsonable(value)
+        return out
 
     @staticmethod
     def _check_restarts(engine: Any, method: str, restarts: Any, restart_after: Any, restart_above: Any,
@@ -417,6 +433,18 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
         if not math.isclose(dt, float(model.dt), rel_tol=1e-9):
             raise ValueError(f"warm_start=True: `data` has dt={dt!r}, but the model was fitted at dt={float(model.dt)!r}; "
                              f"resample the data, or fit afresh.")
+        built = getattr(self, "_fitted_params", None)
+        if built is not None:
+            # set_params between fits: model_ cannot take the new values up, so the estimator would
+            # report (and save) hyperparameters its model does not have
+            now = self._hyperparameter_key()
+            changed = [name for name in now if now[name] != built.get(name)]
+            if changed:
+                was = ", ".join(f"{name}={built.get(name)!r}" for name in changed)
+                new = ", ".join(f"{name}={now[name]!r}" for name in changed)
+                raise ValueError(f"warm_start=True continues model_, which was built with {was}; the estimator now "
+                                 f"has {new}, which a fitted model cannot take up. Set them back, or fit afresh "
+                                 f"(warm_start=False).")
         return model
 
     def _check_hyperparameters(self) -> None:
@@ -532,6 +560,7 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
                              f"{config.get('dsident_version', '?')}); load it with that version.")
         estimator = target(**params)
         estimator.model_ = model
+        estimator._fitted_params = estimator._hyperparameter_key()
         estimator.history_ = entry.get("history", {})
         estimator.method_ = entry.get("method")
         estimator.n_features_in_ = model.obs_dim

@@ -13,6 +13,7 @@ latent (``dynamics.readout_slice``), optionally through the ORGaNICs firing-rate
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +27,7 @@ from ..dynamics.ltc import LTC as LTCDynamics
 from ..dynamics.organics import ORGaNICs as ORGaNICsDynamics
 from ..dynamics.rfwp import RecurrentFWP as RecurrentFWPDynamics
 from .._checks import check_bool
+from ..model import _positive_vector
 from ..observations import ObservationModel, make_observation
 from .base import LatentModelEstimator
 
@@ -127,8 +129,9 @@ class _ContinuousTimeEstimator(LatentModelEstimator):
         finally:
             del self._data_dt
 
-    def _time_constant(self, tau: float | None) -> float:
-        return float(self._data_dt if tau is None else tau)
+    def _time_constant(self, tau: Any) -> Any:
+        # handed on as given, so that the dynamics refuse "0.1" or True (float() read them as 0.1 and 1.0)
+        return float(self._data_dt) if tau is None else tau
 
     def _n_observed_units(self) -> int:
         return int(self.latent_dim)
@@ -348,18 +351,23 @@ class RecurrentFWP(_ContinuousTimeEstimator):
 
     def fit(self, data: Any, method: str | None = None, **engine_options: Any) -> "RecurrentFWP":
         """Fit (see :meth:`LatentModelEstimator.fit`) with process noise on the vector part only."""
-        if not (isinstance(self.fast_weight_noise, (int, float)) and self.fast_weight_noise > 0):
-            raise ValueError(f"`fast_weight_noise` must be a positive variance; got {self.fast_weight_noise!r}.")
-        self._check_hyperparameters()   # latent_dim sizes the noise vector below (-2 failed in numpy's broadcast)
-        user_noise = self.process_noise
+        noise_ok = (not isinstance(self.fast_weight_noise, (bool, np.bool_))
+                    and isinstance(self.fast_weight_noise, (int, float, np.integer, np.floating))
+                    and math.isfinite(float(self.fast_weight_noise)) and self.fast_weight_noise > 0)
+        if not noise_ok:     # True passed as a variance of 1; inf reached the process noise
+            raise ValueError(f"`fast_weight_noise` must be a positive finite variance; got {self.fast_weight_noise!r}.")
+        self._check_hyperparameters()   # latent_dim sizes the noise vector (-2 failed in numpy's broadcast)
+        self._process_noise_for_model()
+        return super().fit(data, method, **engine_options)
+
+    def _process_noise_for_model(self) -> np.ndarray:
+        """``process_noise`` on the vector part, ``fast_weight_noise`` on the fast weights."""
+        # checked as the user gave it: a wrong shape failed in numpy's broadcast, and a bad value was
+        # reported as the built (latent_dim + fast weights) vector
+        user = _positive_vector("process_noise", self.process_noise, int(self.latent_dim))
         noise = np.full(self._full_latent_dim(), float(self.fast_weight_noise))
-        noise[:int(self.latent_dim)] = np.broadcast_to(np.asarray(user_noise, dtype=float), (int(self.latent_dim),))
-        # the base class reads `process_noise`; hand it the per-unit vector for this fit only
-        self.process_noise = noise
-        try:
-            return super().fit(data, method, **engine_options)
-        finally:
-            self.process_noise = user_noise
+        noise[:int(self.latent_dim)] = user
+        return noise
 
 
 class ORGaNICs(_ContinuousTimeEstimator):
@@ -429,7 +437,8 @@ class ORGaNICs(_ContinuousTimeEstimator):
 
     @property
     def _feature_transfer(self) -> str:  # type: ignore[override]
-        return "rate" if self.rate_readout else "identity"
+        # a bool, not any truthy value: rate_readout="no" turned the rate readout on
+        return "rate" if check_bool("rate_readout", self.rate_readout) else "identity"
 
     def _full_latent_dim(self) -> int:
         return 2 * int(self.latent_dim)
@@ -443,8 +452,8 @@ class ORGaNICs(_ContinuousTimeEstimator):
 
     def _build_dynamics(self, input_dim: int) -> LatentDynamics:
         dt = self._data_dt
-        rate_y = 0.5 / dt if self.max_rate_y is None else float(self.max_rate_y)
-        rate_a = 0.1 / dt if self.max_rate_a is None else float(self.max_rate_a)
+        rate_y = 0.5 / dt if self.max_rate_y is None else self.max_rate_y     # checked by the dynamics
+        rate_a = 0.1 / dt if self.max_rate_a is None else self.max_rate_a
         return ORGaNICsDynamics(int(self.latent_dim), input_dim, recurrence=self.recurrence, rectified=self.rectified,
                                 max_rate_y=rate_y, max_rate_a=rate_a, learn_tau=self.learn_tau, method=self.solver,
                                 n_substeps=self.n_substeps, norm_weight_scale=self.norm_weight_scale, seed=self.seed)

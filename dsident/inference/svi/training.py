@@ -526,6 +526,17 @@ def _train(model: StateSpaceModel, q: Guide, train: TrialData, val: TrialData, *
         if best["model"] is not None:
             model.load_state_dict(best["model"])
             q.load_state_dict(best["guide"])
+    if (best["model"] is None and start_state is not None and stop_reason in ("n_steps", "early_stopping")
+            and history["val_elbo"]):
+        # every validation ELBO was non-finite (a fit shorter than MAX_BAD_STEPS that blew up, or
+        # one whose model gives NaN on held-out windows): the last state was kept without a word
+        model.load_state_dict(start_state[0])
+        q.load_state_dict(start_state[1])
+        stop_reason = "diverged"
+        warnings.warn(f"SVI diverged: no validation ELBO was finite ({len(history['val_elbo'])} evaluation(s), the "
+                      f"last at step {history['val_step'][-1]}), so the model is back at its state at step {start} "
+                      "(unfitted, `best_step` is None). Try a smaller `lr`, a smaller `clip_norm`, a smaller "
+                      "initial process noise, or a shorter `window`.", RuntimeWarning, stacklevel=3)
 
     model.smoother_ = SVISmoother(model, q, n_samples=smoother_samples, seed=0)
     history.update({
