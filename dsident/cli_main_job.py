@@ -208,6 +208,26 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr if text.startswith("[") else sys.stdout, flush=True)
 
 
+def _check_out(out: Any, flag: str = "--out") -> Path:
+    """Refuse an output folder that cannot be one before any work: an existing file, or a path
+    under a file (``mkdir`` would fail only after a fit of hours, with a traceback)."""
+    import os
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{flag} {str(out)!r} is an existing file, not a folder; give a folder (it is created "
+                         "if missing).")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent != out and not parent.is_dir():
+        raise ValueError(f"{flag} {str(out)!r} lies under {str(parent)!r}, which is a file, not a folder; give a "
+                         "folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {str(out)!r}: {str(parent)!r} is not writable; give a folder you can write to.")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # fit
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +249,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
     start, start_cfg = _initial_model(s)
     model = registry.check_model_name(s.get("model") or (start_cfg or {}).get("model") or "shplrnn")
-    out = Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}")
+    out = _check_fit_out(Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}"))
     method = s.get("method") or (start_cfg or {}).get("method")     # --init goes on as it was fitted
     cfg = resolve_config(str(data), model, method, overrides={**_run_overrides(s), **(
         {"seed": s["seed"]} if s.get("seed") is not None else {})})
@@ -339,13 +359,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start, jobs=usable_cores())
     cfg = {**without_dropped(cfg, dropped), "dropped_defaults": dropped}   # config.json: what the fit ran with
     out.mkdir(parents=True, exist_ok=True)
-    tmp_model = out / "model.partial"
-    est.save(tmp_model)
-    if (out / "model").exists():
-        import shutil
-
-        shutil.rmtree(out / "model")
-    tmp_model.rename(out / "model")
+    # an earlier fit's record goes first, so that a run stopped between the two never leaves
+    # this model beside that fit's config.json (its z-score, its channels): evaluate would use them
+    _remove_stale_fit_files(out)
+    est.save(out / "model")         # atomic, and it replaces only an earlier dsident save
     machine = machine_info()                # the fit time is this machine's
     from .data.time_units import time_unit
 
@@ -403,6 +420,44 @@ def cmd_fit(args: argparse.Namespace) -> int:
     (out / "fit.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+#: the files ``dsident fit`` writes beside ``model/`` (not every fit writes all of them)
+_FIT_FILES = ("fit.md", "metrics.nc", "generated.nc", "history.nc", "history.png", "starts.nc", "reconstruction.png",
+              "attractor.png", "pairs.png")
+#: the default output folders of the commands that read a fit folder (they describe its model)
+_FIT_SUBFOLDERS = ("evaluation", "generated", "analysis")
+
+
+def _check_fit_out(out: Path) -> Path:
+    """``fit --out``: a folder (see :func:`_check_out`) whose ``model`` entry, if any, is an
+    earlier dsident save that the new model may replace, checked before the fit."""
+    from .model import _is_saved_model
+
+    _check_out(out)
+    model = out / "model"
+    if model.exists() and not (model.is_dir() and (_is_saved_model(model) or not any(model.iterdir()))):
+        raise ValueError(f"--out {str(out)!r} holds a `model` entry that is not a model saved by dsident; fit writes "
+                         "its model there, so give another --out (nothing was fitted).")
+    return out
+
+
+def _remove_stale_fit_files(out: Path) -> None:
+    """Before a fit writes into ``out``: remove an earlier fit's files there (a ``starts.nc`` or
+    ``pairs.png`` this fit does not write would otherwise stand beside its model as if its own),
+    and warn of the folders ``evaluate`` / ``generate`` / ``analyze`` wrote from the earlier model.
+    Nothing is removed from a folder that holds no earlier fit (no ``model`` save)."""
+    from .model import _is_saved_model
+
+    if not _is_saved_model(out / "model"):
+        return
+    for name in ("config.json", *_FIT_FILES):
+        (out / name).unlink(missing_ok=True)
+    old = [str(out / name) for name in _FIT_SUBFOLDERS if (out / name).is_dir()]
+    if old:
+        warnings.warn(f"{', '.join(old)} were written from the model this fit replaces in {str(out)!r}; they no "
+                      "longer describe it (run evaluate / generate / analyze again, or remove them).",
+                      UserWarning, stacklevel=2)
 
 
 def _best_of_lines(history: dict[str, Any]) -> list[str]:
@@ -885,7 +940,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
     check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
     dt = fit_dt(s.get("dt"), cfg, args.model_dir)
-    out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
+    out = _check_out(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     read = s.get("read") or read_options_for(cfg, args.test_data)
     # the file the model was fitted on, its end held out: score that end, as fit did
@@ -977,7 +1032,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if how not in ("auto", "mean", "draws"):
         raise SystemExit(f"dsident generate: observations must be auto, mean or draws; got {how!r}.")
     est, cfg = load_fitted(args.model_dir)
-    out = Path(s.get("out") or Path(args.model_dir) / "generated")
+    out = _check_out(s.get("out") or Path(args.model_dir) / "generated")
     out.mkdir(parents=True, exist_ok=True)
     seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
@@ -1041,6 +1096,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
     out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
+    _check_out(out)
     if getattr(args, "dry_run", False):
         from .experiments.benchmark import plan_benchmark
 

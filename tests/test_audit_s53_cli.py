@@ -1,0 +1,89 @@
+"""The command line as a first-time user meets it (session 53 audit): output folders, Ctrl-C,
+a folder fitted into twice."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsident.cli import main
+
+#: a fit that takes a second (as tests/test_cli_main.py)
+TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
+        "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fit") / "run"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+def _no_fit(*args, **kwargs):
+    raise AssertionError("the fit ran although its --out was refused")
+
+
+@pytest.mark.parametrize("under", [False, True])
+def test_fit_refuses_an_out_that_is_a_file_before_fitting(tmp_path, monkeypatch, capsys, under):
+    # was: FileExistsError / NotADirectoryError with a traceback, after the whole fit
+    monkeypatch.setattr("dsident.experiments.runner.fit_point", _no_fit)
+    (tmp_path / "notes.txt").write_text("mine")
+    out = tmp_path / "notes.txt" / "run" if under else tmp_path / "notes.txt"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "notes.txt" in err and "Traceback" not in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_fit_does_not_delete_a_users_model_folder(tmp_path, capsys):
+    # was: `shutil.rmtree(out / "model")` after the fit, whatever that folder held
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mine.py").write_text("x = 1\n")
+    assert main(["fit", "lorenz63", *TINY, "--out", str(tmp_path)]) == 2
+    assert "holds a `model` entry that is not a model saved by dsident" in capsys.readouterr().err
+    assert (tmp_path / "model" / "mine.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize("verb", ["evaluate", "generate", "analyze", "inspect"])
+def test_other_commands_refuse_an_out_that_is_a_file(fitted, tmp_path, capsys, verb):
+    (tmp_path / "taken").write_text("mine")
+    argv = {"evaluate": ["evaluate", str(fitted), "lorenz63", "--eval-length", "300"],
+            "generate": ["generate", str(fitted), "--steps", "50"],
+            "analyze": ["analyze", str(fitted), "--steps", "50", "--transient", "10"],
+            "inspect": ["inspect", "lorenz63"]}[verb]
+    assert main([*argv, "--no-progress", "--out", str(tmp_path / "taken")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dsident: error: --out") and "is an existing file" in err
+    assert (tmp_path / "taken").read_text() == "mine"
+
+
+def test_ctrl_c_during_a_fit_is_one_line_with_status_130_and_leaves_no_model(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dsident.experiments.runner.fit_point", interrupted)
+    out = tmp_path / "run"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("dsident fit: interrupted") and not any("Traceback" in line for line in err)
+    assert not (out / "model").exists() and not (out / "config.json").exists()
+    with pytest.raises(KeyboardInterrupt):          # --debug keeps the traceback
+        main(["--debug", "fit", "lorenz63", *TINY, "--out", str(out)])
+
+
+def test_a_refit_into_the_same_folder_leaves_none_of_the_earlier_fits_files(tmp_path):
+    out = tmp_path / "run"
+    assert main(["fit", "lorenz63", *TINY, "--starts", "2", "--out", str(out)]) == 0
+    assert (out / "starts.nc").is_file()
+    assert main(["generate", str(out), "--steps", "50", "--no-progress"]) == 0
+    first = json.loads((out / "config.json").read_text())
+    with pytest.warns(UserWarning, match="were written from the model this fit replaces"):
+        assert main(["fit", "lorenz63", *TINY, "--seed", "1", "--out", str(out)]) == 0
+    # the starts table of the first model is not this one's (this fit scored no starts)
+    assert not (out / "starts.nc").exists()
+    assert "starts" not in (out / "fit.md").read_text()
+    cfg = json.loads((out / "config.json").read_text())
+    assert (first["seed"], cfg["seed"]) == (0, 1)
+    assert not list(out.glob("model.partial*")) and not list(out.glob(".model*"))
+    assert main(["evaluate", str(out), "lorenz63", "--eval-length", "300", "--no-progress"]) == 0
