@@ -83,7 +83,7 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
         if unknown:
             raise SystemExit(f"dsident {getattr(args, 'command', '')}: the config file {args.config!r} has the unknown key(s) "
                              f"{unknown}; this command accepts {accepted}.")
-        merged.update(from_file)
+        merged.update({key: _file_value(args, key, value) for key, value in from_file.items()})
     for name in names:
         value = getattr(args, name, None)
         if value is not None and name != "read":
@@ -96,6 +96,62 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
     merged["model_params"] = {**merged.get("model_params", {}), **_key_values(getattr(args, "param", None), "--param")}
     merged["fit_options"] = {**merged.get("fit_options", {}), **_key_values(getattr(args, "option", None), "--option")}
     return merged
+
+
+def _file_value(args: argparse.Namespace, key: str, value: Any) -> Any:
+    """A ``--config`` value read as its flag reads its text: a whole number for an ``int`` flag (a
+    string "3" or a float 3.0 too, not 2.5), ``true`` / ``false`` for a switch (not the string
+    "false", which is a true value), one of the flag's choices; anything else is refused with
+    the key, the flag and the value. Keys without a flag of their own pass unchanged."""
+    parser = getattr(args, "_parser", None)
+    action = next((a for a in getattr(parser, "_actions", ()) if a.dest == key and a.option_strings), None)
+    if action is None or key in ("read", "param", "option", "slurm_option"):
+        return value
+    flag = max(action.option_strings, key=len)
+    where = f"the config file {str(getattr(args, 'config', ''))!r}"
+    if action.nargs == 0:               # a switch: --zscore, --no-progress, --quick
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} gives {key} = {value!r}, but {flag} is a switch: write true or false "
+                             "(unquoted).")
+        return value
+    if isinstance(value, list) and action.nargs not in (None, "?"):
+        return [_file_scalar(action, flag, key, v, where) for v in value]
+    return _file_scalar(action, flag, key, value, where)
+
+
+def _file_scalar(action: argparse.Action, flag: str, key: str, value: Any, where: str) -> Any:
+    kind = action.type
+    takes = (f"one of {', '.join(map(str, action.choices))}" if action.choices else
+             {int: "a whole number", float: "a number"}.get(kind, "a value as on the command line"))
+    wrong = ValueError(f"{where} gives {key} = {value!r}, but {flag} takes {takes}.")
+    if isinstance(value, bool) and kind in (int, float):
+        raise wrong
+    if kind is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise wrong from None
+        if not isinstance(value, int):
+            raise wrong
+    elif kind is float:
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise wrong from None
+        if not isinstance(value, (int, float)):
+            raise wrong
+    elif kind is not None and isinstance(value, str):
+        try:
+            value = kind(value)
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            raise wrong from None
+    if action.choices and value not in action.choices:
+        raise wrong
+    return value
 
 
 def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +196,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per fit (default 1: small recurrent models only lose time to "
                         "intra-op threads; run grid points in parallel with --workers instead)")
+    p.set_defaults(_parser=p)     # a --config file's values are read as these flags read theirs
 
 
 def _threads(args: argparse.Namespace) -> None:
@@ -156,6 +213,8 @@ def _threads(args: argparse.Namespace) -> None:
             n = load_config_file(args.config).get("threads")
         except ValueError:
             n = None                   # _settings reports the unreadable file
+        if n is not None:
+            n = _file_value(args, "threads", n)
     n = 1 if n is None else int(n)
     if n < 1:
         raise SystemExit(f"dsident: --threads must be >= 1; got {n}.")

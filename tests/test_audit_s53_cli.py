@@ -87,3 +87,28 @@ def test_a_refit_into_the_same_folder_leaves_none_of_the_earlier_fits_files(tmp_
     assert (first["seed"], cfg["seed"]) == (0, 1)
     assert not list(out.glob("model.partial*")) and not list(out.glob(".model*"))
     assert main(["evaluate", str(out), "lorenz63", "--eval-length", "300", "--no-progress"]) == 0
+
+
+@pytest.mark.parametrize("text, said", [
+    ('noise = "false"\n', "--noise is a switch: write true or false"),      # was: the string, a true value
+    ("steps = 50.7\n", "--steps takes a whole number"),                       # was: 50 steps without a word
+    ('threads = "two"\n', "--threads takes a whole number"),                  # was: int()'s "invalid literal"
+    ('observations = "Mean"\n', "--observations takes one of auto, mean, draws"),
+])
+def test_config_values_are_read_as_their_flags_read_them(fitted, tmp_path, capsys, text, said):
+    (tmp_path / "gen.toml").write_text(text)
+    out = tmp_path / "gen"
+    assert main(["generate", str(fitted), "--config", str(tmp_path / "gen.toml"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "gen.toml" in err
+    assert not (out / "generated.nc").exists()
+
+
+def test_config_values_in_flag_spelling_are_taken(fitted, tmp_path):
+    # a quoted number and an upper-case model name read as `--steps 60`, `--model shplrnn` would
+    (tmp_path / "gen.toml").write_text('steps = "60"\nnoise = false\n')
+    out = tmp_path / "gen"
+    assert main(["generate", str(fitted), "--config", str(tmp_path / "gen.toml"), "--no-progress",
+                 "--out", str(out)]) == 0
+    assert "60 steps" in (out / "generated.md").read_text()
+    assert "deterministic" in (out / "generated.md").read_text()
