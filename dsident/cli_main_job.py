@@ -223,11 +223,14 @@ def _threads(args: argparse.Namespace) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--latent-dim", type=int, help="latent state size M")
+    p.add_argument("--latent-dim", type=int, help="latent state size M (default per dataset and model; "
+                   "docs/main_job.md's defaults table)")
     p.add_argument("--seed", type=int, help="random seed (default 0; with --init, the saved fit's own seed; "
                    "benchmark: the first of --seeds N)")
-    p.add_argument("--train-length", type=int, help="fit on the first N training samples")
-    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
+    p.add_argument("--train-length", type=int, help="fit on the first N training samples (default per dataset "
+                   "and model, e.g. 50000 for a shipped set; a data file of yours: all of it)")
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4; default 10000, "
+                   "or all the test data if shorter)")
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
     p.add_argument("--starts", type=int, metavar="K",
                    help="also score each model from K starts spread over the whole test split, each on a window "
@@ -1252,7 +1255,7 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
                    "or a PhysioNet WFDB record (.hea)")
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file, in its time unit (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--read", action="append", metavar="KEY=VALUE",
                    help="an option of the data file's reader (dsident.data.load_any), e.g. key=trials (the array of "
                         "an HDF5 / MAT / NPZ file holding several), series=membrane_potential or bin_size=0.01 "
@@ -1267,7 +1270,8 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init", metavar="MODEL_DIR",
                    help="continue from a model saved by `dsident fit` (its model, settings and z-score) instead "
                         "of a fresh start: more epochs, or another --method (e.g. teacher forcing after svi)")
-    p.add_argument("--out", help="output folder")
+    p.add_argument("--out", help="output folder (default dsident-results/fit-NAME-MODEL; an earlier fit there is "
+                                  "replaced)")
     _add_run_options(p)
     _add_common(p)
 
@@ -1275,13 +1279,13 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
 def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="folder written by `dsident fit`")
     p.add_argument("test_data", help="shipped set name (its test split) or a data file")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file, in its time unit (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--read", action="append", metavar="KEY=VALUE",
                    help="an option of TEST_DATA's reader (as fit's --read; default: the fit's own, for a file of "
                         "the same format)")
-    p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
-    p.add_argument("--pe-steps", type=int, help="n of PE(n)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (default: the fit's)")
+    p.add_argument("--pe-steps", type=int, help="n of PE(n), the n-step prediction error (default: the fit's)")
+    p.add_argument("--seed", type=int, help="seed of the scored free run and the starts (default: the fit's)")
     p.add_argument("--starts", type=int, metavar="K",
                    help="also score free runs from K starts spread over the whole test data, each on a window "
                         "of the evaluation length (starts.nc and a table; finds models that settle from some states)")
@@ -1307,7 +1311,7 @@ def _build_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--observations", choices=("auto", "mean", "draws"),
                    help="write the observation model's mean or draws from it (default auto: draws for counts "
                         "and classes, as evaluate scores them; the mean otherwise)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed of the draws and the noise (default: the fit's)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/generated)")
     _add_common(p)
 
@@ -1359,7 +1363,7 @@ def _build_sweep(p: argparse.ArgumentParser) -> None:
                         "expected fitting time, without fitting or writing anything")
     _add_engine_options(p)
     p.add_argument("--out", help="result folder (default: the file's `out`)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="hide progress bars")
     p.add_argument("--threads", type=int, default=None, help="torch threads per grid point (default 1)")
 
 

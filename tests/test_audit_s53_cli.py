@@ -112,3 +112,19 @@ def test_config_values_in_flag_spelling_are_taken(fitted, tmp_path):
                  "--out", str(out)]) == 0
     assert "60 steps" in (out / "generated.md").read_text()
     assert "deterministic" in (out / "generated.md").read_text()
+
+
+def test_every_option_of_every_command_is_explained_in_its_help():
+    # was: `evaluate --seed` and `generate --seed` listed bare, `fit --out` without its default
+    import argparse
+
+    from dsident.cli import build_parser
+
+    parser = build_parser(["--help"])
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"fit", "evaluate", "generate", "analyze", "inspect", "benchmark", "sweep"} <= set(verbs)
+    bare = [f"{verb} {'/'.join(a.option_strings) or a.dest}" for verb, sub in verbs.items() for a in sub._actions
+            if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and not (a.help or "").strip()]
+    assert bare == []
+    helps = {verb: {a.dest: a.help for a in sub._actions} for verb, sub in verbs.items()}
+    assert "default" in helps["fit"]["out"] and "default: the fit's" in helps["evaluate"]["seed"]
