@@ -80,6 +80,12 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
             raise SystemExit(f"dsident: {err}") from err
         accepted = sorted(set(names) | set(_COMMON_FILE_KEYS) | set(file_keys))
         unknown = sorted(set(from_file) - set(accepted))
+        if unknown and "dsident_version" in unknown:
+            raise SystemExit(f"dsident {getattr(args, 'command', '')}: {args.config!r} is the record a run wrote "
+                             f"(its resolved settings, version and machine: {unknown}), not a --config file. To go "
+                             "on from that model use `dsident fit --init MODEL_DIR`; to fit afresh with its settings, "
+                             "copy the keys this command accepts into a .toml file: "
+                             f"{sorted(set(from_file) - set(unknown))}.")
         if unknown:
             raise SystemExit(f"dsident {getattr(args, 'command', '')}: the config file {args.config!r} has the unknown key(s) "
                              f"{unknown}; this command accepts {accepted}.")

@@ -128,3 +128,10 @@ def test_every_option_of_every_command_is_explained_in_its_help():
     assert bare == []
     helps = {verb: {a.dest: a.help for a in sub._actions} for verb, sub in verbs.items()}
     assert "default" in helps["fit"]["out"] and "default: the fit's" in helps["evaluate"]["seed"]
+
+
+def test_a_fits_config_json_given_to_config_says_what_it_is(fitted, tmp_path):
+    # was: "unknown key(s) ['data_units', 'dataset', ..., 'machine', 'user_keys']", as for a misspelt key
+    with pytest.raises(SystemExit, match=r"is the record a run wrote .* not a --config file.* --init MODEL_DIR"):
+        main(["fit", "lorenz63", "--config", str(fitted / "config.json"), "--out", str(tmp_path / "again")])
+    assert not (tmp_path / "again").exists()
