@@ -158,6 +158,10 @@ def _datasets_make(args: argparse.Namespace) -> int:
     from . import datasets
 
     names = list(datasets.DATASETS) if args.name == "all" else [args.name]
+    if args.folder is not None:     # before the sets are simulated, not after
+        from .cli_main_job import _check_out
+
+        _check_out(args.folder, "--folder")
     for name in names:
         start = time.perf_counter()
         paths = datasets.make(name, folder=args.folder)

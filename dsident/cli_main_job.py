@@ -1006,7 +1006,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
-    check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    try:
+        check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    except ValueError as err:       # say which of the two came from the fit, not from this command line
+        fits = [f"{flag} {cfg[key]} is the fit's (its config.json)" for key, flag in
+                (("eval_length", "--eval-length"), ("pe_steps", "--pe-steps")) if s.get(key) is None and key in cfg]
+        raise ValueError(_as_flags(str(err), (("give eval_length > pe_steps", "give --eval-length > --pe-steps"),))
+                         + (f" ({'; '.join(fits)}.)" if fits else "")) from None
     dt = fit_dt(s.get("dt"), cfg, args.model_dir)
     out = _check_out(s.get("out") or Path(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)

@@ -135,3 +135,20 @@ def test_a_fits_config_json_given_to_config_says_what_it_is(fitted, tmp_path):
     with pytest.raises(SystemExit, match=r"is the record a run wrote .* not a --config file.* --init MODEL_DIR"):
         main(["fit", "lorenz63", "--config", str(fitted / "config.json"), "--out", str(tmp_path / "again")])
     assert not (tmp_path / "again").exists()
+
+
+def test_evaluate_says_which_length_was_the_fits(fitted, capsys):
+    # --pe-steps 400 alone: the eval_length that leaves no room is the fit's 300, not one the user typed
+    assert main(["evaluate", str(fitted), "lorenz63", "--pe-steps", "400", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "PE(400)" in err and "--eval-length 300 is the fit's (its config.json)" in err
+    assert "--pe-steps 400 is the fit's" not in err
+
+
+def test_datasets_make_refuses_a_folder_that_is_a_file_before_simulating(tmp_path, monkeypatch, capsys):
+    import dsident.datasets
+
+    monkeypatch.setattr(dsident.datasets, "make", lambda *a, **k: pytest.fail("simulated into a file"))
+    (tmp_path / "taken").write_text("mine")
+    assert main(["datasets", "make", "lorenz63", "--folder", str(tmp_path / "taken")]) == 2
+    assert "--folder" in capsys.readouterr().err and (tmp_path / "taken").read_text() == "mine"
