@@ -953,6 +953,16 @@ def _initial_model(s: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     return est, cfg
 
 
+def _fit_folder(model_dir: str | Path) -> Path:
+    """The folder ``dsident fit`` wrote, given it or the ``model`` folder inside it (where the
+    default output folders of evaluate / generate / analyze go: not into the model's save,
+    which the next fit into that folder replaces whole)."""
+    model_dir = Path(model_dir)
+    if model_dir.name == "model" and (model_dir.parent / "config.json").is_file():
+        return model_dir.parent         # the saved model's own folder: use the run around it
+    return model_dir
+
+
 def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     """The estimator saved by ``dsident fit`` and its run configuration.
 
@@ -961,9 +971,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     """
     from .experiments.registry import get_estimator_class
 
-    model_dir = Path(model_dir)
-    if model_dir.name == "model" and (model_dir.parent / "config.json").is_file():
-        model_dir = model_dir.parent         # the saved model's own folder: use the run around it
+    model_dir = _fit_folder(model_dir)
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise SystemExit(f"dsident: {str(model_dir)!r} is not a `dsident fit` output folder (no config.json).")
@@ -1014,7 +1022,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ValueError(_as_flags(str(err), (("give eval_length > pe_steps", "give --eval-length > --pe-steps"),))
                          + (f" ({'; '.join(fits)}.)" if fits else "")) from None
     dt = fit_dt(s.get("dt"), cfg, args.model_dir)
-    out = _check_out(s.get("out") or Path(args.model_dir) / "evaluation")
+    out = _check_out(s.get("out") or _fit_folder(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     read = s.get("read") or read_options_for(cfg, args.test_data)
     # the file the model was fitted on, its end held out: score that end, as fit did
@@ -1106,7 +1114,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if how not in ("auto", "mean", "draws"):
         raise SystemExit(f"dsident generate: observations must be auto, mean or draws; got {how!r}.")
     est, cfg = load_fitted(args.model_dir)
-    out = _check_out(s.get("out") or Path(args.model_dir) / "generated")
+    out = _check_out(s.get("out") or _fit_folder(args.model_dir) / "generated")
     out.mkdir(parents=True, exist_ok=True)
     seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")

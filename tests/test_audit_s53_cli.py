@@ -152,3 +152,15 @@ def test_datasets_make_refuses_a_folder_that_is_a_file_before_simulating(tmp_pat
     (tmp_path / "taken").write_text("mine")
     assert main(["datasets", "make", "lorenz63", "--folder", str(tmp_path / "taken")]) == 2
     assert "--folder" in capsys.readouterr().err and (tmp_path / "taken").read_text() == "mine"
+
+
+def test_outputs_of_a_fit_given_by_its_model_folder_go_beside_the_model_not_into_it(fitted, tmp_path):
+    # `dsident generate RUN/model` (load_fitted takes either) wrote RUN/model/generated: into the
+    # model's save, which the next fit into RUN replaces whole, results and all
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(fitted, run)
+    assert main(["generate", str(run / "model"), "--steps", "30", "--no-progress"]) == 0
+    assert (run / "generated" / "generated.nc").is_file()
+    assert sorted(p.name for p in (run / "model").iterdir()) == sorted(p.name for p in (fitted / "model").iterdir())
