@@ -164,3 +164,16 @@ def test_outputs_of_a_fit_given_by_its_model_folder_go_beside_the_model_not_into
     assert main(["generate", str(run / "model"), "--steps", "30", "--no-progress"]) == 0
     assert (run / "generated" / "generated.nc").is_file()
     assert sorted(p.name for p in (run / "model").iterdir()) == sorted(p.name for p in (fitted / "model").iterdir())
+
+
+def test_python_dash_m_dsident_runs_the_command():
+    # was: "No module named dsident.__main__; 'dsident' is a package and cannot be directly executed"
+    import subprocess
+    import sys
+
+    from dsident import __version__
+
+    done = subprocess.run([sys.executable, "-m", "dsident", "--version"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == f"dsident {__version__}"
+    done = subprocess.run([sys.executable, "-m", "dsident", "fitt"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "invalid choice: 'fitt'" in done.stderr
