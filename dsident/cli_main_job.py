@@ -1040,6 +1040,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          channels=channels, read=read)
     _check_test_step(test, est, cfg, args.test_data, args.model_dir)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
+    if (out / "metrics.md").is_file():     # an earlier evaluation here: its files this one may not write
+        for name in ("starts.nc", "attractor.png", "pairs.png"):
+            (out / name).unlink(missing_ok=True)
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     if held_out:
         lines += ["", f"- test: the last {cfg['test_fraction']:g} of every trial of the file this model was fitted "

@@ -177,3 +177,14 @@ def test_python_dash_m_dsident_runs_the_command():
     assert done.returncode == 0 and done.stdout.strip() == f"dsident {__version__}"
     done = subprocess.run([sys.executable, "-m", "dsident", "fitt"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "invalid choice: 'fitt'" in done.stderr
+
+
+def test_an_evaluation_without_starts_removes_an_earlier_ones_starts_table(fitted, tmp_path):
+    # was: the starts.nc of `evaluate RUN DATA --starts 3` stood beside the metrics of a later
+    # `evaluate RUN OTHER` into the same folder, as if scored on OTHER
+    out = tmp_path / "ev"
+    base = ["evaluate", str(fitted), "lorenz63", "--eval-length", "300", "--no-progress", "--out", str(out)]
+    assert main([*base, "--starts", "3"]) == 0
+    assert (out / "starts.nc").is_file()
+    assert main(base) == 0
+    assert not (out / "starts.nc").exists() and (out / "metrics.nc").is_file()
