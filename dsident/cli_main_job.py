@@ -507,6 +507,8 @@ def _check_fit_out(out: Path) -> Path:
     if model.exists() and not (model.is_dir() and (_is_saved_model(model) or not any(model.iterdir()))):
         raise ValueError(f"--out {str(out)!r} holds a `model` entry that is not a model saved by dsident; fit writes "
                          "its model there, so give another --out (nothing was fitted).")
+    if _is_saved_model(model):      # said before the fit: the default --out of one DATA and --model is one folder
+        _say(f"[dsident] {str(out)!r} holds an earlier fit: this one replaces it (another --out keeps both)")
     return out
 
 

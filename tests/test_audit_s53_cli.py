@@ -72,7 +72,7 @@ def test_ctrl_c_during_a_fit_is_one_line_with_status_130_and_leaves_no_model(tmp
         main(["--debug", "fit", "lorenz63", *TINY, "--out", str(out)])
 
 
-def test_a_refit_into_the_same_folder_leaves_none_of_the_earlier_fits_files(tmp_path):
+def test_a_refit_into_the_same_folder_leaves_none_of_the_earlier_fits_files(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["fit", "lorenz63", *TINY, "--starts", "2", "--out", str(out)]) == 0
     assert (out / "starts.nc").is_file()
@@ -80,6 +80,8 @@ def test_a_refit_into_the_same_folder_leaves_none_of_the_earlier_fits_files(tmp_
     first = json.loads((out / "config.json").read_text())
     with pytest.warns(UserWarning, match="were written from the model this fit replaces"):
         assert main(["fit", "lorenz63", *TINY, "--seed", "1", "--out", str(out)]) == 0
+    # said before the work: `fit DATA --method svi` after `--method bptt` goes to the same default --out
+    assert "holds an earlier fit: this one replaces it" in capsys.readouterr().err
     # the starts table of the first model is not this one's (this fit scored no starts)
     assert not (out / "starts.nc").exists()
     assert "starts" not in (out / "fit.md").read_text()
