@@ -22,7 +22,8 @@ name, without importing it) and must define::
 may register several verbs (``dsident/cli_main_job.py`` adds fit, evaluate, generate, benchmark
 and sweep). A ``ValueError``, ``TypeError``,
 ``FileNotFoundError`` or ``ImportError`` raised by it is printed as ``dsident: error: ...``
-with exit status 2 (with ``dsident --debug VERB ...`` it propagates with its traceback);
+with exit status 2 (with ``dsident --debug VERB ...`` it propagates with its traceback); Ctrl-C
+(``KeyboardInterrupt``) is one line with exit status 130;
 anything else propagates with its traceback. When the verb being run is the
 module's name (``dsident datasets ...``), only that module is imported, so a heavy import (torch)
 elsewhere does not slow it down; otherwise (and for ``dsident --help``) all verb modules are
@@ -103,6 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"dsident: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: one line and the shell's status for SIGINT, not a traceback through torch
+        if getattr(args, "debug", False):
+            raise
+        print(f"dsident {args.command}: interrupted; a model is saved whole or not at all, but the other files "
+              "of the output folder may be missing", file=sys.stderr)
+        return 130
     return 0 if status is None else int(status)
 
 
@@ -150,6 +158,10 @@ def _datasets_make(args: argparse.Namespace) -> int:
     from . import datasets
 
     names = list(datasets.DATASETS) if args.name == "all" else [args.name]
+    if args.folder is not None:     # before the sets are simulated, not after
+        from .cli_main_job import _check_out
+
+        _check_out(args.folder, "--folder")
     for name in names:
         start = time.perf_counter()
         paths = datasets.make(name, folder=args.folder)

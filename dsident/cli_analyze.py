@@ -22,7 +22,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     """``dsident analyze MODEL_DIR``: Lyapunov spectrum, fixed points, cycles, flow figure."""
     from . import plotting
     from .analysis import analyze_dynamics
-    from .cli_main_job import _as_flags, _settings, _threads, fit_dt, load_fitted
+    from .cli_main_job import _as_flags, _check_out, _fit_folder, _settings, _threads, fit_dt, load_fitted
     from .experiments.runner import _write_netcdf
 
     _threads(args)
@@ -42,7 +42,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         x0 = first_observation(start_data)
         if x0 is None:
             raise ValueError(f"--start {s['start']!r} has no fully observed sample to start from.")
-    out = Path(s.get("out") or Path(args.model_dir) / "analysis")
+    out = _check_out(s.get("out") or _fit_folder(args.model_dir) / "analysis")
     label = f"{cfg['model']} × {cfg['method']}"
     m = int(est.model_.latent_dim)
     dims = _checked_dims(s.get("dims"), m)        # checked before the work starts

@@ -20,15 +20,15 @@ from typing import Any
 def cmd_inspect(args: argparse.Namespace) -> int:
     """``dsident inspect DATA``: sizes, sampling, channel statistics and rhythms, notes, figures."""
     from . import plotting
-    from .cli_main_job import _settings
+    from .cli_main_job import _check_out, _settings
     from .data.summary import FEW_PERIODS, describe, describe_markdown
     from .experiments.inputs import load_data
 
     s = _settings(args, ["dt", "read", "eval_length", "out"])
+    out = _check_out(s.get("out") or f"dsident-results/inspect-{Path(str(args.data)).stem}")
     data = load_data(args.data, split="train", dt=s.get("dt"), read=s.get("read"))
     summary = describe(data, eval_length=int(s.get("eval_length") or 10_000))
     text = describe_markdown(summary)
-    out = Path(s.get("out") or f"dsident-results/inspect-{Path(str(args.data)).stem}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "inspect.md").write_text(text)
     # the slowest rhythm or burst cycle (a chaotic burster has no rhythm, but its bursts recur)

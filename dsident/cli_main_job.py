@@ -80,10 +80,16 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
             raise SystemExit(f"dsident: {err}") from err
         accepted = sorted(set(names) | set(_COMMON_FILE_KEYS) | set(file_keys))
         unknown = sorted(set(from_file) - set(accepted))
+        if unknown and "dsident_version" in unknown:
+            raise SystemExit(f"dsident {getattr(args, 'command', '')}: {args.config!r} is the record a run wrote "
+                             f"(its resolved settings, version and machine: {unknown}), not a --config file. To go "
+                             "on from that model use `dsident fit --init MODEL_DIR`; to fit afresh with its settings, "
+                             "copy the keys this command accepts into a .toml file: "
+                             f"{sorted(set(from_file) - set(unknown))}.")
         if unknown:
             raise SystemExit(f"dsident {getattr(args, 'command', '')}: the config file {args.config!r} has the unknown key(s) "
                              f"{unknown}; this command accepts {accepted}.")
-        merged.update(from_file)
+        merged.update({key: _file_value(args, key, value) for key, value in from_file.items()})
     for name in names:
         value = getattr(args, name, None)
         if value is not None and name != "read":
@@ -96,6 +102,62 @@ def _settings(args: argparse.Namespace, names: Sequence[str], file_keys: Sequenc
     merged["model_params"] = {**merged.get("model_params", {}), **_key_values(getattr(args, "param", None), "--param")}
     merged["fit_options"] = {**merged.get("fit_options", {}), **_key_values(getattr(args, "option", None), "--option")}
     return merged
+
+
+def _file_value(args: argparse.Namespace, key: str, value: Any) -> Any:
+    """A ``--config`` value read as its flag reads its text: a whole number for an ``int`` flag (a
+    string "3" or a float 3.0 too, not 2.5), ``true`` / ``false`` for a switch (not the string
+    "false", which is a true value), one of the flag's choices; anything else is refused with
+    the key, the flag and the value. Keys without a flag of their own pass unchanged."""
+    parser = getattr(args, "_parser", None)
+    action = next((a for a in getattr(parser, "_actions", ()) if a.dest == key and a.option_strings), None)
+    if action is None or key in ("read", "param", "option", "slurm_option"):
+        return value
+    flag = max(action.option_strings, key=len)
+    where = f"the config file {str(getattr(args, 'config', ''))!r}"
+    if action.nargs == 0:               # a switch: --zscore, --no-progress, --quick
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} gives {key} = {value!r}, but {flag} is a switch: write true or false "
+                             "(unquoted).")
+        return value
+    if isinstance(value, list) and action.nargs not in (None, "?"):
+        return [_file_scalar(action, flag, key, v, where) for v in value]
+    return _file_scalar(action, flag, key, value, where)
+
+
+def _file_scalar(action: argparse.Action, flag: str, key: str, value: Any, where: str) -> Any:
+    kind = action.type
+    takes = (f"one of {', '.join(map(str, action.choices))}" if action.choices else
+             {int: "a whole number", float: "a number"}.get(kind, "a value as on the command line"))
+    wrong = ValueError(f"{where} gives {key} = {value!r}, but {flag} takes {takes}.")
+    if isinstance(value, bool) and kind in (int, float):
+        raise wrong
+    if kind is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise wrong from None
+        if not isinstance(value, int):
+            raise wrong
+    elif kind is float:
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise wrong from None
+        if not isinstance(value, (int, float)):
+            raise wrong
+    elif kind is not None and isinstance(value, str):
+        try:
+            value = kind(value)
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            raise wrong from None
+    if action.choices and value not in action.choices:
+        raise wrong
+    return value
 
 
 def _run_overrides(settings: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +202,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per fit (default 1: small recurrent models only lose time to "
                         "intra-op threads; run grid points in parallel with --workers instead)")
+    p.set_defaults(_parser=p)     # a --config file's values are read as these flags read theirs
 
 
 def _threads(args: argparse.Namespace) -> None:
@@ -156,6 +219,8 @@ def _threads(args: argparse.Namespace) -> None:
             n = load_config_file(args.config).get("threads")
         except ValueError:
             n = None                   # _settings reports the unreadable file
+        if n is not None:
+            n = _file_value(args, "threads", n)
     n = 1 if n is None else int(n)
     if n < 1:
         raise SystemExit(f"dsident: --threads must be >= 1; got {n}.")
@@ -164,11 +229,14 @@ def _threads(args: argparse.Namespace) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--latent-dim", type=int, help="latent state size M")
+    p.add_argument("--latent-dim", type=int, help="latent state size M (default per dataset and model; "
+                   "docs/main_job.md's defaults table)")
     p.add_argument("--seed", type=int, help="random seed (default 0; with --init, the saved fit's own seed; "
                    "benchmark: the first of --seeds N)")
-    p.add_argument("--train-length", type=int, help="fit on the first N training samples")
-    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4)")
+    p.add_argument("--train-length", type=int, help="fit on the first N training samples (default per dataset "
+                   "and model, e.g. 50000 for a shipped set; a data file of yours: all of it)")
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (SPEC-metrics §4; default 10000, "
+                   "or all the test data if shorter)")
     p.add_argument("--pe-steps", type=int, help="n of the n-step prediction error (default 20)")
     p.add_argument("--starts", type=int, metavar="K",
                    help="also score each model from K starts spread over the whole test split, each on a window "
@@ -208,6 +276,26 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr if text.startswith("[") else sys.stdout, flush=True)
 
 
+def _check_out(out: Any, flag: str = "--out") -> Path:
+    """Refuse an output folder that cannot be one before any work: an existing file, or a path
+    under a file (``mkdir`` would fail only after a fit of hours, with a traceback)."""
+    import os
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{flag} {str(out)!r} is an existing file, not a folder; give a folder (it is created "
+                         "if missing).")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent != out and not parent.is_dir():
+        raise ValueError(f"{flag} {str(out)!r} lies under {str(parent)!r}, which is a file, not a folder; give a "
+                         "folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {str(out)!r}: {str(parent)!r} is not writable; give a folder you can write to.")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # fit
 # ---------------------------------------------------------------------------------------------
@@ -229,7 +317,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise SystemExit("dsident fit: give DATA (a shipped set name or a file) or `data` in --config.")
     start, start_cfg = _initial_model(s)
     model = registry.check_model_name(s.get("model") or (start_cfg or {}).get("model") or "shplrnn")
-    out = Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}")
+    out = _check_fit_out(Path(s.get("out") or f"dsident-results/fit-{Path(str(data)).stem}-{model}"))
     method = s.get("method") or (start_cfg or {}).get("method")     # --init goes on as it was fitted
     cfg = resolve_config(str(data), model, method, overrides={**_run_overrides(s), **(
         {"seed": s["seed"]} if s.get("seed") is not None else {})})
@@ -339,13 +427,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     est, fit_time, dropped = fit_point(cfg, train, progress=progress, init=start, jobs=usable_cores())
     cfg = {**without_dropped(cfg, dropped), "dropped_defaults": dropped}   # config.json: what the fit ran with
     out.mkdir(parents=True, exist_ok=True)
-    tmp_model = out / "model.partial"
-    est.save(tmp_model)
-    if (out / "model").exists():
-        import shutil
-
-        shutil.rmtree(out / "model")
-    tmp_model.rename(out / "model")
+    # an earlier fit's record goes first, so that a run stopped between the two never leaves
+    # this model beside that fit's config.json (its z-score, its channels): evaluate would use them
+    _remove_stale_fit_files(out)
+    est.save(out / "model")         # atomic, and it replaces only an earlier dsident save
     machine = machine_info()                # the fit time is this machine's
     from .data.time_units import time_unit
 
@@ -403,6 +488,46 @@ def cmd_fit(args: argparse.Namespace) -> int:
     (out / "fit.md").write_text("\n".join(lines) + "\n")
     _say("\n".join(lines))
     return 0
+
+
+#: the files ``dsident fit`` writes beside ``model/`` (not every fit writes all of them)
+_FIT_FILES = ("fit.md", "metrics.nc", "generated.nc", "history.nc", "history.png", "starts.nc", "reconstruction.png",
+              "attractor.png", "pairs.png")
+#: the default output folders of the commands that read a fit folder (they describe its model)
+_FIT_SUBFOLDERS = ("evaluation", "generated", "analysis")
+
+
+def _check_fit_out(out: Path) -> Path:
+    """``fit --out``: a folder (see :func:`_check_out`) whose ``model`` entry, if any, is an
+    earlier dsident save that the new model may replace, checked before the fit."""
+    from .model import _is_saved_model
+
+    _check_out(out)
+    model = out / "model"
+    if model.exists() and not (model.is_dir() and (_is_saved_model(model) or not any(model.iterdir()))):
+        raise ValueError(f"--out {str(out)!r} holds a `model` entry that is not a model saved by dsident; fit writes "
+                         "its model there, so give another --out (nothing was fitted).")
+    if _is_saved_model(model):      # said before the fit: the default --out of one DATA and --model is one folder
+        _say(f"[dsident] {str(out)!r} holds an earlier fit: this one replaces it (another --out keeps both)")
+    return out
+
+
+def _remove_stale_fit_files(out: Path) -> None:
+    """Before a fit writes into ``out``: remove an earlier fit's files there (a ``starts.nc`` or
+    ``pairs.png`` this fit does not write would otherwise stand beside its model as if its own),
+    and warn of the folders ``evaluate`` / ``generate`` / ``analyze`` wrote from the earlier model.
+    Nothing is removed from a folder that holds no earlier fit (no ``model`` save)."""
+    from .model import _is_saved_model
+
+    if not _is_saved_model(out / "model"):
+        return
+    for name in ("config.json", *_FIT_FILES):
+        (out / name).unlink(missing_ok=True)
+    old = [str(out / name) for name in _FIT_SUBFOLDERS if (out / name).is_dir()]
+    if old:
+        warnings.warn(f"{', '.join(old)} were written from the model this fit replaces in {str(out)!r}; they no "
+                      "longer describe it (run evaluate / generate / analyze again, or remove them).",
+                      UserWarning, stacklevel=2)
 
 
 def _best_of_lines(history: dict[str, Any]) -> list[str]:
@@ -830,6 +955,16 @@ def _initial_model(s: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     return est, cfg
 
 
+def _fit_folder(model_dir: str | Path) -> Path:
+    """The folder ``dsident fit`` wrote, given it or the ``model`` folder inside it (where the
+    default output folders of evaluate / generate / analyze go: not into the model's save,
+    which the next fit into that folder replaces whole)."""
+    model_dir = Path(model_dir)
+    if model_dir.name == "model" and (model_dir.parent / "config.json").is_file():
+        return model_dir.parent         # the saved model's own folder: use the run around it
+    return model_dir
+
+
 def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     """The estimator saved by ``dsident fit`` and its run configuration.
 
@@ -838,9 +973,7 @@ def load_fitted(model_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     """
     from .experiments.registry import get_estimator_class
 
-    model_dir = Path(model_dir)
-    if model_dir.name == "model" and (model_dir.parent / "config.json").is_file():
-        model_dir = model_dir.parent         # the saved model's own folder: use the run around it
+    model_dir = _fit_folder(model_dir)
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise SystemExit(f"dsident: {str(model_dir)!r} is not a `dsident fit` output folder (no config.json).")
@@ -883,9 +1016,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     est, cfg = load_fitted(args.model_dir)
     cfg = {**cfg, **{k: s[k] for k in ("eval_length", "pe_steps", "seed") if s.get(k) is not None}}
-    check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    try:
+        check_run_lengths({k: cfg.get(k) for k in ("eval_length", "pe_steps")})
+    except ValueError as err:       # say which of the two came from the fit, not from this command line
+        fits = [f"{flag} {cfg[key]} is the fit's (its config.json)" for key, flag in
+                (("eval_length", "--eval-length"), ("pe_steps", "--pe-steps")) if s.get(key) is None and key in cfg]
+        raise ValueError(_as_flags(str(err), (("give eval_length > pe_steps", "give --eval-length > --pe-steps"),))
+                         + (f" ({'; '.join(fits)}.)" if fits else "")) from None
     dt = fit_dt(s.get("dt"), cfg, args.model_dir)
-    out = Path(s.get("out") or Path(args.model_dir) / "evaluation")
+    out = _check_out(s.get("out") or _fit_folder(args.model_dir) / "evaluation")
     out.mkdir(parents=True, exist_ok=True)
     read = s.get("read") or read_options_for(cfg, args.test_data)
     # the file the model was fitted on, its end held out: score that end, as fit did
@@ -903,6 +1042,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          channels=channels, read=read)
     _check_test_step(test, est, cfg, args.test_data, args.model_dir)
     _say(f"[dsident] evaluate {args.model_dir} on {args.test_data} ({test.sizes['time']} samples) → {out}")
+    if (out / "metrics.md").is_file():     # an earlier evaluation here: its files this one may not write
+        for name in ("starts.nc", "attractor.png", "pairs.png"):
+            (out / name).unlink(missing_ok=True)
     lines = [f"# dsident evaluate: {cfg['model']} × {cfg['method']} on {args.test_data}"]
     if held_out:
         lines += ["", f"- test: the last {cfg['test_fraction']:g} of every trial of the file this model was fitted "
@@ -977,7 +1119,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if how not in ("auto", "mean", "draws"):
         raise SystemExit(f"dsident generate: observations must be auto, mean or draws; got {how!r}.")
     est, cfg = load_fitted(args.model_dir)
-    out = Path(s.get("out") or Path(args.model_dir) / "generated")
+    out = _check_out(s.get("out") or _fit_folder(args.model_dir) / "generated")
     out.mkdir(parents=True, exist_ok=True)
     seed = int(s.get("seed") if s.get("seed") is not None else cfg.get("seed", 0))
     _say(f"[dsident] generate {steps} steps from {args.model_dir} → {out}")
@@ -1041,6 +1183,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in overrides.items() if v not in ({}, None)}
     quick = bool(s.get("quick"))
     out = s.get("out") or ("dsident-results/quick" if quick else "dsident-results/benchmark")
+    _check_out(out)
     if getattr(args, "dry_run", False):
         from .experiments.benchmark import plan_benchmark
 
@@ -1137,7 +1280,7 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
                    "or a PhysioNet WFDB record (.hea)")
     p.add_argument("--model", type=str.lower, choices=sorted(MODEL_NAMES), help="model family (default shplrnn)")
     p.add_argument("--method", help=f"inference method: {', '.join(METHOD_NAMES)} (default per dataset and model)")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file, in its time unit (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--read", action="append", metavar="KEY=VALUE",
                    help="an option of the data file's reader (dsident.data.load_any), e.g. key=trials (the array of "
                         "an HDF5 / MAT / NPZ file holding several), series=membrane_potential or bin_size=0.01 "
@@ -1152,7 +1295,8 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init", metavar="MODEL_DIR",
                    help="continue from a model saved by `dsident fit` (its model, settings and z-score) instead "
                         "of a fresh start: more epochs, or another --method (e.g. teacher forcing after svi)")
-    p.add_argument("--out", help="output folder")
+    p.add_argument("--out", help="output folder (default dsident-results/fit-NAME-MODEL; an earlier fit there is "
+                                  "replaced)")
     _add_run_options(p)
     _add_common(p)
 
@@ -1160,13 +1304,13 @@ def _build_fit(p: argparse.ArgumentParser) -> None:
 def _build_evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="folder written by `dsident fit`")
     p.add_argument("test_data", help="shipped set name (its test split) or a data file")
-    p.add_argument("--dt", type=float, help="sampling step of a plain array file (a text table whose header names a `time` column takes its step from the times)")
+    p.add_argument("--dt", type=float, help="sampling step of a plain array file, in its time unit (a text table whose header names a `time` column takes its step from the times)")
     p.add_argument("--read", action="append", metavar="KEY=VALUE",
                    help="an option of TEST_DATA's reader (as fit's --read; default: the fit's own, for a file of "
                         "the same format)")
-    p.add_argument("--eval-length", type=int, help="evaluate on N test samples")
-    p.add_argument("--pe-steps", type=int, help="n of PE(n)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--eval-length", type=int, help="evaluate on N test samples (default: the fit's)")
+    p.add_argument("--pe-steps", type=int, help="n of PE(n), the n-step prediction error (default: the fit's)")
+    p.add_argument("--seed", type=int, help="seed of the scored free run and the starts (default: the fit's)")
     p.add_argument("--starts", type=int, metavar="K",
                    help="also score free runs from K starts spread over the whole test data, each on a window "
                         "of the evaluation length (starts.nc and a table; finds models that settle from some states)")
@@ -1192,7 +1336,7 @@ def _build_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--observations", choices=("auto", "mean", "draws"),
                    help="write the observation model's mean or draws from it (default auto: draws for counts "
                         "and classes, as evaluate scores them; the mean otherwise)")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed of the draws and the noise (default: the fit's)")
     p.add_argument("--out", help="output folder (default MODEL_DIR/generated)")
     _add_common(p)
 
@@ -1244,7 +1388,7 @@ def _build_sweep(p: argparse.ArgumentParser) -> None:
                         "expected fitting time, without fitting or writing anything")
     _add_engine_options(p)
     p.add_argument("--out", help="result folder (default: the file's `out`)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="hide progress bars")
     p.add_argument("--threads", type=int, default=None, help="torch threads per grid point (default 1)")
 
 
