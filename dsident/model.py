@@ -323,11 +323,8 @@ class StateSpaceModel(nn.Module):
 
             check_run_step(self.dynamics, dt, self.dt)
         n_steps, n_trials = int(n_steps), int(n_trials)
-<<<<<<< HEAD
         # a map runs (and is labelled) at its own step; a dt it accepted agrees with that one
         step_dt = self.dt if dt is None or not self._continuous_time() else float(dt)
-=======
-        step_dt = self.dt if dt is None else float(dt)
         if noise and abs(step_dt - self.dt) > 1e-9 * self.dt:
             # the drift is integrated over dt, but the noise is drawn per step with the fit's
             # per-step variance, so its spread per unit time changes by self.dt / dt
@@ -335,7 +332,6 @@ class StateSpaceModel(nn.Module):
                           f"variance learned per step of the fit's dt={self.dt:g}, so this run diffuses "
                           f"{self.dt / step_dt:.3g}x as much per unit time as the fitted model; generate at the "
                           "fit's dt for noisy runs that match it.", UserWarning, stacklevel=3)
->>>>>>> audit-s53-r2-h5
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         dtype, device = self._dtype_device()
 
