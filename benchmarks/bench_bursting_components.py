@@ -106,7 +106,9 @@ def main() -> None:
         traj = simulate(system, args.length, DT, x0=np.array(system.default_x0), transient=TRANSIENT_MS + 5_000.0)
         x = (traj - mean) / std
         d = float(metrics.state_space_divergence(truth, x))
-        if not params and abs(d - own) > 0.25:
+        # two true stretches differ by about the floor, which grows as --length shrinks (0.126 at
+        # 10 000 samples, 1.5 at 2 000): a fixed 0.25 refused every short run
+        if not params and abs(d - own) > max(0.25, 2 * float(fl["state_space_divergence"].mean())):
             raise SystemExit(f"the re-simulated neuron scores {d:.3f}, the shipped train stretch {own:.3f}")
         row(name, x, d)
     if args.dt_scan:

@@ -169,4 +169,8 @@ if __name__ == "__main__":
               "bursting": section_bursting}[sys.argv[2]]
         print(json.dumps(fn(int(sys.argv[3]))))
     else:
-        main(quick="--quick" in sys.argv)
+        import argparse
+        parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+        parser.add_argument("--quick", action="store_true",
+                            help="skip the T = 100 000 E-step and EM iteration (the two longest sections)")
+        main(quick=parser.parse_args().quick)

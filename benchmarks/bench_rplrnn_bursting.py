@@ -183,6 +183,8 @@ def run(taus: list[float], latents: list[int], trials: list[int], *, do_floor: b
 
         def ms(key: str) -> str:
             v = np.array([x[key] for x in r if np.isfinite(x[key])])
+            if v.size == 1:         # no SEM from one run, but its value is still the mean
+                return f"{v[0]:.2f}"
             return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(v.size):.2f}" if v.size > 1 else "n/a"
         print(f"| {tau:g} | {len(r)} | {counts['diverged']} | {counts['fixed point']} | {counts['tonic']} | "
               f"{counts['bursting']} | {counts['other']} | {ms('d_obs')} | {ms('d_clean')} | {ms('d_h')} |")

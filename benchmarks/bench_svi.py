@@ -43,10 +43,12 @@ def time_steps(model: Any, data: Any, *, device: str, batch_size: int, window: i
     """Median wall time (s) of one SVI step; the per-step callback reads the loss, which synchronises CUDA."""
     stamps: list[float] = []
     fit_svi(model, data, seed=0, progress=False, device=device, window=window, batch_size=batch_size,
-            n_steps=warmup + steps + 1, eval_every=10 ** 9, patience=None, kl_anneal=0,
+            n_steps=warmup + steps + 2, eval_every=10 ** 9, patience=None, kl_anneal=0,
             callback=lambda step, record, model: stamps.append(time.perf_counter()))
-    # interval i = time of step i; drop the warm-up steps and the last one (it runs the final evaluation)
+    # a stamp after every step, so interval i = time of step i + 1 (step 0 has none): drop the
+    # warm-up steps and the last one (it runs the final evaluation)
     intervals = [b - a for a, b in zip(stamps[:-1], stamps[1:])][warmup:warmup + steps]
+    assert len(intervals) == steps
     return statistics.median(intervals)
 
 

@@ -32,6 +32,8 @@ import torch
 
 from dsident import datasets, metrics
 from dsident.experiments.config import resolve_config
+from dsident.experiments.runner import adapt_to_data, fit_point, point_data
+from dsident.experiments.scoring import evaluate_model
 from dsident.models import ShallowPLRNN
 
 DATASETS = ("lorenz63", "bursting_neuron", "ecg")
@@ -64,12 +66,17 @@ def fit(name: str, seed: int, cfg: dict[str, Any], **extra: Any) -> tuple[Shallo
 
 
 def reconstruct(name: str, seed: int, cfg: dict[str, Any], eval_length: int) -> dict[str, Any]:
-    """Fit with the defaults (best epoch chosen on the train split), evaluate on the test split."""
-    est, fit_s = fit(name, seed, cfg)
-    scores = metrics.evaluate(est, load_split(name, "test", eval_length))
-    return {"dataset": name, "seed": seed, "D_stsp": float(scores.state_space_divergence),
-            "D_H": float(scores.power_spectrum_distance), "PE": float(scores.prediction_error),
-            "diverged": bool(scores.diverged), "fit_s": fit_s, "best_epoch": est.history_.get("best_epoch"),
+    """Fit with the defaults (best epoch chosen on the train split), evaluate on the test split.
+
+    Through the benchmark runner's own steps (``point_data`` / ``fit_point`` / ``evaluate_model``),
+    so a cell's data settings apply too: the ECG cell's slow (breathing) channels, added to both
+    splits and left unscored."""
+    train, test, used = point_data({**cfg, "seed": seed, "eval_length": int(eval_length)})
+    est, fit_s, _ = fit_point(adapt_to_data(used, train), train, progress=False)
+    scores, _ = evaluate_model(est, test, pe_steps=int(used.get("pe_steps", 20)), seed=seed)
+    return {"dataset": name, "seed": seed, "D_stsp": float(scores["D_stsp"]),
+            "D_H": float(scores["D_H"]), "PE": float(scores["PE"]),
+            "diverged": bool(scores["diverged"]), "fit_s": fit_s, "best_epoch": est.history_.get("best_epoch"),
             "final_alpha": est.history_["alpha"][-1] if est.history_.get("alpha") else float("nan")}
 
 

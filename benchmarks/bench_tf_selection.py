@@ -87,13 +87,14 @@ def average_states(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Ten
             for k, v in last.items()}
 
 
-def collect(cell: str, seed: int, out: str, long_steps: int) -> None:
+def collect(cell: str, seed: int, out: str, long_steps: int, epochs: int | None = None) -> None:
     """Fit one seed of ``cell``, score every epoch's state and the averages, append JSON lines to ``out``."""
     key = (cell, "shplrnn", "teacher-forcing")
     # the engine's scoring is pinned to every 5 epochs and runs of 10 000 steps (the rules'
     # baseline, whatever the cell now sets): scoring never changes training, so the fit is the cell's
     cfg = resolve_config(*key, overrides={"seed": seed, "fit_options": {"eval_every": EVAL_EVERY,
-                                                                         "eval_steps": BASE_EVAL_STEPS}})
+                                                                         "eval_steps": BASE_EVAL_STEPS,
+                                                                         **({"n_epochs": epochs} if epochs else {})}})
     train, test, cfg = point_data(cfg)      # with the cell's slow channels, if any
     states: dict[int, dict[str, torch.Tensor]] = {}
     # the epochs of one training run (the bursting cell's best_of and polish would add others)
@@ -256,14 +257,18 @@ def main() -> None:
                         help="length of the long training-side score (0: none)")
     parser.add_argument("--summary", default=None, metavar="FILE", help="only summarise FILE (no fitting)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="override the cell's n_epochs, at least 20 (a smoke run; NOT the cell)")
     args = parser.parse_args()
+    if args.epochs is not None and args.epochs < 20:
+        parser.error("--epochs must be at least 20 (the averages of the last 20 epochs are candidates)")
     if args.summary:
         summary(args.summary, args.cell)
         return
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     for seed in args.seeds:
-        collect(args.cell, seed, args.out, args.long_steps)
+        collect(args.cell, seed, args.out, args.long_steps, args.epochs)
     summary(args.out, args.cell)
     print(f"total wall time {time.perf_counter() - start:.0f} s")
 
