@@ -1,0 +1,51 @@
+"""Audit s53: the `device` argument, float32 / float64 precision and thread counts on a CPU-only machine."""
+import numpy as np
+import pytest
+import torch
+
+from dsident.inference.training import resolve_device
+from dsident.models import PLRNN
+from dsident.models.candidates import check_n_jobs
+
+
+def _sine_data(n=400):
+    t = np.arange(n) * 0.05
+    return np.stack([np.sin(t), np.cos(t), np.sin(2 * t)], 1)
+
+
+TINY = dict(method="teacher-forcing", n_epochs=1, batch_size=4, batches_per_epoch=2, seq_len=20, eval_every=0,
+            progress=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_a_cuda_torch_device_without_cuda_is_a_clear_error():
+    # a torch.device object was passed through unchecked; the fit then failed inside torch
+    with pytest.raises(ValueError, match="`device=device\\(type='cuda'\\)` was requested but CUDA is not available"):
+        PLRNN(latent_dim=3, seed=0).fit(_sine_data(), device=torch.device("cuda"), **TINY)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        resolve_device(torch.device("cuda", 0))
+
+
+@pytest.mark.parametrize("device", ["gpu", "cudax", "cuda:abc", "mps", torch.device("meta")],
+                         ids=["name-gpu", "cudax", "cuda-abc", "mps", "meta"])    # an id "gpu" would mark it a GPU test
+def test_a_device_that_is_neither_cpu_nor_cuda_names_the_argument(device):
+    # "cudax" / "cuda:abc" were read as CUDA requests (and, with CUDA, failed in torch's parser);
+    # torch.device("meta") was accepted and the fit failed deep inside torch
+    with pytest.raises(ValueError, match=r"`device` must be 'cpu', 'cuda', 'cuda:<index>', 'auto'"):
+        resolve_device(device)
+
+
+def test_cpu_devices_in_every_spelling_are_the_cpu():
+    for device in ("cpu", "cpu:0", torch.device("cpu"), "auto" if not torch.cuda.is_available() else "cpu"):
+        assert resolve_device(device).type == "cpu"
+    est = PLRNN(latent_dim=3, seed=0).fit(_sine_data(), device=torch.device("cpu"), **TINY)
+    assert est.history_["settings"]["device"] == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="'auto' is the CPU only without CUDA")
+def test_n_jobs_takes_device_auto_where_auto_is_the_cpu():
+    # a laptop script with device="auto" was refused as if it asked for a GPU
+    assert check_n_jobs(2, 3, 0, {"device": "auto"}) == 2
+    assert check_n_jobs(2, 3, 0, {"device": torch.device("cpu")}) == 2
+    with pytest.raises(ValueError, match="one after another"):
+        check_n_jobs(2, 3, 0, {"device": torch.device("cuda")})
