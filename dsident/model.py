@@ -583,12 +583,20 @@ class StateSpaceModel(nn.Module):
         The tensor file is checked against the sha256 in the config before it is read, and it
         is read with ``torch.load(..., weights_only=True)``.
 
+        ``map_location`` takes what a fit's ``device`` takes (``"cpu"``, ``"cuda"``, ``"cuda:i"``,
+        ``"auto"``, a ``torch.device``) or None (the CPU, where :meth:`save` puts the tensors).
+
         Raises
         ------
         ValueError
             Not a dsident model, an unsupported format version, a tensor file whose hash does
-            not match (tampered or corrupted), or an unknown component class.
+            not match (tampered or corrupted), an unknown component class, or a ``map_location``
+            that is not a CPU or an available CUDA device.
         """
+        if map_location is not None:       # "cuda" on a machine without it: a clear error, not torch.load's
+            from .inference.training import resolve_device
+
+            map_location = resolve_device(map_location, argname="map_location")
         config, state = read_saved_model(path, map_location=map_location)
         dynamics = _build_component(config["dynamics"], DYNAMICS_REGISTRY, "dynamics")
         observation = _build_component(config["observation"], OBSERVATION_REGISTRY, "observation")

@@ -49,3 +49,36 @@ def test_n_jobs_takes_device_auto_where_auto_is_the_cpu():
     assert check_n_jobs(2, 3, 0, {"device": torch.device("cpu")}) == 2
     with pytest.raises(ValueError, match="one after another"):
         check_n_jobs(2, 3, 0, {"device": torch.device("cuda")})
+
+
+def _small_ssm(dtype=None):
+    from dsident import StateSpaceModel
+    from dsident.dynamics import PLRNN as PLRNNDynamics
+    from dsident.observations import Gaussian
+
+    model = StateSpaceModel(PLRNNDynamics(3, seed=0), Gaussian(2, 3), dt=0.1)
+    return model if dtype is None else model.to(dtype)
+
+
+@pytest.mark.parametrize("where, error, fragment", [
+    ("gpu", ValueError, "`map_location` must be 'cpu', 'cuda'"),       # torch: "don't know how to restore data location"
+    (3, TypeError, "got map_location=3"),                               # torch: "'int' object is not callable"
+    ("meta", ValueError, "`map_location` must be"),                     # torch: a state_dict size mismatch
+])
+def test_load_map_location_errors_name_the_argument(tmp_path, where, error, fragment):
+    from dsident import StateSpaceModel
+
+    path = _small_ssm().save(tmp_path / "m")
+    with pytest.raises(error, match=fragment):
+        StateSpaceModel.load(path, map_location=where)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_load_onto_cuda_without_cuda_names_map_location(tmp_path):
+    from dsident import StateSpaceModel
+
+    path = _small_ssm().save(tmp_path / "m")
+    with pytest.raises(ValueError, match="`map_location='cuda'` was requested but CUDA is not available"):
+        StateSpaceModel.load(path, map_location="cuda")
+    assert next(StateSpaceModel.load(path, map_location=torch.device("cpu")).parameters()).device.type == "cpu"
+    assert next(StateSpaceModel.load(path, map_location=None).parameters()).device.type == "cpu"

@@ -140,9 +140,9 @@ class TrainingDivergedError(RuntimeError):
     """Raised (with ``on_divergence="raise"``) when the training loss or a gradient is not finite."""
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
+def resolve_device(device: str | torch.device, argname: str = "device") -> torch.device:
     """``"cpu"``, ``"cuda"`` / ``"cuda:i"`` (error without CUDA) or ``"auto"`` (CUDA when available);
-    a ``torch.device`` of those kinds is checked the same way."""
+    a ``torch.device`` of those kinds is checked the same way. Errors name ``argname``."""
     expected = "'cpu', 'cuda', 'cuda:<index>', 'auto' or a torch.device of those kinds"
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -150,19 +150,19 @@ def resolve_device(device: str | torch.device) -> torch.device:
         try:
             dev = torch.device(device)
         except RuntimeError:           # torch's parser: "Expected one of cpu, cuda, ... device type"
-            raise ValueError(f"`device` must be {expected}; got device={device!r}.") from None
+            raise ValueError(f"`{argname}` must be {expected}; got {argname}={device!r}.") from None
     elif isinstance(device, torch.device):
         dev = device
     else:
-        raise TypeError(f"`device` must be {expected}; got device={device!r}.")
+        raise TypeError(f"`{argname}` must be {expected}; got {argname}={device!r}.")
     if dev.type == "cpu":
         return dev
     if dev.type != "cuda":
-        raise ValueError(f"`device` must be {expected}; got device={device!r}.")
+        raise ValueError(f"`{argname}` must be {expected}; got {argname}={device!r}.")
     if not torch.cuda.is_available():
-        raise ValueError(f"`device={device!r}` was requested but CUDA is not available; use 'cpu' or 'auto'.")
+        raise ValueError(f"`{argname}={device!r}` was requested but CUDA is not available; use 'cpu' or 'auto'.")
     if dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"`device={device!r}` was requested but this machine has {torch.cuda.device_count()} "
+        raise ValueError(f"`{argname}={device!r}` was requested but this machine has {torch.cuda.device_count()} "
                          f"CUDA device(s) (indices 0 to {torch.cuda.device_count() - 1}).")
     return dev
 
