@@ -64,7 +64,9 @@ class StateSpaceModel(nn.Module):
     dynamics : LatentDynamics
         Transition mean ``z_t = step(z_{t-1}, u_t, dt)``, shape (B, M) -> (B, M).
     observation : ObservationModel
-        Likelihood ``p(x_t | z_t)`` with ``latent_dim == dynamics.latent_dim``.
+        Likelihood ``p(x_t | z_t)`` with ``latent_dim == dynamics.latent_dim``. Both components
+        must hold their parameters in one dtype on one device; the model's own parameters
+        (process noise, initial state) follow them.
     process_noise : float or array of shape (M,)
         Initial diagonal process-noise *variance* (Σ); learned by the engines unless fixed.
     initial_var : float or array of shape (M,)
@@ -116,12 +118,12 @@ class StateSpaceModel(nn.Module):
             if len(channel_names) != observation.obs_dim or len(set(channel_names)) != len(channel_names):
                 raise ValueError(f"`channel_names` must be {observation.obs_dim} distinct names (one per observed "
                                  f"channel); got {channel_names!r}.")
+        dtype, device = _components_dtype_device(dynamics, observation)
         self.dynamics = dynamics
         self.observation = observation
-        dtype = torch.get_default_dtype()
-        self.log_process_var = nn.Parameter(torch.as_tensor(np.log(process), dtype=dtype))
-        self.initial_mean = nn.Parameter(torch.zeros(m, dtype=dtype))
-        self.log_initial_var = nn.Parameter(torch.as_tensor(np.log(initial), dtype=dtype))
+        self.log_process_var = nn.Parameter(torch.as_tensor(np.log(process), dtype=dtype, device=device))
+        self.initial_mean = nn.Parameter(torch.zeros(m, dtype=dtype, device=device))
+        self.log_initial_var = nn.Parameter(torch.as_tensor(np.log(initial), dtype=dtype, device=device))
         self.dt = float(dt)
         self.channel_names = channel_names
 
@@ -614,6 +616,25 @@ class StateSpaceModel(nn.Module):
 # --------------------------------------------------------------------------------------------
 # file helpers
 # --------------------------------------------------------------------------------------------
+def _components_dtype_device(dynamics: nn.Module, observation: nn.Module) -> tuple[torch.dtype, torch.device]:
+    """The one floating dtype and device of the components' parameters (torch's defaults when they
+    have none), for the model's own parameters; ValueError when the components disagree, which
+    would otherwise fail inside the first matrix product."""
+    found: dict[str, tuple[torch.dtype, torch.device]] = {}
+    for name, part in (("dynamics", dynamics), ("observation", observation)):
+        for p in part.parameters():
+            if p.is_floating_point():
+                found[name] = (p.dtype, p.device)
+                break
+    kinds = set(found.values())
+    if len(kinds) > 1:
+        said = ", ".join(f"{name} in {str(dt).replace('torch.', '')} on {dev}" for name, (dt, dev) in found.items())
+        raise ValueError(f"`dynamics` and `observation` must hold their parameters in one dtype on one device; got "
+                         f"{said}. Build both in one precision (e.g. under torch.set_default_dtype) or convert "
+                         f"them first (`.to(torch.float64)`).")
+    return kinds.pop() if kinds else (torch.get_default_dtype(), torch.device("cpu"))
+
+
 def check_channel_order(channels: Any, model: Any, *, argname: str) -> None:
     """Refuse data that hold the model's channels under their names but in another order: read by
     position, each would stand for another channel. Other names (a plain array's x0, x1, ...) pass."""

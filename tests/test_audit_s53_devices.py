@@ -82,3 +82,30 @@ def test_load_onto_cuda_without_cuda_names_map_location(tmp_path):
         StateSpaceModel.load(path, map_location="cuda")
     assert next(StateSpaceModel.load(path, map_location=torch.device("cpu")).parameters()).device.type == "cpu"
     assert next(StateSpaceModel.load(path, map_location=None).parameters()).device.type == "cpu"
+
+
+def test_a_model_of_float64_components_is_float64_throughout():
+    # the model's own parameters (process noise, initial state) took torch's default dtype, so
+    # float64 components made a mixed model whose generate failed in a float/double matmul
+    from dsident import StateSpaceModel
+    from dsident.dynamics import PLRNN as PLRNNDynamics
+    from dsident.observations import Gaussian
+
+    model = StateSpaceModel(PLRNNDynamics(3, seed=0).double(), Gaussian(2, 3).double(), dt=0.1)
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    run = model.generate(30, z0=np.array([0.3, -0.2, 0.1]), seed=0)
+    # against the same model converted as a whole (the route that already worked)
+    whole = StateSpaceModel(PLRNNDynamics(3, seed=0), Gaussian(2, 3), dt=0.1)
+    whole.load_state_dict(model.state_dict())
+    whole = whole.to(torch.float64)
+    np.testing.assert_allclose(run["x"].values, whole.generate(30, z0=np.array([0.3, -0.2, 0.1]), seed=0)["x"].values,
+                               rtol=0, atol=1e-12)
+
+
+def test_components_in_two_precisions_are_refused_by_name():
+    from dsident import StateSpaceModel
+    from dsident.dynamics import PLRNN as PLRNNDynamics
+    from dsident.observations import Gaussian
+
+    with pytest.raises(ValueError, match="got dynamics in float64 on cpu, observation in float32 on cpu"):
+        StateSpaceModel(PLRNNDynamics(3, seed=0).double(), Gaussian(2, 3), dt=0.1)
