@@ -51,3 +51,15 @@ def test_apply_thread_limit_sets_torch_and_blas_threads(two_blas_threads, monkey
         assert torch.get_num_threads() == 1 and set(_blas_threads()) == {1}
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("value", ["two", "0", "1.5"])
+def test_a_bad_thread_variable_names_the_variable(monkeypatch, value):
+    import torch
+
+    previous = torch.get_num_threads()
+    monkeypatch.setenv(THREADS_ENV, value)
+    # "two" and "1.5" raised int()'s "invalid literal"; "0" named no variable
+    with pytest.raises(ValueError, match=rf"`\${THREADS_ENV}` must be a whole number of torch threads >= 1"):
+        apply_thread_limit()
+    assert torch.get_num_threads() == previous
