@@ -109,3 +109,28 @@ def test_components_in_two_precisions_are_refused_by_name():
 
     with pytest.raises(ValueError, match="got dynamics in float64 on cpu, observation in float32 on cpu"):
         StateSpaceModel(PLRNNDynamics(3, seed=0).double(), Gaussian(2, 3), dt=0.1)
+
+
+@pytest.fixture
+def float64_default():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("kw", [dict(input_dim=1), dict(form="compact"), dict(time_constant=(0.1, 1.0)),
+                                dict(form="compact", time_constant=(0.1, 1.0))])
+def test_ltc_built_under_float64_holds_every_parameter_in_float64(float64_default, kw):
+    # the reversal signs (erev, sensory_erev, reversal) and a spread of time constants were made with
+    # .float(): float32 parameters inside a float64 model, trained and saved in float32
+    from dsident.dynamics import LTC as LTCDynamics
+
+    dyn = LTCDynamics(4, seed=0, **kw)
+    assert {n: p.dtype for n, p in dyn.named_parameters() if p.dtype != torch.float64} == {}
+    if "time_constant" in kw:        # the spread itself, at float64 precision: geometric from 0.1 to 1
+        caps = torch.nn.functional.softplus(dyn.raw_capacitance if "form" not in kw else dyn.raw_tau)
+        want = 0.1 * 10.0 ** (np.arange(4) / 3)
+        np.testing.assert_allclose(caps.detach().numpy(), want, rtol=1e-12)
