@@ -191,7 +191,7 @@ class StateSpaceModel(nn.Module):
         x : Tensor or ndarray of shape (trial, time, N) or (time, N)
             Observations; NaN marks a missing sample (left out of the likelihood).
         z : Tensor of shape (trial, time, M) or (time, M)
-            Latent path.
+            Latent path; taken in the model's dtype and device (gradients flow back to ``z``).
         mask : bool array of the shape of ``x``, optional
             True = observed.
         u : Tensor or ndarray of shape (trial, time, K) or (time, K), optional
@@ -209,6 +209,8 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`z` must have shape (trial, time, {self.latent_dim}) or (time, {self.latent_dim}); "
                              f"got {tuple(z.shape)}.")
         n_trials, n_time, m = zz.shape
+        dtype, device = self._dtype_device()
+        zz = zz.to(dtype=dtype, device=device)    # a float64 path for a float32 model (differentiable)
         xx = torch.as_tensor(np.asarray(x, dtype=float) if not isinstance(x, Tensor) else x).to(zz)
         xx = xx[None] if single else xx
         if xx.shape[:2] != (n_trials, n_time):

@@ -134,3 +134,22 @@ def test_ltc_built_under_float64_holds_every_parameter_in_float64(float64_defaul
         caps = torch.nn.functional.softplus(dyn.raw_capacitance if "form" not in kw else dyn.raw_tau)
         want = 0.1 * 10.0 ** (np.arange(4) / 3)
         np.testing.assert_allclose(caps.detach().numpy(), want, rtol=1e-12)
+
+
+def test_log_joint_takes_a_latent_path_in_the_other_precision():
+    # a float64 z (torch.as_tensor of a numpy array) for a float32 model failed in a matmul:
+    # "expected m1 and m2 to have the same dtype, but got: double != float"
+    model = _small_ssm()
+    rng = np.random.default_rng(0)
+    z64 = torch.as_tensor(rng.normal(size=(12, 3)), dtype=torch.float64).requires_grad_(True)
+    x = rng.normal(size=(12, 2))
+    lp = model.log_joint(x, z64)
+    z32 = z64.detach().float().requires_grad_(True)
+    ref = model.log_joint(x, z32)
+    assert lp.dtype == torch.float32 and float(lp.detach()) == float(ref.detach())
+    lp.backward()
+    ref.backward()
+    np.testing.assert_allclose(z64.grad.numpy(), z32.grad.numpy(), rtol=1e-6)
+    # and a float64 model against the float32 one: equal to float32 precision
+    lp64 = _small_ssm(torch.float64).log_joint(x, z64.detach())
+    assert lp64.dtype == torch.float64 and abs(float(lp64.detach()) - float(ref.detach())) <= 1e-5 * abs(float(lp64.detach()))
