@@ -153,3 +153,20 @@ def test_log_joint_takes_a_latent_path_in_the_other_precision():
     # and a float64 model against the float32 one: equal to float32 precision
     lp64 = _small_ssm(torch.float64).log_joint(x, z64.detach())
     assert lp64.dtype == torch.float64 and abs(float(lp64.detach()) - float(ref.detach())) <= 1e-5 * abs(float(lp64.detach()))
+
+
+def test_an_observation_instance_made_in_float32_fits_under_a_float64_default():
+    # the estimator built the dynamics in float64 but kept its copy of the instance in float32:
+    # a mixed model (refused, or before that a float/double matmul inside the fit)
+    from dsident.observations import Gaussian
+
+    obs = Gaussian(2, 3)                             # made before the user switched precision
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        est = PLRNN(latent_dim=3, observation=obs, seed=0).fit(_sine_data()[:, :2], **TINY)
+    finally:
+        torch.set_default_dtype(previous)
+    assert {p.dtype for p in est.model_.parameters()} == {torch.float64}
+    assert obs.B.dtype == torch.float32              # the hyperparameter itself is untouched
+    assert np.isfinite(est.generate(20)["x"].values).all()
