@@ -170,3 +170,25 @@ def test_an_observation_instance_made_in_float32_fits_under_a_float64_default():
     assert {p.dtype for p in est.model_.parameters()} == {torch.float64}
     assert obs.B.dtype == torch.float32              # the hyperparameter itself is untouched
     assert np.isfinite(est.generate(20)["x"].values).all()
+
+
+def test_analysis_takes_tensor_starts_that_require_grad():
+    # model.initial_mean + 0.1 (or a GPU tensor) raised torch's "Can't call numpy() on Tensor that
+    # requires grad" from np.asarray; generate already took such a z0
+    from dsident import StateSpaceModel
+    from dsident.analysis import lyapunov_spectrum, newton_fixed_points, vector_field_fixed_points
+    from dsident.dynamics import GatedNODE as GatedNODEDynamics
+    from dsident.dynamics import PLRNN as PLRNNDynamics
+    from dsident.observations import Gaussian
+
+    model = StateSpaceModel(PLRNNDynamics(3, seed=1), Gaussian(2, 3), dt=0.1)
+    z0 = model.initial_mean + 0.1
+    assert z0.requires_grad
+    plain = z0.detach().numpy()
+    np.testing.assert_array_equal(lyapunov_spectrum(model, z0=z0, n_steps=100, transient=10),
+                                  lyapunov_spectrum(model, z0=plain, n_steps=100, transient=10))
+    np.testing.assert_array_equal(newton_fixed_points(model, starts=z0[None]).points,
+                                  newton_fixed_points(model, starts=plain[None]).points)
+    ode = StateSpaceModel(GatedNODEDynamics(3, seed=1), Gaussian(2, 3), dt=0.1)
+    np.testing.assert_array_equal(vector_field_fixed_points(ode, starts=z0[None]).points,
+                                  vector_field_fixed_points(ode, starts=plain[None]).points)
