@@ -322,7 +322,11 @@ class StateSpaceModel(nn.Module):
                                or not math.isfinite(float(dt)) or float(dt) <= 0):
             # a string such as "0.1" would otherwise pass float() and hide a config read as text
             raise ValueError(f"`dt` must be a positive finite number (the sampling step); got dt={dt!r}.")
-        if dt is not None and not self._continuous_time() and abs(float(dt) - self.dt) > 1e-9 * self.dt:
+        from .data.container import steps_agree
+
+        if dt is not None and not self._continuous_time() and steps_agree(float(dt), self.dt):
+            dt = None      # its own step, perhaps read in float32 (0.1 as 0.10000000149): as prediction_error takes it
+        if dt is not None and not self._continuous_time():
             # a map takes one step per sample whatever dt says: the run would be labelled with a time
             # axis it does not have
             raise ValueError(f"`dt`={float(dt)!r}: {type(self.dynamics).__name__} is a discrete-time map, one step "

@@ -192,3 +192,18 @@ def test_analysis_takes_tensor_starts_that_require_grad():
     ode = StateSpaceModel(GatedNODEDynamics(3, seed=1), Gaussian(2, 3), dt=0.1)
     np.testing.assert_array_equal(vector_field_fixed_points(ode, starts=z0[None]).points,
                                   vector_field_fixed_points(ode, starts=plain[None]).points)
+
+
+def test_generate_takes_its_own_step_read_in_float32():
+    # dt=np.float32(0.1) (a step read from a float32 file) is 0.10000000149: generate refused it as
+    # "another dt" for a discrete map, while prediction_error and newton_fixed_points take it
+    model = _small_ssm()
+    model.dt = 0.1
+    step = np.float32(0.1)
+    assert float(step) != 0.1
+    run = model.generate(12, z0=np.array([0.2, -0.1, 0.3]), dt=step)
+    own = model.generate(12, z0=np.array([0.2, -0.1, 0.3]))
+    np.testing.assert_array_equal(run["x"].values, own["x"].values)
+    np.testing.assert_allclose(np.diff(run["time"].values), 0.1, rtol=1e-12)     # labelled with its own step
+    with pytest.raises(ValueError, match="is a discrete-time map"):
+        model.generate(12, dt=0.2)                 # another step is still refused
