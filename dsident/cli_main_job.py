@@ -221,6 +221,10 @@ def _threads(args: argparse.Namespace) -> None:
             n = None                   # _settings reports the unreadable file
         if n is not None:
             n = _file_value(args, "threads", n)
+        # int() read 1.5 as 1 and true as 1 without a word, and "two" as a bare "invalid literal"
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+            raise SystemExit(f"dsident: `threads` in the config file {str(args.config)!r} must be a whole number "
+                             f"of torch threads >= 1; got threads={n!r}.")
     n = 1 if n is None else int(n)
     if n < 1:
         raise SystemExit(f"dsident: --threads must be >= 1; got {n}.")

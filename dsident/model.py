@@ -70,7 +70,9 @@ class StateSpaceModel(nn.Module):
     dynamics : LatentDynamics
         Transition mean ``z_t = step(z_{t-1}, u_t, dt)``, shape (B, M) -> (B, M).
     observation : ObservationModel
-        Likelihood ``p(x_t | z_t)`` with ``latent_dim == dynamics.latent_dim``.
+        Likelihood ``p(x_t | z_t)`` with ``latent_dim == dynamics.latent_dim``. Both components
+        must hold their parameters in one dtype on one device; the model's own parameters
+        (process noise, initial state) follow them.
     process_noise : float or array of shape (M,)
         Initial diagonal process-noise *variance* (Σ); learned by the engines unless fixed.
     initial_var : float or array of shape (M,)
@@ -122,12 +124,12 @@ class StateSpaceModel(nn.Module):
             if len(channel_names) != observation.obs_dim or len(set(channel_names)) != len(channel_names):
                 raise ValueError(f"`channel_names` must be {observation.obs_dim} distinct names (one per observed "
                                  f"channel); got {channel_names!r}.")
+        dtype, device = _components_dtype_device(dynamics, observation)
         self.dynamics = dynamics
         self.observation = observation
-        dtype = torch.get_default_dtype()
-        self.log_process_var = nn.Parameter(torch.as_tensor(np.log(process), dtype=dtype))
-        self.initial_mean = nn.Parameter(torch.zeros(m, dtype=dtype))
-        self.log_initial_var = nn.Parameter(torch.as_tensor(np.log(initial), dtype=dtype))
+        self.log_process_var = nn.Parameter(torch.as_tensor(np.log(process), dtype=dtype, device=device))
+        self.initial_mean = nn.Parameter(torch.zeros(m, dtype=dtype, device=device))
+        self.log_initial_var = nn.Parameter(torch.as_tensor(np.log(initial), dtype=dtype, device=device))
         self.dt = float(dt)
         self.channel_names = channel_names
 
@@ -195,7 +197,7 @@ class StateSpaceModel(nn.Module):
         x : Tensor or ndarray of shape (trial, time, N) or (time, N)
             Observations; NaN marks a missing sample (left out of the likelihood).
         z : Tensor of shape (trial, time, M) or (time, M)
-            Latent path.
+            Latent path; taken in the model's dtype and device (gradients flow back to ``z``).
         mask : bool array of the shape of ``x``, optional
             True = observed.
         u : Tensor or ndarray of shape (trial, time, K) or (time, K), optional
@@ -213,6 +215,8 @@ class StateSpaceModel(nn.Module):
             raise ValueError(f"`z` must have shape (trial, time, {self.latent_dim}) or (time, {self.latent_dim}); "
                              f"got {tuple(z.shape)}.")
         n_trials, n_time, m = zz.shape
+        dtype, device = self._dtype_device()
+        zz = zz.to(dtype=dtype, device=device)    # a float64 path for a float32 model (differentiable)
         xx = torch.as_tensor(np.asarray(x, dtype=float) if not isinstance(x, Tensor) else x).to(zz)
         xx = xx[None] if single else xx
         if xx.shape[:2] != (n_trials, n_time):
@@ -597,12 +601,20 @@ class StateSpaceModel(nn.Module):
         The tensor file is checked against the sha256 in the config before it is read, and it
         is read with ``torch.load(..., weights_only=True)``.
 
+        ``map_location`` takes what a fit's ``device`` takes (``"cpu"``, ``"cuda"``, ``"cuda:i"``,
+        ``"auto"``, a ``torch.device``) or None (the CPU, where :meth:`save` puts the tensors).
+
         Raises
         ------
         ValueError
             Not a dsident model, an unsupported format version, a tensor file whose hash does
-            not match (tampered or corrupted), or an unknown component class.
+            not match (tampered or corrupted), an unknown component class, or a ``map_location``
+            that is not a CPU or an available CUDA device.
         """
+        if map_location is not None:       # "cuda" on a machine without it: a clear error, not torch.load's
+            from .inference.training import resolve_device
+
+            map_location = resolve_device(map_location, argname="map_location")
         config, state = read_saved_model(path, map_location=map_location)
         dynamics = _build_component(config["dynamics"], DYNAMICS_REGISTRY, "dynamics")
         observation = _build_component(config["observation"], OBSERVATION_REGISTRY, "observation")
@@ -620,6 +632,25 @@ class StateSpaceModel(nn.Module):
 # --------------------------------------------------------------------------------------------
 # file helpers
 # --------------------------------------------------------------------------------------------
+def _components_dtype_device(dynamics: nn.Module, observation: nn.Module) -> tuple[torch.dtype, torch.device]:
+    """The one floating dtype and device of the components' parameters (torch's defaults when they
+    have none), for the model's own parameters; ValueError when the components disagree, which
+    would otherwise fail inside the first matrix product."""
+    found: dict[str, tuple[torch.dtype, torch.device]] = {}
+    for name, part in (("dynamics", dynamics), ("observation", observation)):
+        for p in part.parameters():
+            if p.is_floating_point():
+                found[name] = (p.dtype, p.device)
+                break
+    kinds = set(found.values())
+    if len(kinds) > 1:
+        said = ", ".join(f"{name} in {str(dt).replace('torch.', '')} on {dev}" for name, (dt, dev) in found.items())
+        raise ValueError(f"`dynamics` and `observation` must hold their parameters in one dtype on one device; got "
+                         f"{said}. Build both in one precision (e.g. under torch.set_default_dtype) or convert "
+                         f"them first (`.to(torch.float64)`).")
+    return kinds.pop() if kinds else (torch.get_default_dtype(), torch.device("cpu"))
+
+
 def check_channel_order(channels: Any, model: Any, *, argname: str) -> None:
     """Refuse data that hold the model's channels under their names but in another order: read by
     position, each would stand for another channel. Other names (a plain array's x0, x1, ...) pass."""

@@ -188,3 +188,19 @@ def test_offline_nlb_protocol_on_lorenz63_spikes():
     shuffled = true_rates[:, :100][:, RNG.permutation(100)]
     assert co_true > 0.1 > co_smoothing_bps(shuffled, observed, held_out)
     assert forward_prediction_bps(true_rates[:, 100:], forward) > 0.1
+
+
+def test_rates_as_a_float32_tensor_that_requires_grad():
+    # a model's rates straight from the forward pass: np.asarray raised torch's "Can't call numpy()
+    # on Tensor that requires grad"; the state-space metrics already took such tensors
+    import torch
+
+    rng = np.random.default_rng(3)
+    rates = rng.uniform(0.2, 3.0, size=(2, 30, 4))
+    spikes = rng.poisson(rates).astype(float)
+    tensor = torch.tensor(rates, dtype=torch.float32, requires_grad=True)
+    want = -poisson.logpmf(spikes, rates.astype(np.float32).astype(float)).sum()
+    np.testing.assert_allclose(poisson_nll(tensor, spikes), want, rtol=1e-12)
+    # and against the float64 rates: equal to float32 precision
+    np.testing.assert_allclose(poisson_nll(tensor, spikes), poisson_nll(rates, spikes), rtol=1e-6)
+    assert np.isfinite(bits_per_spike(tensor, spikes))

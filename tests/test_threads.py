@@ -51,3 +51,35 @@ def test_apply_thread_limit_sets_torch_and_blas_threads(two_blas_threads, monkey
         assert torch.get_num_threads() == 1 and set(_blas_threads()) == {1}
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("value", ["two", "0", "1.5"])
+def test_a_bad_thread_variable_names_the_variable(monkeypatch, value):
+    import torch
+
+    previous = torch.get_num_threads()
+    monkeypatch.setenv(THREADS_ENV, value)
+    # "two" and "1.5" raised int()'s "invalid literal"; "0" named no variable
+    with pytest.raises(ValueError, match=rf"`\${THREADS_ENV}` must be a whole number of torch threads >= 1"):
+        apply_thread_limit()
+    assert torch.get_num_threads() == previous
+
+
+@pytest.mark.parametrize("text", ['threads = 1.5', 'threads = "two"', 'threads = true'])
+def test_a_config_file_threads_that_is_not_a_whole_number_is_refused(tmp_path, monkeypatch, text):
+    # int() read 1.5 and true as 1 thread without a word, and "two" as a bare "invalid literal"
+    import argparse
+
+    import torch
+
+    from dsident.cli_main_job import _threads
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    previous = torch.get_num_threads()
+    conf = tmp_path / "run.toml"
+    conf.write_text(text + "\n")
+    try:
+        with pytest.raises(SystemExit, match="`threads` in the config file .* must be a whole number"):
+            _threads(argparse.Namespace(threads=None, config=str(conf)))
+    finally:
+        torch.set_num_threads(previous)

@@ -22,7 +22,7 @@ import torch
 import xarray as xr
 
 from ._resolve import resolve_dynamics
-from .fixed_points import _check_finite_starts, newton_fixed_points
+from .fixed_points import _check_finite_starts, newton_fixed_points, off_graph
 from .flow import slice_dataset, slice_grid
 
 __all__ = ["ContinuousFixedPoints", "vector_field_fixed_points", "vector_field_grid", "vector_field_jacobian",
@@ -71,7 +71,7 @@ def _inputs(dyn: Any, u: Any, batch: int) -> torch.Tensor | None:
             raise ValueError(f"`u` was given (shape {np.shape(u)}) but {type(dyn).__name__} takes no inputs "
                              "(input_dim=0); leave it out.")
         return None
-    uu = torch.zeros(k, dtype=torch.float64) if u is None else torch.as_tensor(np.asarray(u, dtype=float))
+    uu = torch.zeros(k, dtype=torch.float64) if u is None else torch.as_tensor(np.asarray(off_graph(u), dtype=float))
     if uu.shape[-1] != k:
         raise ValueError(f"`u` must have {k} input channels; got shape {tuple(uu.shape)}.")
     return uu.reshape(-1, k).expand(batch, k)
@@ -91,7 +91,7 @@ def vector_field_jacobian(model: Any, z: Any, u: Any = None) -> np.ndarray:
     Analytic when the dynamics provide ``vector_field_jacobian``, autograd otherwise.
     """
     dyn = _vector_field_dynamics(model)
-    zz = torch.as_tensor(np.atleast_2d(np.asarray(z, dtype=float)))
+    zz = torch.as_tensor(np.atleast_2d(np.asarray(off_graph(z), dtype=float)))
     if zz.ndim != 2 or zz.shape[1] != dyn.latent_dim:
         raise ValueError(f"`z` must have shape (n, {dyn.latent_dim}) or ({dyn.latent_dim},); got {tuple(np.shape(z))}.")
     uu = _inputs(dyn, u, zz.shape[0])
@@ -143,7 +143,7 @@ def vector_field_fixed_points(model: Any, starts: Any, *, u: Any = None, max_ite
     ContinuousFixedPoints
     """
     dyn = _vector_field_dynamics(model)
-    starts = np.asarray(starts, dtype=float)
+    starts = np.asarray(off_graph(starts), dtype=float)
     if starts.ndim != 2 or starts.shape[1] != dyn.latent_dim:
         raise ValueError(f"`starts` must have shape (n_starts, {dyn.latent_dim}); got {starts.shape}.")
     _check_finite_starts(starts)

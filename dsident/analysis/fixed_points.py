@@ -561,6 +561,12 @@ def _batched_jacobian(dyn: LatentDynamics | None, step: Callable, z: torch.Tenso
     return torch.func.vmap(torch.func.jacrev(lambda zi: step(zi[None])[0]))(z)
 
 
+def off_graph(value: Any) -> Any:
+    """``value`` detached and on the CPU when it is a torch tensor (a Parameter, a slice of a
+    model's output, a GPU tensor), so that ``np.asarray`` takes it; anything else as it is."""
+    return value.detach().cpu() if isinstance(value, torch.Tensor) else value
+
+
 def _constant_input(dyn: LatentDynamics, u: Any) -> torch.Tensor | None:
     """``u`` as a float64 (1, K) tensor for ``dyn``'s steps, checked against its ``input_dim``."""
     if u is None:
@@ -639,7 +645,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         dyn, step_dt = None, dt
         if starts is None:
             raise ValueError("`starts` is required when `model` is a plain callable (latent_dim is unknown).")
-        m = int(np.asarray(starts).shape[1])
+        m = int(np.asarray(off_graph(starts)).shape[1])
         base_step = model
     else:
         dyn, step_dt = resolve_dynamics(model, dt)
@@ -654,7 +660,7 @@ def newton_fixed_points(model: Any, *, starts: np.ndarray | None = None, n_start
         n_starts = check_int("n_starts", n_starts, 1)
         init_scale = check_number("init_scale", init_scale, positive=True)
         starts = np.random.default_rng(seed).normal(0.0, init_scale, size=(int(n_starts), m))
-    starts = np.asarray(starts, dtype=float)
+    starts = np.asarray(off_graph(starts), dtype=float)
     if starts.ndim != 2 or starts.shape[1] != m:
         raise ValueError(f"`starts` must have shape (n_starts, {m}); got {starts.shape}.")
     _check_finite_starts(starts)

@@ -116,6 +116,9 @@ def lyapunov_spectrum(system: Any, z0: Any = None, n_steps: int = 10_000, dt: fl
         raise ValueError(f"`transient` must be a non-negative integer number of steps; got {transient!r}.")
     if hasattr(system, "model_"):
         system = system.model_
+    # a tensor start, input or path (the model's initial_mean, a slice of generate's z) as an array
+    z0, u, path = (v.detach().cpu().numpy() if hasattr(v, "detach") and hasattr(v, "cpu") else v
+                   for v in (z0, u, path))
     if _is_state_space_model(system):
         dt = float(system.dt) if dt is None else _positive_float(dt, "dt")
         if z0 is not None:

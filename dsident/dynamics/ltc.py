@@ -113,7 +113,7 @@ class LTC(ODEStepMixin, LatentDynamics):
             return nn.Parameter(lo + (hi - lo) * torch.rand(shape, generator=gen))
 
         def signs(shape: tuple[int, ...]) -> nn.Parameter:
-            return nn.Parameter(2.0 * torch.randint(0, 2, shape, generator=gen).float() - 1.0)
+            return nn.Parameter(2.0 * torch.randint(0, 2, shape, generator=gen).to(torch.get_default_dtype()) - 1.0)
 
         if form == "compact":
             self.weight = nn.Parameter(torch.randn(m, m, generator=gen) / math.sqrt(m))
@@ -470,4 +470,4 @@ def _start_time_constants(time_constant: Any, m: int) -> list[float] | Tensor | 
         return [float(values[0])]
     fastest, slowest = float(values[0]), float(values[1])
     steps = torch.arange(m, dtype=torch.float64) / max(m - 1, 1)
-    return (fastest * (slowest / fastest) ** steps).float()
+    return (fastest * (slowest / fastest) ** steps).to(torch.get_default_dtype())

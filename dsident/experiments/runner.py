@@ -351,12 +351,16 @@ def apply_thread_limit(n_threads: int | None = None) -> None:
     """
     import os
 
+    source = "n_threads" if n_threads is not None else f"${THREADS_ENV}"
     value = n_threads if n_threads is not None else os.environ.get(THREADS_ENV)
     if value is None or value == "":
         return
-    n = int(value)
-    if n < 1:
-        raise ValueError(f"the number of torch threads must be >= 1; got {value!r}.")
+    try:
+        n = int(value) if not isinstance(value, (bool, float)) else None
+    except ValueError:                 # int("two") said only "invalid literal for int()"
+        n = None
+    if n is None or n < 1:
+        raise ValueError(f"`{source}` must be a whole number of torch threads >= 1; got {value!r}.")
     import torch
 
     if torch.get_num_threads() != n:

@@ -133,22 +133,31 @@ class TrainingDivergedError(RuntimeError):
     """Raised (with ``on_divergence="raise"``) when the training loss or a gradient is not finite."""
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"cpu"``, ``"cuda"`` / ``"cuda:i"`` (error without CUDA) or ``"auto"`` (CUDA when available)."""
-    if isinstance(device, torch.device):
-        return device
-    if not isinstance(device, str):
-        raise TypeError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
-    if device == "auto":
+def resolve_device(device: str | torch.device, argname: str = "device") -> torch.device:
+    """``"cpu"``, ``"cuda"`` / ``"cuda:i"`` (error without CUDA) or ``"auto"`` (CUDA when available);
+    a ``torch.device`` of those kinds is checked the same way. Errors name ``argname``."""
+    expected = "'cpu', 'cuda', 'cuda:<index>', 'auto' or a torch.device of those kinds"
+    if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"`device={device!r}` was requested but CUDA is not available; use 'cpu' or 'auto'.")
-        return torch.device(device)
-    raise ValueError(f"`device` must be 'cpu', 'cuda' or 'auto'; got device={device!r}.")
-
+    if isinstance(device, str):
+        try:
+            dev = torch.device(device)
+        except RuntimeError:           # torch's parser: "Expected one of cpu, cuda, ... device type"
+            raise ValueError(f"`{argname}` must be {expected}; got {argname}={device!r}.") from None
+    elif isinstance(device, torch.device):
+        dev = device
+    else:
+        raise TypeError(f"`{argname}` must be {expected}; got {argname}={device!r}.")
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ValueError(f"`{argname}` must be {expected}; got {argname}={device!r}.")
+    if not torch.cuda.is_available():
+        raise ValueError(f"`{argname}={device!r}` was requested but CUDA is not available; use 'cpu' or 'auto'.")
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"`{argname}={device!r}` was requested but this machine has {torch.cuda.device_count()} "
+                         f"CUDA device(s) (indices 0 to {torch.cuda.device_count() - 1}).")
+    return dev
 
 
 #: optimizers a training loop can be asked for by name

@@ -430,6 +430,9 @@ def _values(a: Any, argname: str) -> np.ndarray:
         a = a["x"]
     if isinstance(a, xr.DataArray):
         a = a.values
+    elif hasattr(a, "detach") and hasattr(a, "cpu"):
+        # a torch tensor that requires grad (or lives on a GPU) refuses np.asarray with torch's words
+        a = a.detach().cpu().numpy()
     try:
         arr = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError) as err:

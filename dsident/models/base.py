@@ -463,8 +463,10 @@ class LatentModelEstimator(BaseEstimator, metaclass=ABCMeta):
     def _build_observation(self, obs_dim: int) -> ObservationModel:
         """The observation model from the ``observation`` name (or a copy of the instance)."""
         if isinstance(self.observation, ObservationModel):
-            # a copy, so that fitting never changes the estimator's hyperparameters
-            return make_observation(copy.deepcopy(self.observation), obs_dim, int(self.latent_dim))
+            # a copy, so that fitting never changes the estimator's hyperparameters; in the precision
+            # the dynamics are built in (an instance made before torch.set_default_dtype(float64))
+            inner = copy.deepcopy(self.observation).to(torch.get_default_dtype())
+            return make_observation(inner, obs_dim, int(self.latent_dim))
         options = dict(self.observation_options or {})
         options.setdefault("readout", self.readout)
         return make_observation(self.observation, obs_dim, int(self.latent_dim), **options)

@@ -48,7 +48,8 @@ def check_n_jobs(n_jobs: Any, best_of: int, restarts: int, engine_options: dict[
     ValueError
         ``n_jobs`` not a positive integer (or -1: one per usable core); ``restarts`` with more
         than one process (a restart takes the next seed of the one sequence, so its candidates'
-        seeds depend on each other's fate); a ``device`` other than the CPU; a ``callback``
+        seeds depend on each other's fate); a ``device`` other than the CPU (``"auto"`` is
+        refused only where it picks CUDA); a ``callback``
         that cannot be pickled.
     """
     if isinstance(n_jobs, numbers.Integral) and not isinstance(n_jobs, bool) and n_jobs == -1:
@@ -64,8 +65,14 @@ def check_n_jobs(n_jobs: Any, best_of: int, restarts: int, engine_options: dict[
         raise ValueError(f"`n_jobs`={n_jobs} trains best_of's candidates at once, but with restarts={restarts} each "
                          "stuck candidate takes the next seed of one shared sequence, so they must run one after "
                          "another: pass n_jobs=1, or restarts=0.")
-    device = str(engine_options.get("device", "cpu"))
-    if device != "cpu":
+    device = engine_options.get("device", "cpu")
+    if isinstance(device, str) and device == "auto":      # "auto" is the CPU on a machine without CUDA
+        import torch
+
+        on_cpu = not torch.cuda.is_available()
+    else:
+        on_cpu = str(device).split(":")[0] == "cpu"        # "cpu", "cpu:0", torch.device("cpu")
+    if not on_cpu:
         raise ValueError(f"`n_jobs`={n_jobs} trains the candidates in CPU worker processes; with device={device!r} "
                          "train them one after another on it (n_jobs=1).")
     callback = engine_options.get("callback")
