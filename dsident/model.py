@@ -336,6 +336,7 @@ class StateSpaceModel(nn.Module):
                           f"variance learned per step of the fit's dt={self.dt:g}, so this run diffuses "
                           f"{self.dt / step_dt:.3g}x as much per unit time as the fitted model; generate at the "
                           "fit's dt for noisy runs that match it.", UserWarning, stacklevel=3)
+        _check_one_precision(self)
         gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
         dtype, device = self._dtype_device()
 
@@ -633,22 +634,36 @@ class StateSpaceModel(nn.Module):
 # file helpers
 # --------------------------------------------------------------------------------------------
 def _components_dtype_device(dynamics: nn.Module, observation: nn.Module) -> tuple[torch.dtype, torch.device]:
-    """The one floating dtype and device of the components' parameters (torch's defaults when they
-    have none), for the model's own parameters; ValueError when the components disagree, which
-    would otherwise fail inside the first matrix product."""
+    """The one floating dtype and device of the components' parameters, for the model's own
+    parameters; torch's defaults when they have none or disagree (a model built from parts in two
+    precisions and then converted whole, ``StateSpaceModel(...).double()``, is common; a run before
+    that is refused by :func:`_check_one_precision`)."""
+    kinds = set(_parameter_kinds(dynamics, observation).values())
+    return kinds.pop() if len(kinds) == 1 else (torch.get_default_dtype(), torch.device("cpu"))
+
+
+def _parameter_kinds(dynamics: nn.Module, observation: nn.Module) -> dict[str, tuple[torch.dtype, torch.device]]:
+    """(dtype, device) of the first floating parameter of the dynamics and of the observation."""
     found: dict[str, tuple[torch.dtype, torch.device]] = {}
     for name, part in (("dynamics", dynamics), ("observation", observation)):
         for p in part.parameters():
             if p.is_floating_point():
                 found[name] = (p.dtype, p.device)
                 break
-    kinds = set(found.values())
-    if len(kinds) > 1:
-        said = ", ".join(f"{name} in {str(dt).replace('torch.', '')} on {dev}" for name, (dt, dev) in found.items())
-        raise ValueError(f"`dynamics` and `observation` must hold their parameters in one dtype on one device; got "
-                         f"{said}. Build both in one precision (e.g. under torch.set_default_dtype) or convert "
-                         f"them first (`.to(torch.float64)`).")
-    return kinds.pop() if kinds else (torch.get_default_dtype(), torch.device("cpu"))
+    return found
+
+
+def _check_one_precision(model: nn.Module) -> None:
+    """Refuse to run a model whose parameters sit in two dtypes or on two devices (its parts built
+    in two precisions and not converted whole), which would fail inside a matrix product in
+    torch's words."""
+    if len({(p.dtype, p.device) for p in model.parameters() if p.is_floating_point()}) > 1:
+        kinds = {**_parameter_kinds(model.dynamics, model.observation),
+                 "its own parameters": (model.log_process_var.dtype, model.log_process_var.device)}
+        said = ", ".join(f"{name} in {str(dt).replace('torch.', '')} on {dev}" for name, (dt, dev) in kinds.items())
+        raise ValueError(f"the model's parameters must be in one dtype on one device; got {said}. Convert the whole "
+                         "model (`model.double()`, `model.to(device)`) or build its parts in one precision (e.g. "
+                         "under torch.set_default_dtype).")
 
 
 def check_channel_order(channels: Any, model: Any, *, argname: str) -> None:
