@@ -190,13 +190,12 @@ def test_analysis_takes_tensor_starts_that_require_grad():
     assert z0.requires_grad
     plain = z0.detach().numpy()
     np.testing.assert_allclose(lyapunov_spectrum(model, z0=z0, n_steps=100, transient=10),
-                                  lyapunov_spectrum(model, z0=plain, n_steps=100, transient=10), rtol=1e-12)
+                               lyapunov_spectrum(model, z0=plain, n_steps=100, transient=10), rtol=1e-12)
     np.testing.assert_allclose(newton_fixed_points(model, starts=z0[None]).points,
-                                  newton_fixed_points(model, starts=plain[None]).points, rtol=1e-12)
+                               newton_fixed_points(model, starts=plain[None]).points, rtol=1e-12)
     ode = StateSpaceModel(GatedNODEDynamics(3, seed=1), Gaussian(2, 3), dt=0.1)
     np.testing.assert_allclose(vector_field_fixed_points(ode, starts=z0[None]).points,
-                                  vector_field_fixed_points(ode, starts=plain[None]).points,
-                               rtol=1e-12)  # the same up to the BLAS's summation order
+                               vector_field_fixed_points(ode, starts=plain[None]).points, rtol=1e-12)  # the same up to the BLAS's summation order
 
 
 def test_generate_takes_its_own_step_read_in_float32():
