@@ -40,3 +40,15 @@ def irregular_gnode():
     rng = np.random.default_rng(0)
     trials = [rng.normal(size=(len(t), 2)) for t in times]
     return model, times, trials, dsident.as_dataset(trials, time=times)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A folder written by ``dsident fit lorenz63`` with the tiny CLI fit (one per test module)."""
+    from cli_tiny import TINY
+
+    from dsident.cli import main
+
+    out = tmp_path_factory.mktemp("fit") / "run"
+    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
+    return out

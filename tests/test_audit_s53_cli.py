@@ -7,17 +7,7 @@ import json
 import pytest
 
 from dsident.cli import main
-
-#: a fit that takes a second (as tests/test_cli_main.py)
-TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
-        "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fit") / "run"
-    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
-    return out
+from cli_tiny import TINY
 
 
 def _no_fit(*args, **kwargs):

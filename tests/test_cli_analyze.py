@@ -10,15 +10,6 @@ from dsident.analysis import lyapunov_spectrum
 from dsident.cli import main
 from dsident.cli_main_job import load_fitted
 
-TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
-        "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fit") / "run"
-    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
-    return out
 
 
 def test_analyze_writes_the_report_the_run_and_the_figures(fitted, tmp_path, capsys):

@@ -13,20 +13,11 @@ from dsident.analysis import VERDICTS
 from dsident.cli import main
 from dsident.experiments.config import MEASURED, MEASURED_EVAL_LENGTH, PAIR_DEFAULTS, default_method
 
-#: a fit that takes a second: the shallow PLRNN, one BPTT epoch on 400 samples
-TINY = ["--model", "shplrnn", "--method", "bptt", "--train-length", "400", "--eval-length", "300",
-        "--param", "hidden_dim=8", "--option", "n_epochs=1", "--option", "seq_len=20", "--no-progress"]
+from cli_tiny import TINY  # the tiny fit the CLI tests share (tests/cli_tiny.py)
 
 
 def _png(path) -> bool:
     return path.is_file() and path.read_bytes()[:4] == b"\x89PNG"
-
-
-@pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fit") / "run"
-    assert main(["fit", "lorenz63", *TINY, "--out", str(out)]) == 0
-    return out
 
 
 def test_fit_writes_model_config_netcdf_markdown_png(fitted):
