@@ -198,9 +198,14 @@ def plot_attractor(true: Any, generated: Any | None = None, *, dims: Sequence[in
     # every panel on the data's scale, so a run that settles looks it: autoscaled, a fixed point's
     # round-off drift filled its panel like an attractor
     limits = _joint_limits(views) if len(series) > 1 else None
-    for k, ((label, (_, names, _), style), view) in enumerate(zip(series, views)):
+    # every panel is labelled as the data are: they share channels and, on one scale, units (a free
+    # run carries no units of its own, and its panel read "x" beside the data's "x (mV)")
+    names = series[0][1][1]
+    for k, ((label, _, style), view) in enumerate(zip(series, views)):
         view, end, label = _framed(view, limits, label)
         ax = fig.add_subplot(1, len(series), k + 1, **({"projection": "3d"} if len(dims) >= 3 else {}))
+        if len(dims) >= 3:
+            ax.set_box_aspect(None, zoom=0.88)      # room for the z label beside the next panel
         ax.plot(*view.T, **style)
         if k == 1 and len(end):     # where the run ends: the only mark a run that stands still leaves
             ax.plot(*end.T, "o", color=GEN_STYLE["color"], ms=4)

@@ -537,3 +537,12 @@ def test_time_series_and_spectra_of_several_trials_say_only_the_first_is_drawn()
     drawn = plot_time_series(trials)                                                # a (trial, time, channel) array
     assert "trial 0 of 3" in drawn._suptitle.get_text()
     np.testing.assert_allclose(drawn.axes[0].lines[0].get_ydata()[:5], trials[0, :5, 0])   # the first trial it is
+
+
+def test_every_attractor_panel_is_labelled_as_the_data_are(pair):
+    # a free run carries no units: its panel read "x0" beside the data's "x0 (mV)"
+    true, gen = pair
+    true = true.assign_attrs(units="mV")
+    fig = plotting.plot_attractor(true, gen)
+    labels = [(ax.get_xlabel(), ax.get_ylabel(), ax.get_zlabel()) for ax in fig.axes]
+    assert labels[0] == ("x0 (mV)", "x1 (mV)", "x2 (mV)") and labels[1] == labels[0]
