@@ -509,12 +509,17 @@ def _hdf5_meta(fh: Any, obj: Any) -> dict:
         sources += [dict(home.attrs), stored(home)]
     meta: dict[str, Any] = {}
     for source in (*sources, dict(obj.attrs)):
-        found = _stored_meta(source, path)
-        if "dt" in found or "dt_error" in found:
-            for k in ("dt", "dt_error", "time_unit"):
-                meta.pop(k, None)
-        meta.update(found)
+        _overlay_meta(meta, _stored_meta(source, path))
     return meta
+
+
+def _overlay_meta(meta: dict, found: dict) -> None:
+    """``found`` over ``meta`` in place: a nearer source's step (or its refusal) replaces the
+    step, its refusal and the time unit an outer source gave, as one setting."""
+    if "dt" in found or "dt_error" in found:
+        for k in ("dt", "dt_error", "time_unit"):
+            meta.pop(k, None)
+    meta.update(found)
 
 
 def _stored_meta(values: dict[str, Any], path: Path) -> dict:
@@ -561,7 +566,7 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
     except (ValueError, OSError, EOFError, NotImplementedError, TypeError) as err:
         raise _not_a(path, "MAT", err) from None
     variables = {k: v for k, v in content.items() if not k.startswith("__")}
-    meta = _mat_meta(variables, path)
+    meta = _stored_meta(variables, path)
     candidates = [k for k in variables if k not in _METADATA_KEYS]
     parts = _pick(key, candidates, path).replace("/", ".").split(".")
     value: Any = variables
@@ -580,11 +585,7 @@ def _read_mat(path: Path, key: str | None) -> tuple[Any, dict, str]:
             have = sorted(value) if isinstance(value, dict) else []
             raise ValueError(f"`key`={key!r}: {part!r} is not in {where} of {str(path)!r}; available: {have}.")
         if depth:          # a struct's own fs / dt / channel_names beside the field (s.data, s.fs) win
-            inner = _mat_meta(value, path)
-            if "dt" in inner or "dt_error" in inner:
-                for k in ("dt", "dt_error", "time_unit"):
-                    meta.pop(k, None)
-            meta.update(inner)
+            _overlay_meta(meta, _stored_meta(value, path))
         value = value[part]
     return _mat_value(value, key or parts[0]), meta, "mat-v5"
 
@@ -612,10 +613,6 @@ def _mat_value(value: Any, key: str) -> Any:
         cells = value.ravel(order="F") if isinstance(value, np.ndarray) else value
         return [_numeric(np.squeeze(np.asarray(v)), f"{key}{{{i + 1}}}") for i, v in enumerate(cells)]
     return _numeric(np.squeeze(np.asarray(value)), key)
-
-
-def _mat_meta(variables: dict, path: Path) -> dict:
-    return _stored_meta(variables, path)
 
 
 def _read_mat73(path: Path, key: str | None) -> tuple[Any, dict]:
