@@ -308,7 +308,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     """``dsident fit DATA``: fit one model, save it, score it and draw it."""
     _threads(args)
     from .experiments import registry
-    from .experiments.config import resolve_config, save_config
+    from .experiments.config import COUNT_OBSERVATIONS, observation_name, resolve_config, save_config
     from .experiments.inputs import (channels_for_fit, cut, held_out_split, in_fit_units, is_path_like, load_data,
                                      load_test, zscore_for_fit, zscored_as_fit)
     from .experiments.machine import machine_info, machine_label
@@ -368,8 +368,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         from .data.summary import transposed_note
 
         warnings.warn(transposed_note(train.sizes["time"], train.sizes["channel"]), UserWarning, stacklevel=2)
-    observed_as = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
-    if observed_as == "gaussian" and start_cfg is None:
+    if observation_name(cfg) == "gaussian" and start_cfg is None:
         from .data.summary import counts_note
 
         note = counts_note(train)
@@ -380,8 +379,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         cfg["zscore"] = start_cfg["zscore"]
         train = zscored_as_fit(train, cfg)
     elif s.get("zscore"):
-        observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
-        if observation in _COUNT_OBSERVATIONS:
+        observation = observation_name(cfg)
+        if observation in COUNT_OBSERVATIONS:
             raise ValueError(f"--zscore standardises continuous signals, but observation={observation!r} models the "
                              "raw counts (non-negative integers) that z-scoring would destroy; drop --zscore.")
         if start_cfg is not None:
@@ -614,9 +613,6 @@ def _defaults_line(data: str, model: str, cfg: dict[str, Any], *, method_given: 
             "of docs/main_job.md \"Session 47\" and \"Session 48\"; `--method` / `--param` / `--option` choose "
             "otherwise"]
 
-
-#: observation models of counts or categories, whose data --zscore would turn into something else
-_COUNT_OBSERVATIONS = ("poisson", "bernoulli", "categorical")
 
 
 def _check_test_length(test: Any, pe_steps: int, what: str) -> None:

@@ -650,6 +650,12 @@ RUN_KEYS = ("dataset", "model", "method", "seed", "train_length", "eval_length",
 #: observation models of counts or classes: z-scoring their data would destroy what they model
 COUNT_OBSERVATIONS = ("poisson", "bernoulli", "categorical")
 
+
+def observation_name(cfg: Mapping[str, Any]) -> str:
+    """The observation model a run configuration names (``model_params.observation``), lower
+    case; "gaussian", the default, when it names none."""
+    return str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
+
 #: run keys a benchmark gives its data files only: their reader's options, the share held out as
 #: test data, and the delay embedding of a one-channel recording
 FILE_ONLY_KEYS = ("read", "test_fraction", "delay_embedding")
@@ -946,7 +952,7 @@ def resolve_config(dataset: str, model: str, method: str | None = None, *,
     if cfg.get("zscore") in (False, None):
         cfg.pop("zscore", None)             # `zscore = false` is the same point as no zscore
     else:
-        observation = str((cfg.get("model_params") or {}).get("observation") or "gaussian").lower()
+        observation = observation_name(cfg)
         if observation in COUNT_OBSERVATIONS:
             raise ValueError(f"`zscore` standardises continuous signals, but observation={observation!r} models the "
                              "raw counts (non-negative integers) that z-scoring would destroy; drop zscore.")

@@ -137,6 +137,7 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     import warnings
 
     from ..data.summary import counts_note
+    from .config import observation_name
 
     def key_of(cfg: Mapping[str, Any]) -> str:
         return json.dumps({k: cfg.get(k) for k in ("dataset", "read", "test_fraction", "test_data", "zscore")},
@@ -145,8 +146,7 @@ def check_grid_files(configs: Iterable[Mapping[str, Any]]) -> None:
     configs = list(configs)
     # the files some point fits afresh with the Gaussian default: warned, as `dsident fit` warns, when
     # they hold counts
-    gaussian = {key_of(cfg) for cfg in configs if not cfg.get("init") and str(
-        (cfg.get("model_params") or {}).get("observation") or "gaussian").lower() == "gaussian"}
+    gaussian = {key_of(cfg) for cfg in configs if not cfg.get("init") and observation_name(cfg) == "gaussian"}
     seen = set()
     for cfg in configs:
         if not is_path_like(str(cfg.get("dataset"))):
